@@ -1,0 +1,42 @@
+# The README's two commands: `make demo` and `make test`. Each creates .venv if it is
+# missing and installs what it needs (torch: the CPU wheel 2.13.0 first, so that no
+# dependency pulls a CUDA build).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH := torch==2.13.0
+
+.PHONY: demo test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.core: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.full: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[ml,env,dist,test]'
+	touch $@ $(VENV)/.core
+
+demo: $(VENV)/.core
+	$(BIN)/python -m helpdp.search budget=1.0
+
+test: $(VENV)/.full
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.full
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.full
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(VENV)/.full
+	$(BIN)/python bench/dp.py
+
+clean:
+	rm -rf $(VENV) outputs .pytest_cache .ruff_cache

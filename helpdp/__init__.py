@@ -1,0 +1,33 @@
+"""helpdp: decide when an LLM agent should ask an expert for help, under a budget.
+
+The public API: load a dataset directory, solve the help-policy dynamic program at a
+fixed help cost, search the cost that meets a budget, and trace the whole
+usage-success frontier. Importing helpdp never imports torch.
+"""
+
+from helpdp.budget import InfeasibleBudget, SearchResult, search_budget, search_budgets
+from helpdp.data import MDP, Dataset, DatasetError, from_frames, load_dataset
+from helpdp.demo import demo_dataset_path, generate_demo
+from helpdp.pareto import Frontier, frontier
+from helpdp.solve import Solution, behavior_values, score_rows, solve, state_success
+
+__all__ = [
+    "MDP",
+    "Dataset",
+    "DatasetError",
+    "Frontier",
+    "InfeasibleBudget",
+    "SearchResult",
+    "Solution",
+    "behavior_values",
+    "demo_dataset_path",
+    "from_frames",
+    "frontier",
+    "generate_demo",
+    "load_dataset",
+    "score_rows",
+    "search_budget",
+    "search_budgets",
+    "solve",
+    "state_success",
+]

@@ -1,0 +1,257 @@
+"""Numeric kernels of the help-policy dynamic program: arrays in, arrays out.
+
+No I/O, no config, no pandas. Every function is numba-jitted with ``cache=True``;
+the plain Python body stays reachable through ``.py_func`` for tests.
+
+The MDP is stored as two nested CSR structures (see ``helpdp.data.MDP``):
+
+* state ``s`` owns the state-action rows ``sa_ptr[s] : sa_ptr[s + 1]``, sorted by
+  action ascending (so "less help" comes first); ``sa_action[j]`` is the action of
+  row ``j`` (0 = nohelp, k >= 1 = intervention k);
+* row ``j`` owns the transitions ``tr_ptr[j] : tr_ptr[j + 1]`` with successor
+  ``tr_next[t]`` (int32 index) and probability ``tr_prob[t]``.
+
+Values are stored interleaved, one row per state, for locality of the random reads
+of successors: ``val[s, 0] = V``, ``val[s, 1] = S`` (discounted success),
+``val[s, 2 + k - 1] = M^k`` (discounted number of calls of intervention k).
+``costs[a]`` is the cost of action ``a`` (``costs[0] == 0``).
+
+Two action-selection rules share one sweep:
+
+* ``RULE_EXACT``: the Lagrangian Bellman backup of CONTRACT section 2,
+  ``Q_a = -costs[a] + gamma * sum P_a V'``.
+* ``RULE_PAPER``: the usage/policy iteration of Min et al. (2025, Sec. 5.2), which
+  scores an action by a process reward model's success estimate ``p_a`` and the
+  usage it leads to, ``Q_a = p_a * (1 - sum_k r_k M^k_a)`` with
+  ``M^k_a = [a == k] + gamma * sum P_a M^k'``. For one intervention this is the
+  paper's test "help iff r < dp / dM" with ``dp = p_help - p_nohelp`` and
+  ``dM = p_help M_help - p_nohelp M_nohelp``, evaluated as the linear inequality
+  ``dp - r dM > 0`` so that ``dM <= 0`` (help lowers later usage) is handled: then
+  help wins for every r when ``dp > 0``. As the contract says, ``|dM| <= dm_tol``
+  defaults to the less-help action. It differs from ``RULE_EXACT`` in three ways:
+  (1) success comes from the PRM (the success of continuing *as the data was
+  collected*), not from the DP's own S under the new policy; (2) usage is paid
+  only on success (``p * r * M``), the paper's reward "1 - r * usage on success";
+  (3) it is a fixed-point iteration with no optimality guarantee, hence
+  ``max_iters``. S and M are still computed under the model for the chosen policy,
+  so both rules report E[U] and E[S] the same way.
+
+Ties go to the action with less help: a later row replaces the best only when its
+score is larger by more than ``tie_tol``.
+"""
+
+import numpy as np
+from numba import njit
+
+RULE_EXACT = 0
+RULE_PAPER = 1
+
+
+@njit(cache=True, inline="always")
+def _backup_state(
+    s, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, p_row,
+    costs, gamma, rule, tie_tol, dm_tol, val, action,
+):  # fmt: skip
+    """Back up one state in place; return the largest absolute change of its values."""
+    width = val.shape[1]
+    n_int = width - 2
+    old_v = val[s, 0]
+    old_s = val[s, 1]
+    if terminal[s]:
+        v = 1.0 if success[s] else 0.0
+        val[s, 0] = v
+        val[s, 1] = v
+        for k in range(n_int):
+            val[s, 2 + k] = 0.0
+        action[s] = -1
+        return max(abs(v - old_v), abs(v - old_s))
+    j0 = sa_ptr[s]
+    j1 = sa_ptr[s + 1]
+    if j0 == j1:
+        # A non-terminal state with no observed action (a truncated episode): no
+        # success was observed beyond it, so it counts as a failure.
+        for c in range(width):
+            val[s, c] = 0.0
+        action[s] = -1
+        return max(abs(old_v), abs(old_s))
+    best_j = -1
+    best_q = -np.inf
+    best_m = 0.0  # success-weighted usage p_a * sum_k M^k_a of the best row (paper rule)
+    for j in range(j0, j1):
+        a = sa_action[j]
+        if rule == RULE_EXACT:
+            acc = 0.0
+            for t in range(tr_ptr[j], tr_ptr[j + 1]):
+                acc += tr_prob[t] * val[tr_next[t], 0]
+            q = -costs[a] + gamma * acc
+            if q > best_q + tie_tol:
+                best_q = q
+                best_j = j
+        else:
+            # usage after taking a, then following the current policy: cost-weighted
+            # (rm = sum_k r_k M^k_a) and plain (um = sum_k M^k_a)
+            rm = costs[a]
+            um = 1.0 if a > 0 else 0.0
+            for t in range(tr_ptr[j], tr_ptr[j + 1]):
+                nxt = tr_next[t]
+                gp = gamma * tr_prob[t]
+                for k in range(n_int):
+                    rm += gp * costs[k + 1] * val[nxt, 2 + k]
+                    um += gp * val[nxt, 2 + k]
+            p = p_row[j]
+            q = p * (1.0 - rm)
+            m = p * um
+            if best_j < 0 or (q > best_q + tie_tol and abs(m - best_m) > dm_tol):
+                best_q = q
+                best_j = j
+                best_m = m
+    a = sa_action[best_j]
+    t0 = tr_ptr[best_j]
+    t1 = tr_ptr[best_j + 1]
+    # S and M^k of the chosen row (a second read of the same transitions: in cache)
+    acc_s = 0.0
+    for t in range(t0, t1):
+        acc_s += tr_prob[t] * val[tr_next[t], 1]
+    s_new = gamma * acc_s
+    v_new = s_new
+    change = 0.0
+    for k in range(n_int):
+        acc_m = 0.0
+        for t in range(t0, t1):
+            acc_m += tr_prob[t] * val[tr_next[t], 2 + k]
+        mk = gamma * acc_m
+        if a == k + 1:
+            mk += 1.0
+        change = max(change, abs(mk - val[s, 2 + k]))
+        val[s, 2 + k] = mk
+        v_new -= costs[k + 1] * mk
+    if rule == RULE_EXACT:
+        v_new = best_q
+    val[s, 0] = v_new
+    val[s, 1] = s_new
+    action[s] = a
+    return max(change, max(abs(v_new - old_v), abs(s_new - old_s)))
+
+
+@njit(cache=True)
+def backward_pass(
+    order, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, p_row,
+    costs, gamma, rule, tie_tol, dm_tol, val, action,
+):  # fmt: skip
+    """One sweep over ``order``; exact on acyclic graphs when ``order`` is reverse
+    topological (every successor is backed up before its parents).
+
+    Writes ``val`` (n, 2 + K) and ``action`` (n,) int8 in place (-1 where no
+    action applies). Returns the largest absolute change of any value.
+    """
+    change = 0.0
+    for i in range(order.shape[0]):
+        c = _backup_state(
+            order[i], sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success,
+            p_row, costs, gamma, rule, tie_tol, dm_tol, val, action,
+        )  # fmt: skip
+        if c > change:
+            change = c
+    return change
+
+
+@njit(cache=True)
+def iterate_sweeps(
+    order, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, p_row,
+    costs, gamma, rule, tie_tol, dm_tol, tol, max_iters, val, action,
+):  # fmt: skip
+    """Gauss-Seidel sweeps until the largest change of V, S and M is below ``tol``.
+
+    For graphs with cycles (``gamma < 1`` guarantees convergence of the exact
+    rule). Returns ``(sweeps, last_change)``; the caller decides whether a run
+    that hit ``max_iters`` is acceptable.
+    """
+    change = np.inf
+    it = 0
+    while it < max_iters:
+        it += 1
+        change = backward_pass(
+            order, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success,
+            p_row, costs, gamma, rule, tie_tol, dm_tol, val, action,
+        )  # fmt: skip
+        if change < tol:
+            break
+    return it, change
+
+
+@njit(cache=True)
+def evaluate_stochastic(
+    order, sa_ptr, tr_ptr, tr_next, tr_prob, terminal, success, pi_row, gamma, tol,
+    max_iters, out_s,
+):  # fmt: skip
+    """Discounted success S of a stochastic policy ``pi_row`` (a probability per row).
+
+    Used for the behaviour policy of the data (action frequencies). One sweep is
+    exact when ``order`` is reverse topological; otherwise sweeps repeat to ``tol``.
+    Returns the number of sweeps.
+    """
+    it = 0
+    while it < max_iters:
+        it += 1
+        change = 0.0
+        for i in range(order.shape[0]):
+            s = order[i]
+            if terminal[s]:
+                v = 1.0 if success[s] else 0.0
+            else:
+                v = 0.0
+                for j in range(sa_ptr[s], sa_ptr[s + 1]):
+                    acc = 0.0
+                    for t in range(tr_ptr[j], tr_ptr[j + 1]):
+                        acc += tr_prob[t] * out_s[tr_next[t]]
+                    v += pi_row[j] * gamma * acc
+            d = abs(v - out_s[s])
+            if d > change:
+                change = d
+            out_s[s] = v
+        if change < tol:
+            break
+    return it
+
+
+@njit(cache=True)
+def topological_order(n, sa_ptr, tr_ptr, tr_next):
+    """Kahn's algorithm with a FIFO queue (breadth-first: children get numbers near
+    their parents). Returns ``(order, acyclic)``; ``order`` lists parents before
+    children and has length ``n`` only when the graph is acyclic."""
+    indeg = np.zeros(n, np.int64)
+    for t in range(tr_next.shape[0]):
+        indeg[tr_next[t]] += 1
+    order = np.empty(n, np.int64)
+    head = 0
+    tail = 0
+    for s in range(n):
+        if indeg[s] == 0:
+            order[tail] = s
+            tail += 1
+    while head < tail:
+        s = order[head]
+        head += 1
+        for t in range(tr_ptr[sa_ptr[s]], tr_ptr[sa_ptr[s + 1]]):
+            nxt = tr_next[t]
+            indeg[nxt] -= 1
+            if indeg[nxt] == 0:
+                order[tail] = nxt
+                tail += 1
+    return order[:tail], tail == n
+
+
+@njit(cache=True)
+def weighted_means(val, weights):
+    """Weighted column means of ``val`` (n, w) with ``weights`` (n,)."""
+    out = np.zeros(val.shape[1])
+    total = 0.0
+    for s in range(val.shape[0]):
+        w = weights[s]
+        if w != 0.0:
+            total += w
+            for c in range(val.shape[1]):
+                out[c] += w * val[s, c]
+    for c in range(val.shape[1]):
+        out[c] /= total
+    return out

@@ -1,0 +1,368 @@
+"""Search the help cost r (``python -m helpdp.search`` runs ``run_search``) whose policy meets an expert-usage budget (CONTRACT section 3).
+
+For ``rule=exact`` the optimal value ``g(r) = max_pi E[S] - r E[U]`` is convex and
+piecewise linear in r, each piece one deterministic policy, and E[U](r) is a
+non-increasing step function. After bracketing the budget on a log scale
+(``r_lo`` with E[U] > C, ``r_hi`` with E[U] <= C), each step solves at the
+intersection of the two bracketing policies' lines (Eisner-Severance chord
+search, falling back to log-scale bisection if rounding puts the intersection
+outside the bracket). When the solve at the intersection finds nothing better
+than both lines, the intersection is the breakpoint r*: both policies are optimal
+there, and the mixture that follows the more-help policy with probability
+``w = (C - U_hi) / (U_lo - U_hi)`` per episode spends C exactly. By constrained-MDP
+duality (Altman 1999) that mixture is optimal over all policies, randomized ones
+included; its E[S] equals the occupancy-measure LP's optimum (tested).
+
+``rule=paper`` has no such structure (its usage need not be monotone in r), so it
+bisects log r to a bracket of relative width 1e-9 and mixes the two ends.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from helpdp.data import MDP, Dataset
+from helpdp.solve import Solution, solve
+
+R_MAX = 1e12  # beyond this the budget is declared infeasible
+USAGE_EPS = 1e-12  # budget slack treated as "spent exactly"
+
+
+class InfeasibleBudget(ValueError):
+    """No policy in the data meets the budget (some states only ever saw help)."""
+
+
+@dataclass
+class SearchResult:
+    budget: float
+    r: float
+    policy: Solution  # deterministic, usage <= budget (the less-help side)
+    more_help: Solution | None  # the other side of the breakpoint, when mixed
+    weight_more_help: float | None
+    solves: int
+    seconds: float
+    rule: str
+    gamma: float
+
+    @property
+    def expected_usage(self) -> float:
+        if self.more_help is None:
+            return self.policy.total_usage
+        w = self.weight_more_help
+        return w * self.more_help.total_usage + (1 - w) * self.policy.total_usage
+
+    @property
+    def expected_success(self) -> float:
+        if self.more_help is None:
+            return self.policy.expected_success
+        w = self.weight_more_help
+        return w * self.more_help.expected_success + (1 - w) * self.policy.expected_success
+
+    def to_json(self) -> dict:
+        mixture = None
+        if self.more_help is not None:
+            mixture = {
+                "r": self.r,
+                "weight_more_help": self.weight_more_help,
+                "more_help": _summary(self.more_help),
+                "less_help": _summary(self.policy),
+            }
+        return {
+            "budget": self.budget,
+            "r": self.r,
+            "expected_usage": min(self.expected_usage, self.budget),
+            "expected_success": self.expected_success,
+            "mixture": mixture,
+            "solves": self.solves,
+            "seconds": self.seconds,
+            "rule": self.rule,
+            "gamma": self.gamma,
+        }
+
+
+def _summary(sol: Solution) -> dict:
+    return {"expected_usage": sol.total_usage, "expected_success": sol.expected_success}
+
+
+def search_budget(
+    mdp: MDP,
+    budget: float,
+    *,
+    gamma: float,
+    rule: str = "exact",
+    p_row: np.ndarray | None = None,
+    max_solves: int = 200,
+    log=None,
+    **solver_kw,
+) -> SearchResult:
+    """Find the largest-usage policy with E[U] <= ``budget`` (one intervention) and
+    the mixture that spends the budget exactly."""
+    if mdp.n_actions != 2:
+        raise ValueError(
+            f"search_budget handles one intervention; this dataset has {mdp.n_actions - 1} "
+            "(use search_budgets with per-intervention budgets)"
+        )
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget >= 0):
+        raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
+    t0 = time.perf_counter()
+    solves = 0
+
+    def at(r: float) -> Solution:
+        nonlocal solves
+        if solves >= max_solves:
+            raise RuntimeError(
+                f"budget search used max_solves={max_solves} solves without converging"
+            )
+        solves += 1
+        sol = solve(mdp, r, gamma=gamma, rule=rule, p_row=p_row, **solver_kw)
+        if log:
+            log(
+                f"solve {solves:3d}: r={r:.6g}  E[U]={sol.total_usage:.6f}  E[S]={sol.expected_success:.6f}"
+            )
+        return sol
+
+    def result(r, hi, lo=None):
+        w = None
+        if lo is not None and budget - hi.total_usage > USAGE_EPS:
+            w = (budget - hi.total_usage) / (lo.total_usage - hi.total_usage)
+            w = min(max(w, 0.0), 1.0)
+        return SearchResult(
+            budget=float(budget), r=float(r), policy=hi, more_help=lo if w else None,
+            weight_more_help=w if w else None, solves=solves,
+            seconds=time.perf_counter() - t0, rule=rule, gamma=gamma,
+        )  # fmt: skip
+
+    lo = at(0.0)
+    r_lo = 0.0
+    if lo.total_usage <= budget + USAGE_EPS:
+        return result(0.0, lo)
+    r_hi = 1.0
+    hi = at(r_hi)
+    while hi.total_usage > budget + USAGE_EPS:
+        lo, r_lo = hi, r_hi
+        r_hi *= 8.0
+        if r_hi > R_MAX:
+            raise InfeasibleBudget(
+                f"budget {budget} is below the least expert usage any policy in the data reaches "
+                f"(E[U] = {hi.total_usage:.6g} at r = {r_lo:.3g}): some states were only ever "
+                "observed with help"
+            )
+        hi = at(r_hi)
+    if rule == "exact":
+        tol_line = 1e-10 + 10 * solver_kw.get("tol", 1e-10)
+        while True:
+            du = lo.total_usage - hi.total_usage
+            r_x = (lo.expected_success - hi.expected_success) / du if du > 0 else math.nan
+            if not (r_lo < r_x < r_hi):  # rounding: fall back to log-scale bisection
+                r_x = math.sqrt(r_lo * r_hi) if r_lo > 0 else r_hi / 2
+            x = at(r_x)
+            if x.lagrangian() <= hi.lagrangian(r_x) + tol_line:
+                return result(r_x, hi, lo)  # r_x is the breakpoint
+            if x.total_usage <= budget + USAGE_EPS:
+                hi, r_hi = x, r_x
+            else:
+                lo, r_lo = x, r_x
+            if r_hi - r_lo <= 1e-12 * r_hi:
+                return result(r_hi, hi, lo)
+    while r_hi - r_lo > 1e-9 * r_hi and (r_lo > 0 or r_hi > 1e-12):  # paper: bisect log r
+        r_x = math.sqrt(r_lo * r_hi) if r_lo > 0 else r_hi / 8
+        x = at(r_x)
+        if x.total_usage <= budget + USAGE_EPS:
+            hi, r_hi = x, r_x
+        else:
+            lo, r_lo = x, r_x
+    return result(r_hi, hi, lo)
+
+
+def search_budgets(
+    mdp: MDP,
+    budgets: np.ndarray,
+    *,
+    gamma: float,
+    rule: str = "exact",
+    p_row: np.ndarray | None = None,
+    max_solves: int = 2000,
+    rounds: int = 30,
+    log=None,
+    **solver_kw,
+) -> tuple[Solution, int]:
+    """K > 1 interventions: per-intervention budgets, by cyclic coordinate search on
+    the Lagrange multipliers (each coordinate a 1-D log-scale bisection to the
+    smallest r_k whose usage of intervention k fits its budget, others fixed).
+
+    Returns a deterministic policy meeting every budget and the number of solves.
+    This is a heuristic on the dual: it does not randomize between policies, so its
+    E[S] can fall below the constrained optimum (the LP), never above.
+    """
+    budgets = np.asarray(budgets, np.float64)
+    k = mdp.n_actions - 1
+    if budgets.shape != (k,):
+        raise ValueError(f"need one budget per intervention ({k}), got {budgets.shape}")
+    r = np.zeros(k)
+    solves = 0
+
+    def at(rv):
+        nonlocal solves
+        solves += 1
+        if solves > max_solves:
+            raise RuntimeError(
+                f"budget search used max_solves={max_solves} solves without converging"
+            )
+        sol = solve(mdp, rv, gamma=gamma, rule=rule, p_row=p_row, **solver_kw)
+        if log:
+            log(
+                f"solve {solves:3d}: r={np.round(rv, 6).tolist()}  E[U]={np.round(sol.expected_usage, 6).tolist()}"
+            )
+        return sol
+
+    sol = at(r)
+    for _ in range(rounds):
+        changed = False
+        for i in range(k):
+            if sol.expected_usage[i] <= budgets[i] + USAGE_EPS and r[i] == 0:
+                continue
+            lo_r, hi_r = 0.0, max(r[i], 1.0)
+            trial = r.copy()
+            trial[i] = lo_r
+            s_lo = at(trial)
+            if s_lo.expected_usage[i] <= budgets[i] + USAGE_EPS:
+                best, best_r = s_lo, 0.0
+            else:
+                trial[i] = hi_r
+                s_hi = at(trial)
+                while s_hi.expected_usage[i] > budgets[i] + USAGE_EPS:
+                    lo_r, hi_r = hi_r, hi_r * 8
+                    if hi_r > R_MAX:
+                        raise InfeasibleBudget(
+                            f"budget {budgets[i]} for intervention {i + 1} is below its least usage in the data"
+                        )
+                    trial[i] = hi_r
+                    s_hi = at(trial)
+                while hi_r - lo_r > 1e-9 * hi_r:
+                    mid = math.sqrt(lo_r * hi_r) if lo_r > 0 else hi_r / 8
+                    trial[i] = mid
+                    s_mid = at(trial)
+                    if s_mid.expected_usage[i] <= budgets[i] + USAGE_EPS:
+                        hi_r, s_hi = mid, s_mid
+                    else:
+                        lo_r = mid
+                best, best_r = s_hi, hi_r
+            if abs(best_r - r[i]) > 1e-9 * max(best_r, 1e-300):
+                changed = True
+            r[i] = best_r
+            sol = best
+        if not changed and np.all(sol.expected_usage <= budgets + USAGE_EPS):
+            return sol, solves
+    if np.all(sol.expected_usage <= budgets + USAGE_EPS):
+        return sol, solves
+    raise RuntimeError(f"coordinate search did not meet all budgets in {rounds} rounds")
+
+
+def policy_frame(ds: Dataset, sol: Solution) -> pd.DataFrame:
+    """The policy as CONTRACT section 3's policy.parquet: one row per state with an
+    action to choose (non-terminal, at least one observed action)."""
+    keep = sol.action >= 0
+    usage = sol.values[:, 2:]
+    df = pd.DataFrame(
+        {
+            "state_id": ds.state_ids[keep],
+            "action": sol.action[keep].astype(np.int8),
+            "usage": usage.sum(axis=1)[keep],
+            "success": sol.values[keep, 1],
+        }
+    )
+    if usage.shape[1] > 1:
+        for k, name in enumerate(ds.actions[1:]):
+            df[f"usage_{name}"] = usage[keep, k]
+    return df.sort_values("state_id", ignore_index=True)
+
+
+def write_result(ds: Dataset, res: SearchResult, out: Path) -> Path:
+    """Write search.json, policy.parquet and (when mixed) policy_more_help.parquet."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "search.json").write_text(json.dumps(res.to_json(), indent=2) + "\n")
+    policy_frame(ds, res.policy).to_parquet(out / "policy.parquet", index=False)
+    more = out / "policy_more_help.parquet"
+    if res.more_help is not None:
+        policy_frame(ds, res.more_help).to_parquet(more, index=False)
+    elif more.exists():
+        more.unlink()  # a stale file from an earlier run would contradict search.json
+    return out
+
+
+def _budget_dir(b: float) -> str:
+    return f"budget={b:g}"
+
+
+def run_search(cfg) -> list[dict]:
+    """The body of ``python -m helpdp.search``: load once, search each budget, write."""
+    from helpdp.data import load_dataset
+    from helpdp.demo import demo_dataset_path
+    from helpdp.solve import score_rows
+
+    say = (lambda *a: None) if cfg.quiet else print
+    data = Path(cfg.data) if cfg.data else demo_dataset_path()
+    t0 = time.perf_counter()
+    ds = load_dataset(data, gamma=cfg.gamma)
+    mdp = ds.mdp
+    say(
+        f"loaded {data}: {mdp.n_states} states, {mdp.n_transitions} transitions, "
+        f"actions {ds.actions}, gamma {ds.gamma}, "
+        f"{'acyclic' if mdp.acyclic else 'cyclic'} ({time.perf_counter() - t0:.2f}s)"
+    )
+    p_row = score_rows(ds) if cfg.rule == "paper" else None
+    kw = dict(
+        gamma=ds.gamma, rule=cfg.rule, p_row=p_row, tol=cfg.tol, max_iters=cfg.max_iters,
+        tie_tol=cfg.tie_tol, dm_tol=cfg.dm_tol,
+    )  # fmt: skip
+    out = Path(cfg.out)
+    summaries = []
+    if mdp.n_actions > 2:
+        names = ds.actions[1:]
+        missing = [n for n in names if n not in (cfg.budgets or {})]
+        if missing:
+            raise ValueError(
+                f"this dataset has {len(names)} interventions {names}: give budgets.<name>=C for {missing}"
+            )
+        b = np.array([float(cfg.budgets[n]) for n in names])
+        t1 = time.perf_counter()
+        sol, solves = search_budgets(mdp, b, max_solves=cfg.max_solves * len(names), log=say, **kw)
+        summary = {
+            "budget": dict(zip(names, b.tolist())),
+            "r": dict(zip(names, sol.r.tolist())),
+            "expected_usage": dict(zip(names, sol.expected_usage.tolist())),
+            "expected_success": sol.expected_success,
+            "mixture": None,
+            "solves": solves,
+            "seconds": time.perf_counter() - t1,
+            "rule": cfg.rule,
+            "gamma": ds.gamma,
+        }
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "search.json").write_text(json.dumps(summary, indent=2) + "\n")
+        policy_frame(ds, sol).to_parquet(out / "policy.parquet", index=False)
+        print(f"budgets {summary['budget']}: r={summary['r']} E[U]={summary['expected_usage']} "
+              f"E[S]={sol.expected_success:.4f} -> {out}")  # fmt: skip
+        return [summary]
+    sweep = not isinstance(cfg.budget, (int, float))  # a list sweeps from one load
+    budgets = list(cfg.budget) if sweep else [cfg.budget]
+    for b in budgets:
+        res = search_budget(mdp, float(b), max_solves=cfg.max_solves, log=say, **kw)
+        where = write_result(ds, res, out / _budget_dir(float(b)) if sweep else out)
+        js = res.to_json()
+        mix = ""
+        if res.more_help is not None:
+            mix = f" (mixture: more-help policy with probability {res.weight_more_help:.4f})"
+        print(
+            f"budget {b:g}: r={res.r:.6g}  E[U]={js['expected_usage']:.4f}  "
+            f"E[S]={js['expected_success']:.4f}{mix}  [{res.solves} solves, {res.seconds:.3f}s] -> {where}"
+        )
+        summaries.append(js)
+    return summaries

@@ -1,0 +1,447 @@
+"""Read, validate and compile a dataset directory (CONTRACT section 1).
+
+``load_dataset(path)`` reads ``manifest.json``, ``states.parquet``,
+``transitions.parquet`` and, when present, ``scores.parquet``, ``episodes.parquet``
+and ``steps.parquet``; it checks every rule of the contract with vectorized numpy
+(no Python loop per row) and refuses bad input with one ``DatasetError`` naming
+the file, the column and the first offending row. Nothing is half-loaded: the
+``Dataset`` only exists once every check passed.
+
+The transition graph is compiled into ``MDP``: CSR arrays over states ->
+state-action rows -> transitions, with states renumbered in breadth-first
+topological order when the graph is acyclic, so that successors sit near their
+parents and the kernels' random reads stay local.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from helpdp._src import kernels
+
+FORMAT_VERSION = 1
+
+
+class DatasetError(ValueError):
+    """A dataset directory that does not satisfy the contract."""
+
+
+# column -> (kind, description) ; kinds: "int", "bool", "str", "float"
+STATES_SCHEMA = {
+    "state_id": "int",
+    "task_id": "str",
+    "depth": "int",
+    "is_start": "bool",
+    "terminal": "bool",
+    "success": "bool",
+    "text": "str",
+}
+TRANSITIONS_SCHEMA = {"state_id": "int", "action": "int", "next_state_id": "int", "count": "int"}
+SCORES_SCHEMA = {"state_id": "int", "action": "int", "p_success": "float", "source": "str"}
+_INT_RANGE = {
+    ("states.parquet", "depth"): (0, 2**31 - 1),
+    ("transitions.parquet", "action"): (0, 127),
+    ("scores.parquet", "action"): (0, 127),
+}
+
+
+@dataclass(frozen=True)
+class MDP:
+    """The compiled transition model (internal state indices 0..n-1).
+
+    ``order`` is a processing order for the backward sweep: reverse topological
+    when ``acyclic`` (one sweep is exact), else plain reverse index order.
+    ``start_weight[s]`` is the number of observed episodes starting at ``s``.
+    """
+
+    sa_ptr: np.ndarray  # int64 (n + 1,): rows of state s are sa_ptr[s]:sa_ptr[s+1]
+    sa_action: np.ndarray  # int8 (n_rows,): action of each row, ascending within a state
+    sa_count: np.ndarray  # int64 (n_rows,): episodes that took the row's action there
+    tr_ptr: np.ndarray  # int64 (n_rows + 1,): transitions of row j are tr_ptr[j]:tr_ptr[j+1]
+    tr_next: np.ndarray  # int32 (n_tr,): successor index
+    tr_prob: np.ndarray  # float64 (n_tr,): count / row count
+    terminal: np.ndarray  # bool (n,)
+    success: np.ndarray  # bool (n,)
+    start_weight: np.ndarray  # float64 (n,)
+    order: np.ndarray  # int64 (n,)
+    acyclic: bool
+    n_actions: int  # 1 + number of interventions
+
+    @property
+    def n_states(self) -> int:
+        return self.terminal.shape[0]
+
+    @property
+    def n_rows(self) -> int:
+        return self.sa_action.shape[0]
+
+    @property
+    def n_transitions(self) -> int:
+        return self.tr_next.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes one backward sweep reads from the model arrays."""
+        arrays = (self.sa_ptr, self.sa_action, self.tr_ptr, self.tr_next, self.tr_prob)
+        arrays += (self.terminal, self.success, self.order)
+        return int(sum(a.nbytes for a in arrays))
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A validated dataset directory. DataFrames are as read (file row order)."""
+
+    path: Path | None
+    manifest: dict
+    states: pd.DataFrame
+    transitions: pd.DataFrame
+    scores: pd.DataFrame | None
+    mdp: MDP
+    state_ids: np.ndarray  # int64 (n,): internal index -> state_id
+    episodes: pd.DataFrame | None = None
+    steps: pd.DataFrame | None = None
+    _id_sorted: np.ndarray = field(default=None, repr=False)
+    _id_perm: np.ndarray = field(default=None, repr=False)
+
+    @property
+    def actions(self) -> list[str]:
+        return list(self.manifest["actions"])
+
+    @property
+    def gamma(self) -> float:
+        return float(self.manifest["gamma"])
+
+    def index(self, state_ids) -> np.ndarray:
+        """Internal indices of ``state_ids``; raises KeyError on an unknown id."""
+        ids = np.asarray(state_ids, dtype=np.int64)
+        pos = np.searchsorted(self._id_sorted, ids)
+        pos = np.minimum(pos, len(self._id_sorted) - 1)
+        bad = self._id_sorted[pos] != ids
+        if bad.any():
+            raise KeyError(f"unknown state_id {int(ids[np.argmax(bad)])}")
+        return self._id_perm[pos]
+
+
+def _fail(file: str, column: str | None, row: int | None, msg: str):
+    where = file
+    if column is not None:
+        where += f": column '{column}'"
+    if row is not None:
+        where += f": row {row}"
+    raise DatasetError(f"{where}: {msg}")
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _read_table(path: Path, name: str, schema: dict[str, str]) -> pd.DataFrame:
+    file = path / name
+    if not file.exists():
+        _fail(name, None, None, f"missing file (expected at {file})")
+    try:
+        table = pq.read_table(file)
+    except (pa.ArrowInvalid, OSError) as e:
+        _fail(name, None, None, f"not a readable Parquet file ({e})")
+    cols = {}
+    for col, kind in schema.items():
+        if col not in table.column_names:
+            _fail(name, col, None, f"missing column (has {table.column_names})")
+        arr = table.column(col)
+        t = arr.type
+        ok = {
+            "int": pa.types.is_integer(t),
+            "bool": pa.types.is_boolean(t),
+            "str": pa.types.is_string(t) or pa.types.is_large_string(t),
+            "float": pa.types.is_floating(t),
+        }[kind]
+        if not ok and not (kind == "str" and pa.types.is_null(t) and len(arr) == 0):
+            _fail(name, col, None, f"has type {t}, expected {kind}")
+        if arr.null_count:
+            nulls = arr.is_null().to_numpy(zero_copy_only=False)
+            _fail(name, col, _first(nulls), "is null")
+        if kind == "int":
+            np_arr = arr.to_numpy().astype(np.int64, copy=False)
+            lo, hi = _INT_RANGE.get((name, col), (-(2**63), 2**63 - 1))
+            out = (np_arr < lo) | (np_arr > hi)
+            if out.any():
+                r = _first(out)
+                _fail(name, col, r, f"value {np_arr[r]} outside [{lo}, {hi}]")
+            cols[col] = np_arr
+        elif kind in ("bool", "float"):
+            cols[col] = arr.to_numpy(zero_copy_only=False)
+        else:
+            cols[col] = arr.to_pandas()
+    for col in table.column_names:  # keep extra columns (e.g. split, text metadata)
+        if col not in cols:
+            cols[col] = table.column(col).to_pandas()
+    return pd.DataFrame(cols)
+
+
+def _read_manifest(path: Path) -> dict:
+    file = path / "manifest.json"
+    if not file.exists():
+        _fail("manifest.json", None, None, f"missing file (expected at {file})")
+    try:
+        manifest = json.loads(file.read_text())
+    except json.JSONDecodeError as e:
+        _fail("manifest.json", None, None, f"invalid JSON ({e})")
+    if not isinstance(manifest, dict):
+        _fail("manifest.json", None, None, "must be a JSON object")
+    actions = manifest.get("actions")
+    if (
+        not isinstance(actions, list)
+        or len(actions) < 2
+        or not all(isinstance(a, str) and a for a in actions)
+        or len(set(actions)) != len(actions)
+    ):
+        _fail("manifest.json", "actions", None, f"must list >= 2 distinct names, got {actions!r}")
+    if actions[0] != "nohelp":
+        _fail("manifest.json", "actions", None, f"actions[0] must be 'nohelp', got {actions[0]!r}")
+    gamma = manifest.get("gamma")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 < gamma <= 1:
+        _fail("manifest.json", "gamma", None, f"must be a number in (0, 1], got {gamma!r}")
+    if manifest.get("format") != FORMAT_VERSION:
+        _fail(
+            "manifest.json",
+            "format",
+            None,
+            f"unsupported format {manifest.get('format')!r} (expected {FORMAT_VERSION})",
+        )
+    return manifest
+
+
+def load_dataset(path, *, gamma: float | None = None) -> Dataset:
+    """Load and validate the dataset directory at ``path``.
+
+    ``gamma`` overrides the manifest's discount (validated the same way).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise DatasetError(f"{path}: not a dataset directory")
+    manifest = _read_manifest(path)
+    if gamma is not None:
+        if not 0 < gamma <= 1:
+            raise DatasetError(f"gamma override must be in (0, 1], got {gamma}")
+        manifest = {**manifest, "gamma": float(gamma)}
+    states = _read_table(path, "states.parquet", STATES_SCHEMA)
+    transitions = _read_table(path, "transitions.parquet", TRANSITIONS_SCHEMA)
+    scores = None
+    if (path / "scores.parquet").exists():
+        scores = _read_table(path, "scores.parquet", SCORES_SCHEMA)
+    episodes = (
+        pd.read_parquet(path / "episodes.parquet") if (path / "episodes.parquet").exists() else None
+    )
+    steps = pd.read_parquet(path / "steps.parquet") if (path / "steps.parquet").exists() else None
+    return from_frames(
+        manifest, states, transitions, scores, path=path, episodes=episodes, steps=steps
+    )
+
+
+def from_frames(
+    manifest: dict,
+    states: pd.DataFrame,
+    transitions: pd.DataFrame,
+    scores: pd.DataFrame | None = None,
+    *,
+    path: Path | None = None,
+    episodes: pd.DataFrame | None = None,
+    steps: pd.DataFrame | None = None,
+) -> Dataset:
+    """Validate in-memory tables (already of the right column kinds) and compile them."""
+    n_actions = len(manifest["actions"])
+    sid = states["state_id"].to_numpy(np.int64)
+    n = sid.shape[0]
+    if n == 0:
+        _fail("states.parquet", None, None, "has no rows")
+    perm = np.argsort(sid, kind="stable")
+    id_sorted = sid[perm]
+    dup = id_sorted[1:] == id_sorted[:-1]
+    if dup.any():
+        r = int(perm[1:][dup].min())
+        _fail("states.parquet", "state_id", r, f"duplicate state_id {sid[r]}")
+    terminal = states["terminal"].to_numpy(bool)
+    success = states["success"].to_numpy(bool)
+    bad = success & ~terminal
+    if bad.any():
+        _fail("states.parquet", "success", _first(bad), "success is true on a non-terminal state")
+    is_start = states["is_start"].to_numpy(bool)
+    if not is_start.any():
+        _fail("states.parquet", "is_start", None, "no start state (is_start is false on every row)")
+
+    def lookup(file, col, ids):
+        pos = np.searchsorted(id_sorted, ids)
+        pos = np.minimum(pos, n - 1)
+        missing = id_sorted[pos] != ids
+        if missing.any():
+            r = _first(missing)
+            _fail(file, col, r, f"unknown state_id {ids[r]} (not in states.parquet)")
+        return perm[pos]
+
+    src_id = transitions["state_id"].to_numpy(np.int64)
+    dst_id = transitions["next_state_id"].to_numpy(np.int64)
+    act = transitions["action"].to_numpy(np.int64)
+    cnt = transitions["count"].to_numpy(np.int64)
+    if len(cnt) == 0:
+        _fail("transitions.parquet", None, None, "has no rows")
+    bad = cnt <= 0
+    if bad.any():
+        r = _first(bad)
+        _fail("transitions.parquet", "count", r, f"count {cnt[r]} is not positive")
+    bad = act >= n_actions
+    if bad.any():
+        r = _first(bad)
+        _fail(
+            "transitions.parquet",
+            "action",
+            r,
+            f"action {act[r]} but manifest.json names {n_actions} actions",
+        )
+    src = lookup("transitions.parquet", "state_id", src_id)
+    dst = lookup("transitions.parquet", "next_state_id", dst_id)
+    bad = terminal[src]
+    if bad.any():
+        r = _first(bad)
+        _fail(
+            "transitions.parquet",
+            "state_id",
+            r,
+            f"terminal state {src_id[r]} has an outgoing transition",
+        )
+
+    # sort by (state, action, next) with one int64 key when it fits
+    key = src * n_actions + act
+    tkey_order = np.lexsort((dst, key))
+    key_s = key[tkey_order]
+    dst_s = dst[tkey_order]
+    same = (key_s[1:] == key_s[:-1]) & (dst_s[1:] == dst_s[:-1])
+    if same.any():
+        r = int(tkey_order[1:][same].min())  # the later copy, in file order
+        _fail(
+            "transitions.parquet",
+            "next_state_id",
+            r,
+            f"duplicate (state_id, action, next_state_id) = ({src_id[r]}, {act[r]}, {dst_id[r]})",
+        )
+    cnt_s = cnt[tkey_order]
+    row_start = np.flatnonzero(np.r_[True, key_s[1:] != key_s[:-1]])
+    row_key = key_s[row_start]
+    row_count = np.add.reduceat(cnt_s, row_start)
+    row_state = row_key // n_actions
+    row_action = (row_key % n_actions).astype(np.int8)
+    tr_ptr_old = np.r_[row_start, len(key_s)].astype(np.int64)
+    tr_prob = cnt_s / np.repeat(row_count, np.diff(tr_ptr_old))
+
+    start_weight = np.zeros(n)
+    np.add.at(start_weight, row_state, row_count)  # episodes through each state
+    start_weight = np.where(is_start, start_weight, 0.0)
+    if start_weight.sum() <= 0:
+        _fail("transitions.parquet", None, None, "no start state has an outgoing transition")
+
+    mdp, new_of_old = _compile(
+        n, n_actions, row_state, row_action, row_count, tr_ptr_old, dst_s, tr_prob,
+        terminal, success, start_weight,
+    )  # fmt: skip
+    state_ids = np.empty(n, np.int64)
+    state_ids[new_of_old] = sid
+    if scores is not None:
+        _check_scores(scores, n_actions, lambda ids: lookup("scores.parquet", "state_id", ids))
+    return Dataset(
+        path=path,
+        manifest=manifest,
+        states=states,
+        transitions=transitions,
+        scores=scores,
+        mdp=mdp,
+        state_ids=state_ids,
+        episodes=episodes,
+        steps=steps,
+        _id_sorted=id_sorted,
+        _id_perm=new_of_old[perm],
+    )
+
+
+def _check_scores(scores: pd.DataFrame, n_actions: int, lookup) -> None:
+    act = scores["action"].to_numpy(np.int64)
+    bad = act >= n_actions
+    if bad.any():
+        r = _first(bad)
+        _fail(
+            "scores.parquet",
+            "action",
+            r,
+            f"action {act[r]} but manifest.json names {n_actions} actions",
+        )
+    p = scores["p_success"].to_numpy(np.float64)
+    bad = ~((p >= 0) & (p <= 1))  # also catches NaN
+    if bad.any():
+        r = _first(bad)
+        _fail("scores.parquet", "p_success", r, f"p_success {p[r]} outside [0, 1]")
+    lookup(scores["state_id"].to_numpy(np.int64))
+
+
+def _compile(
+    n, n_actions, row_state, row_action, row_count, tr_ptr, tr_next, tr_prob,
+    terminal, success, start_weight,
+):  # fmt: skip
+    """Build the MDP, renumbering states breadth-first when the graph is acyclic."""
+    sa_ptr = np.zeros(n + 1, np.int64)
+    np.add.at(sa_ptr, row_state + 1, 1)
+    sa_ptr = np.cumsum(sa_ptr)
+    topo, acyclic = kernels.topological_order(n, sa_ptr, tr_ptr, tr_next.astype(np.int64))
+    if not acyclic:
+        new_of_old = np.arange(n)
+        return (
+            MDP(
+                sa_ptr,
+                row_action,
+                row_count,
+                tr_ptr,
+                tr_next.astype(np.int32),
+                tr_prob,
+                terminal,
+                success,
+                start_weight,
+                np.arange(n - 1, -1, -1),
+                False,
+                n_actions,
+            ),  # fmt: skip
+            new_of_old,
+        )
+    new_of_old = np.empty(n, np.int64)
+    new_of_old[topo] = np.arange(n)
+    # rows sorted by (new state, action): since rows were sorted by (old state,
+    # action), a stable sort on the new state keeps actions ascending
+    row_new_state = new_of_old[row_state]
+    row_order = np.argsort(row_new_state, kind="stable")
+    lens = np.diff(tr_ptr)[row_order]
+    new_tr_ptr = np.r_[0, np.cumsum(lens)].astype(np.int64)
+    gather = np.repeat(tr_ptr[:-1][row_order] - new_tr_ptr[:-1], lens) + np.arange(new_tr_ptr[-1])
+    new_next = new_of_old[tr_next[gather]].astype(np.int32)
+    new_prob = tr_prob[gather]
+    new_sa_ptr = np.zeros(n + 1, np.int64)
+    np.add.at(new_sa_ptr, row_new_state + 1, 1)
+    new_sa_ptr = np.cumsum(new_sa_ptr)
+    inv = topo  # old index of each new index
+    mdp = MDP(
+        new_sa_ptr,
+        row_action[row_order],
+        row_count[row_order],
+        new_tr_ptr,
+        new_next,
+        new_prob,
+        terminal[inv],
+        success[inv],
+        start_weight[inv],
+        np.arange(n - 1, -1, -1, dtype=np.int64),
+        True,
+        n_actions,
+    )
+    return mdp, new_of_old

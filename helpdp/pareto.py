@@ -1,0 +1,187 @@
+"""The whole usage-success frontier: every breakpoint of E[U](r), with E[U], E[S].
+
+The optimal Lagrangian value ``g(r) = max_pi E[S] - r E[U]`` is the upper envelope
+of one line per deterministic policy. Its vertices are found exactly by the
+Eisner-Severance recursion: solve at the intersection of two optimal policies'
+lines; if the solve beats both lines a new vertex policy lies between them
+(recurse on both sides), otherwise the intersection is a breakpoint. Each policy on
+the frontier costs one solve, each breakpoint one more. The frontier's (E[U], E[S])
+points, joined by straight segments (the randomized mixtures), are the best success
+reachable at every budget.
+
+``python -m helpdp.frontier`` (``run_frontier``) writes ``frontier.parquet`` (one row per vertex
+policy: the r-interval where it is optimal, its E[U] and E[S]) and ``frontier.png``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from helpdp.budget import R_MAX
+from helpdp.data import MDP
+from helpdp.solve import Solution, solve
+
+
+@dataclass
+class Frontier:
+    """Vertex policies sorted by usage ascending (r descending)."""
+
+    table: pd.DataFrame  # r_min, r_max, expected_usage, expected_success
+    solves: int
+    seconds: float
+
+    def success_at(self, budget: float) -> float:
+        """Best E[S] at expected usage ``budget`` (linear between vertices)."""
+        u = self.table["expected_usage"].to_numpy()
+        s = self.table["expected_success"].to_numpy()
+        if budget < u[0] - 1e-12:
+            return float("nan")
+        return float(np.interp(budget, u, s))
+
+
+def frontier(
+    mdp: MDP, *, gamma: float, max_solves: int = 5000, progress: bool = True, **solver_kw
+) -> Frontier:
+    """Trace every vertex of the frontier (``rule=exact`` only: the paper rule's
+    usage is not monotone in r, so it has no such frontier)."""
+    if mdp.n_actions != 2:
+        raise ValueError("the frontier is defined for one intervention")
+    t0 = time.perf_counter()
+    tol_line = 1e-10 + 10 * solver_kw.get("tol", 1e-10)
+    bar = tqdm(total=None, desc="frontier solves", unit="solve", disable=not progress)
+    solves = 0
+
+    def at(r: float) -> Solution:
+        nonlocal solves
+        solves += 1
+        if solves > max_solves:
+            raise RuntimeError(f"frontier needs more than max_solves={max_solves} solves")
+        bar.update(1)
+        return solve(mdp, r, gamma=gamma, rule="exact", **solver_kw)
+
+    first = at(0.0)
+    r = 1.0
+    last = at(r)
+    while True:  # the least-usage policy: usage stops falling as r grows
+        nxt = at(r * 8)
+        if r * 8 > R_MAX or (
+            nxt.total_usage == last.total_usage and nxt.expected_success == last.expected_success
+        ):
+            break
+        r, last = r * 8, nxt
+    # vertices as (solution, r where it was found); breakpoints between neighbours
+    vertices = {0.0: first}
+    breaks: list[float] = []
+    stack = [(0.0, first, r, last)]
+    if first.total_usage - last.total_usage <= 1e-15:
+        stack = []
+    else:
+        vertices[r] = last
+    while stack:
+        ra, a, rb, b = stack.pop()
+        du = a.total_usage - b.total_usage
+        rx = (a.expected_success - b.expected_success) / du
+        if not ra <= rx <= rb:
+            rx = min(max(rx, ra), rb)
+        x = at(rx)
+        if x.lagrangian() <= b.lagrangian(rx) + tol_line:
+            breaks.append(rx)
+            continue
+        vertices[rx] = x
+        if a.total_usage - x.total_usage > 1e-15:
+            stack.append((ra, a, rx, x))
+        if x.total_usage - b.total_usage > 1e-15:
+            stack.append((rx, x, rb, b))
+    bar.close()
+    sols = sorted(vertices.values(), key=lambda s: (s.total_usage, s.expected_success))
+    # drop duplicates (same point found twice)
+    pts = []
+    for s in sols:
+        if pts and abs(pts[-1].total_usage - s.total_usage) <= 1e-15:
+            pts[-1] = s if s.expected_success > pts[-1].expected_success else pts[-1]
+        else:
+            pts.append(s)
+    breaks = sorted(set(breaks), reverse=True)
+    n = len(pts)
+    r_max = [np.inf] + breaks[: n - 1]
+    r_min = breaks[: n - 1] + [0.0]
+    table = pd.DataFrame(
+        {
+            "r_min": np.array(r_min[:n], dtype=np.float64),
+            "r_max": np.array(r_max[:n], dtype=np.float64),
+            "expected_usage": [s.total_usage for s in pts],
+            "expected_success": [s.expected_success for s in pts],
+        }
+    )
+    return Frontier(table=table, solves=solves, seconds=time.perf_counter() - t0)
+
+
+def plot(fr: Frontier, path: Path, budget: float | None = None, title: str = "") -> Path:
+    """Usage-success frontier (left) and E[U] as a step function of r (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = fr.table
+    u, s = t["expected_usage"].to_numpy(), t["expected_success"].to_numpy()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    ax.plot(
+        u, s, "-o", ms=3, lw=1.5, color="C0", label="optimal frontier (mixtures between vertices)"
+    )
+    if budget is not None and budget >= u[0]:
+        sb = fr.success_at(budget)
+        ax.axvline(budget, ls="--", color="C3", lw=1)
+        ax.plot([budget], [sb], "*", ms=14, color="C3", label=f"budget {budget:g}: E[S] = {sb:.3f}")
+    ax.set_xlabel("expected expert calls per episode, E[U]")
+    ax.set_ylabel("expected success, E[S]")
+    ax.set_title(title or "usage-success frontier")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    rr = t["r_min"].to_numpy()
+    pos = rr > 0
+    if pos.any():
+        ax2.step(rr[pos], u[pos], where="post", color="C1")
+        ax2.set_xscale("log")
+    if budget is not None:
+        ax2.axhline(budget, ls="--", color="C3", lw=1, label=f"budget {budget:g}")
+        ax2.legend(fontsize=8)
+    ax2.set_xlabel("help cost r (log scale)")
+    ax2.set_ylabel("E[U] of the optimal policy")
+    ax2.set_title("usage as a function of the help cost")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def run_frontier(cfg) -> Frontier:
+    """The body of ``python -m helpdp.frontier``."""
+    from helpdp.data import load_dataset
+    from helpdp.demo import demo_dataset_path
+
+    if cfg.rule != "exact":
+        raise ValueError("the frontier is traced with rule=exact")
+    data = Path(cfg.data) if cfg.data else demo_dataset_path()
+    ds = load_dataset(data, gamma=cfg.gamma)
+    fr = frontier(
+        ds.mdp, gamma=ds.gamma, max_solves=cfg.max_solves, tol=cfg.tol, max_iters=cfg.max_iters,
+        tie_tol=cfg.tie_tol,
+    )  # fmt: skip
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    fr.table.to_parquet(out / "frontier.parquet", index=False)
+    plot(fr, out / "frontier.png", cfg.budget, title=f"usage-success frontier: {data.name}")
+    print(fr.table.to_string(max_rows=30))
+    print(
+        f"{len(fr.table)} frontier policies, {fr.solves} solves, {fr.seconds:.2f}s -> "
+        f"{out / 'frontier.parquet'}, {out / 'frontier.png'}"
+    )
+    return fr
