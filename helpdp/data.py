@@ -168,13 +168,13 @@ def _read_table(path: Path, name: str, schema: dict[str, str]) -> pd.DataFrame:
             nulls = arr.is_null().to_numpy(zero_copy_only=False)
             _fail(name, col, _first(nulls), "is null")
         if kind == "int":
-            np_arr = arr.to_numpy().astype(np.int64, copy=False)
+            np_arr = arr.to_numpy()
             lo, hi = _INT_RANGE.get((name, col), (-(2**63), 2**63 - 1))
             out = (np_arr < lo) | (np_arr > hi)
             if out.any():
                 r = _first(out)
                 _fail(name, col, r, f"value {np_arr[r]} outside [{lo}, {hi}]")
-            cols[col] = np_arr
+            cols[col] = np_arr  # the file's own integer width; compiled as int64
         elif kind in ("bool", "float"):
             cols[col] = arr.to_numpy(zero_copy_only=False)
         else:

@@ -1,0 +1,160 @@
+"""The command lines and their outputs (CONTRACT section 3), on the demo data."""
+
+import json
+import subprocess
+import sys
+from dataclasses import fields
+
+import numpy as np
+import pandas as pd
+import pytest
+from dp_helpers import lp_optimum, make_frames
+from omegaconf import OmegaConf
+
+from helpdp import demo_dataset_path, frontier, generate_demo, load_dataset, search_budget
+from helpdp.budget import run_search
+from helpdp.config import FrontierConfig, SearchConfig
+from helpdp.pareto import run_frontier
+
+KEYS = {
+    "budget",
+    "r",
+    "expected_usage",
+    "expected_success",
+    "mixture",
+    "solves",
+    "seconds",
+    "rule",
+    "gamma",
+}
+
+
+def _cfg(schema, **kw):
+    return OmegaConf.merge(OmegaConf.structured(schema), kw)
+
+
+def test_search_writes_the_contract_outputs(tmp_path):
+    (res,) = run_search(_cfg(SearchConfig, budget=1.0, out=str(tmp_path), quiet=True))
+    js = json.loads((tmp_path / "search.json").read_text())
+    assert set(js) == KEYS and js == json.loads(json.dumps(res))
+    assert js["expected_usage"] <= 1.0 + 1e-9 and js["rule"] == "exact" and js["gamma"] == 1.0
+    mix = js["mixture"]
+    assert set(mix) == {"r", "weight_more_help", "more_help", "less_help"}
+    assert mix["less_help"]["expected_usage"] <= 1.0 < mix["more_help"]["expected_usage"]
+    w = mix["weight_more_help"]
+    assert js["expected_usage"] == pytest.approx(
+        w * mix["more_help"]["expected_usage"] + (1 - w) * mix["less_help"]["expected_usage"]
+    )
+    pol = pd.read_parquet(tmp_path / "policy.parquet")
+    assert list(pol.columns) == ["state_id", "action", "usage", "success"]
+    assert [str(t) for t in pol.dtypes] == ["int64", "int8", "float64", "float64"]
+    more = pd.read_parquet(tmp_path / "policy_more_help.parquet")
+    assert (more["action"] == 1).sum() > (pol["action"] == 1).sum()
+    # the policy file agrees with search.json: episode-weighted mean of usage at starts
+    ds = load_dataset(demo_dataset_path())
+    starts = ds.state_ids[ds.mdp.start_weight > 0]
+    w_start = ds.mdp.start_weight[ds.mdp.start_weight > 0]
+    u = pol.set_index("state_id").loc[starts, "usage"].to_numpy()
+    assert np.average(u, weights=w_start) == pytest.approx(mix["less_help"]["expected_usage"])
+
+
+def test_budget_list_sweeps_into_subdirectories(tmp_path):
+    out = run_search(_cfg(SearchConfig, budget=[0.5, 1, 2], out=str(tmp_path), quiet=True))
+    assert [o["budget"] for o in out] == [0.5, 1.0, 2.0]
+    succ = [o["expected_success"] for o in out]
+    assert succ == sorted(succ) and succ[0] < succ[-1]  # more budget, more success
+    for b in ["0.5", "1", "2"]:
+        js = json.loads((tmp_path / f"budget={b}" / "search.json").read_text())
+        assert js["expected_usage"] <= float(b) + 1e-9
+
+
+def test_frontier_agrees_with_search_and_plots(tmp_path):
+    fr = run_frontier(_cfg(FrontierConfig, budget=1.0, out=str(tmp_path)))
+    t = pd.read_parquet(tmp_path / "frontier.parquet")
+    assert list(t.columns) == ["r_min", "r_max", "expected_usage", "expected_success"]
+    assert np.all(np.diff(t["expected_usage"]) > 0) and np.all(
+        np.diff(t["expected_success"]) >= -1e-12
+    )
+    assert np.all(t["r_min"] <= t["r_max"])
+    # concave: slopes fall
+    slopes = np.diff(t["expected_success"]) / np.diff(t["expected_usage"])
+    assert np.all(np.diff(slopes) <= 1e-9)
+    ds = load_dataset(demo_dataset_path())
+    for b in [0.3, 1.0, 2.5]:
+        res = search_budget(ds.mdp, b, gamma=1.0)
+        assert fr.success_at(b) == pytest.approx(res.expected_success, abs=1e-9)
+    png = (tmp_path / "frontier.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+def test_frontier_vertices_match_lp_on_a_small_mdp():
+    from dp_helpers import random_dag
+
+    frames = random_dag(np.random.default_rng(11), n_inner=9, max_succ=3)
+    from helpdp import from_frames
+
+    ds = from_frames(*frames)
+    fr = frontier(ds.mdp, gamma=1.0, progress=False)
+    t = fr.table
+    for u in np.linspace(t["expected_usage"].iloc[0], t["expected_usage"].iloc[-1], 7):
+        assert fr.success_at(u) == pytest.approx(lp_optimum(frames, [u]), abs=1e-9)
+
+
+def test_two_interventions_per_intervention_budgets(tmp_path):
+    # two independent decisions, one per intervention kind: s0 (a: nohelp 0.5 / i1 0.9 / i2 0.6)
+    tr = [(0, 0, 1, 1), (0, 0, 2, 1), (0, 1, 1, 9), (0, 1, 2, 1), (0, 2, 1, 6), (0, 2, 2, 4)]
+    manifest, states, trans = make_frames(3, tr, success=(1,), actions=("nohelp", "oracle", "llm"))
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    states.to_parquet(d / "states.parquet")
+    trans.to_parquet(d / "transitions.parquet")
+    cfg = _cfg(
+        SearchConfig,
+        data=str(d),
+        out=str(tmp_path / "o"),
+        quiet=True,
+        budgets={"oracle": 0.0, "llm": 1.0},
+    )
+    (js,) = run_search(cfg)
+    assert js["expected_usage"] == {"oracle": 0.0, "llm": 1.0}
+    assert js["expected_success"] == pytest.approx(0.6)
+    with pytest.raises(ValueError, match="budgets.<name>=C for \\['llm'\\]"):
+        run_search(
+            _cfg(
+                SearchConfig,
+                data=str(d),
+                out=str(tmp_path / "o"),
+                quiet=True,
+                budgets={"oracle": 1.0},
+            )
+        )
+
+
+def test_cli_demo_and_help():
+    out = subprocess.run(
+        [sys.executable, "-m", "helpdp.search", "budget=1.0", "out=outputs/test-cli"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "budget 1: r=" in out.stdout and "E[U]=1.0000" in out.stdout
+    assert "RuntimeWarning" not in out.stderr
+    helptext = subprocess.run(
+        [sys.executable, "-m", "helpdp.search", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for f in fields(SearchConfig):
+        assert f"{f.name}=" in helptext and f.metadata["help"][:40] in helptext
+
+
+def test_shipped_demo_is_what_the_generator_makes():
+    _, states, transitions, episodes, steps = generate_demo()
+    ds = load_dataset(demo_dataset_path())
+    pd.testing.assert_frame_equal(ds.states, states, check_dtype=False)
+    pd.testing.assert_frame_equal(ds.transitions, transitions)
+    pd.testing.assert_frame_equal(ds.episodes, episodes)
+    assert len(ds.steps) == len(steps)
+    # agent-like: 10-20 step tasks, many tasks, help matters
+    assert ds.states["task_id"].nunique() >= 20
+    assert ds.episodes.groupby("trigger_p")["success"].mean().is_monotonic_increasing
