@@ -57,7 +57,10 @@ class MDP:
     """The compiled transition model (internal state indices 0..n-1).
 
     ``order`` is a processing order for the backward sweep: reverse topological
-    when ``acyclic`` (one sweep is exact), else plain reverse index order.
+    when ``acyclic`` (one sweep is exact), else plain reverse index order. When
+    acyclic, states are numbered level by level (longest distance from a start),
+    breadth-first within a level, and ``block_ptr`` delimits the levels in
+    ``order`` (deepest first) for the parallel pass.
     ``start_weight[s]`` is the number of observed episodes starting at ``s``.
     """
 
@@ -71,6 +74,7 @@ class MDP:
     success: np.ndarray  # bool (n,)
     start_weight: np.ndarray  # float64 (n,)
     order: np.ndarray  # int64 (n,)
+    block_ptr: np.ndarray  # int64: order[block_ptr[b]:block_ptr[b+1]] is one level (acyclic)
     acyclic: bool
     n_actions: int  # 1 + number of interventions
 
@@ -277,13 +281,18 @@ def from_frames(
         _fail("states.parquet", "is_start", None, "no start state (is_start is false on every row)")
 
     def lookup(file, col, ids):
-        pos = np.searchsorted(id_sorted, ids)
+        # sort the queries so the binary searches walk id_sorted forward (cache
+        # friendly): 5x faster than searching 10^7 random ids directly
+        q_order = np.argsort(ids)
+        pos = np.searchsorted(id_sorted, ids[q_order])
         pos = np.minimum(pos, n - 1)
-        missing = id_sorted[pos] != ids
+        missing = id_sorted[pos] != ids[q_order]
         if missing.any():
-            r = _first(missing)
+            r = int(q_order[missing].min())
             _fail(file, col, r, f"unknown state_id {ids[r]} (not in states.parquet)")
-        return perm[pos]
+        out = np.empty(len(ids), np.int64)
+        out[q_order] = perm[pos]
+        return out
 
     src_id = transitions["state_id"].to_numpy(np.int64)
     dst_id = transitions["next_state_id"].to_numpy(np.int64)
@@ -316,20 +325,32 @@ def from_frames(
             f"terminal state {src_id[r]} has an outgoing transition",
         )
 
-    # sort by (state, action, next) with one int64 key when it fits
-    key = src * n_actions + act
-    tkey_order = np.lexsort((dst, key))
-    key_s = key[tkey_order]
-    dst_s = dst[tkey_order]
-    same = (key_s[1:] == key_s[:-1]) & (dst_s[1:] == dst_s[:-1])
+    if n * n * n_actions >= 2**63:
+        _fail("states.parquet", None, None, f"{n} states is more than one sort key can index")
+    # sort by (state, action, next) with one int64 key (n^2 * actions < 2^63);
+    # skipped when the file is already in that order, as the collector writes it
+    full = (src * n_actions + act) * n + dst
+    if np.all(full[1:] >= full[:-1]):
+        tkey_order = np.arange(len(full))
+    else:
+        tkey_order = np.argsort(full)
+        full = full[tkey_order]
+    same = full[1:] == full[:-1]
     if same.any():
-        r = int(tkey_order[1:][same].min())  # the later copy, in file order
+        # the first row (file order) repeating an earlier row's key
+        starts = np.flatnonzero(np.r_[True, ~same])
+        group_first = np.repeat(
+            np.minimum.reduceat(tkey_order, starts), np.diff(np.r_[starts, len(full)])
+        )
+        r = int(tkey_order[tkey_order != group_first].min())
         _fail(
             "transitions.parquet",
             "next_state_id",
             r,
             f"duplicate (state_id, action, next_state_id) = ({src_id[r]}, {act[r]}, {dst_id[r]})",
         )
+    key_s = full // n
+    dst_s = full - key_s * n
     cnt_s = cnt[tkey_order]
     row_start = np.flatnonzero(np.r_[True, key_s[1:] != key_s[:-1]])
     row_key = key_s[row_start]
@@ -395,32 +416,27 @@ def _compile(
     sa_ptr = np.zeros(n + 1, np.int64)
     np.add.at(sa_ptr, row_state + 1, 1)
     sa_ptr = np.cumsum(sa_ptr)
-    topo, acyclic = kernels.topological_order(n, sa_ptr, tr_ptr, tr_next.astype(np.int64))
+    topo, level, acyclic = kernels.topological_order(n, sa_ptr, tr_ptr, tr_next.astype(np.int64))
     if not acyclic:
-        new_of_old = np.arange(n)
-        return (
-            MDP(
-                sa_ptr,
-                row_action,
-                row_count,
-                tr_ptr,
-                tr_next.astype(np.int32),
-                tr_prob,
-                terminal,
-                success,
-                start_weight,
-                np.arange(n - 1, -1, -1),
-                False,
-                n_actions,
-            ),  # fmt: skip
-            new_of_old,
-        )
+        mdp = MDP(
+            sa_ptr, row_action, row_count, tr_ptr, tr_next.astype(np.int32), tr_prob, terminal,
+            success, start_weight, np.arange(n - 1, -1, -1), np.array([0, n], np.int64), False,
+            n_actions,
+        )  # fmt: skip
+        return mdp, np.arange(n)
+    # number states level by level (breadth-first within a level): a topological
+    # order in which each level is contiguous, for the parallel backward pass
+    lv = level[topo]
+    lv = lv.astype(np.int16) if lv.max() < 2**15 else lv  # 16-bit keys: radix sort
+    topo = topo[np.argsort(lv, kind="stable")]
+    lv_sorted = level[topo]
+    block_ptr = n - np.flatnonzero(np.r_[True, lv_sorted[1:] != lv_sorted[:-1], True])[::-1]
     new_of_old = np.empty(n, np.int64)
     new_of_old[topo] = np.arange(n)
     # rows sorted by (new state, action): since rows were sorted by (old state,
     # action), a stable sort on the new state keeps actions ascending
     row_new_state = new_of_old[row_state]
-    row_order = np.argsort(row_new_state, kind="stable")
+    row_order = np.argsort(row_new_state * n_actions + row_action)  # unique keys
     lens = np.diff(tr_ptr)[row_order]
     new_tr_ptr = np.r_[0, np.cumsum(lens)].astype(np.int64)
     gather = np.repeat(tr_ptr[:-1][row_order] - new_tr_ptr[:-1], lens) + np.arange(new_tr_ptr[-1])
@@ -441,6 +457,7 @@ def _compile(
         success[inv],
         start_weight[inv],
         np.arange(n - 1, -1, -1, dtype=np.int64),
+        block_ptr.astype(np.int64),
         True,
         n_actions,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -17,6 +18,8 @@ from helpdp._src import kernels
 from helpdp.data import MDP, Dataset, DatasetError
 
 RULES = ("exact", "paper")
+PARALLEL_MIN_LEVEL = 4096  # mean states per level below which the serial pass is used
+PARALLEL_CHUNK = 2048  # states per parallel task
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ def solve(
     max_iters: int = 100_000,
     tie_tol: float = 1e-12,
     dm_tol: float = 1e-9,
+    parallel: bool = True,
 ) -> Solution:
     """Solve at help costs ``r`` (scalar, or one per intervention).
 
@@ -74,7 +78,9 @@ def solve(
     refused there, since value iteration need not converge. ``rule="paper"``
     needs ``p_row`` (a PRM success estimate per state-action row, see
     ``score_rows``); on cyclic graphs it stops after ``max_iters`` sweeps, as in
-    the paper's iteration.
+    the paper's iteration. ``parallel`` backs up the states of each level of an
+    acyclic graph on all numba threads when levels are wide enough to pay off
+    (same numbers as the serial pass).
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -98,7 +104,17 @@ def solve(
         mdp.terminal, mdp.success, p_row, costs, float(gamma), rule_id, tie_tol, dm_tol,
     )  # fmt: skip
     if mdp.acyclic:
-        kernels.backward_pass(*args, val, action)
+        n_levels = len(mdp.block_ptr) - 1
+        if (
+            parallel
+            and numba.get_num_threads() > 1
+            and mdp.n_states >= PARALLEL_MIN_LEVEL * n_levels
+        ):
+            kernels.backward_levels(
+                mdp.order, mdp.block_ptr, PARALLEL_CHUNK, *args[1:], val, action
+            )
+        else:
+            kernels.backward_pass(*args, val, action)
         sweeps = 1
     else:
         if gamma >= 1.0:

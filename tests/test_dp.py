@@ -188,10 +188,28 @@ def test_topological_order_py_func_matches_jit():
     ds = from_frames(*random_dag(np.random.default_rng(5), n_inner=10))
     m = ds.mdp
     args = (m.n_states, m.sa_ptr, m.tr_ptr, m.tr_next.astype(np.int64))
-    o1, a1 = kernels.topological_order(*args)
-    o2, a2 = kernels.topological_order.py_func(*args)
-    assert a1 and a2 and np.array_equal(o1, o2)
-    # after renumbering, every transition goes to a larger index
+    o1, l1, a1 = kernels.topological_order(*args)
+    o2, l2, a2 = kernels.topological_order.py_func(*args)
+    assert a1 and a2 and np.array_equal(o1, o2) and np.array_equal(l1, l2)
+    # after renumbering, every transition goes to a larger index and a deeper level
     rows = np.repeat(np.arange(m.n_states), np.diff(m.sa_ptr))
     src = np.repeat(rows, np.diff(m.tr_ptr))
     assert np.all(m.tr_next > src)
+    level = np.empty(m.n_states, np.int64)
+    for b in range(len(m.block_ptr) - 1):
+        level[m.order[m.block_ptr[b] : m.block_ptr[b + 1]]] = b  # b = 0 is the deepest
+    assert np.all(level[m.tr_next] < level[src])
+
+
+def test_parallel_levels_equal_serial_pass():
+    frames = random_dag(np.random.default_rng(9), n_inner=300, max_succ=4)
+    m = from_frames(*frames).mdp
+    outs = []
+    for fn, extra in [(kernels.backward_pass, ()), (kernels.backward_levels, (m.block_ptr, 7))]:
+        val = np.zeros((m.n_states, 3))
+        act = np.full(m.n_states, -1, np.int8)
+        head = (m.order, *extra)
+        fn(*head, m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next, m.tr_prob, m.terminal, m.success,
+           np.zeros(0), np.array([0.0, 0.05]), 1.0, 0, 1e-12, 1e-9, val, act)  # fmt: skip
+        outs.append((val, act))
+    assert np.array_equal(outs[0][0], outs[1][0]) and np.array_equal(outs[0][1], outs[1][1])
