@@ -122,8 +122,14 @@ def frontier(
     return Frontier(table=table, solves=solves, seconds=time.perf_counter() - t0)
 
 
-def plot(fr: Frontier, path: Path, budget: float | None = None, title: str = "") -> Path:
-    """Usage-success frontier (left) and E[U] as a step function of r (right)."""
+def plot(
+    fr: Frontier, path: Path, budget: float | None = None, title: str = "", random_help=None
+) -> Path:
+    """Usage-success frontier (left) and E[U] as a step function of r (right).
+
+    ``random_help``: optional DataFrame indexed by trigger probability with the
+    collected episodes' mean ``expert_calls`` and ``success``, drawn for comparison.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,6 +141,11 @@ def plot(fr: Frontier, path: Path, budget: float | None = None, title: str = "")
     ax.plot(
         u, s, "-o", ms=3, lw=1.5, color="C0", label="optimal frontier (mixtures between vertices)"
     )
+    if random_help is not None and len(random_help):
+        ax.plot(
+            random_help["expert_calls"], random_help["success"], "x--", color="C2",
+            label="random help in the data (per trigger p)",
+        )  # fmt: skip
     if budget is not None and budget >= u[0]:
         sb = fr.success_at(budget)
         ax.axvline(budget, ls="--", color="C3", lw=1)
@@ -178,7 +189,18 @@ def run_frontier(cfg) -> Frontier:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     fr.table.to_parquet(out / "frontier.parquet", index=False)
-    plot(fr, out / "frontier.png", cfg.budget, title=f"usage-success frontier: {data.name}")
+    random_help = None
+    if ds.episodes is not None and {"trigger_p", "expert_calls", "success"} <= set(
+        ds.episodes.columns
+    ):
+        random_help = ds.episodes.groupby("trigger_p")[["expert_calls", "success"]].mean()
+    plot(
+        fr,
+        out / "frontier.png",
+        cfg.budget,
+        title=f"usage-success frontier: {data.name}",
+        random_help=random_help,
+    )
     print(fr.table.to_string(max_rows=30))
     print(
         f"{len(fr.table)} frontier policies, {fr.solves} solves, {fr.seconds:.2f}s -> "
