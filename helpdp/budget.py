@@ -124,7 +124,8 @@ def search_budget(
         sol = solve(mdp, r, gamma=gamma, rule=rule, p_row=p_row, **solver_kw)
         if log:
             log(
-                f"solve {solves:3d}: r={r:.6g}  E[U]={sol.total_usage:.6f}  E[S]={sol.expected_success:.6f}"
+                f"solve {solves:3d}: r={r:.6g}  E[U]={sol.total_usage:.6f}  "
+                f"E[S]={sol.expected_success:.6f}  ({time.perf_counter() - t0:.3f}s)"
             )
         return sol
 

@@ -178,11 +178,9 @@ def state_success(ds: Dataset, *, tol: float = 1e-12, max_iters: int = 100_000) 
     """S per state (internal index) under the behaviour policy of the data: at each
     state, actions are taken with their observed frequencies."""
     mdp = ds.mdp
-    totals = np.add.reduceat(mdp.sa_count, mdp.sa_ptr[:-1]) if mdp.n_rows else np.zeros(0)
-    # reduceat on an empty segment returns the next element: mask by row counts
-    has_rows = np.diff(mdp.sa_ptr) > 0
-    totals = np.where(has_rows, totals, 1)
-    pi_row = mdp.sa_count / np.repeat(totals, np.diff(mdp.sa_ptr))
+    rs = row_states(mdp)
+    totals = np.bincount(rs, weights=mdp.sa_count, minlength=mdp.n_states)
+    pi_row = mdp.sa_count / totals[rs]
     out = np.zeros(mdp.n_states)
     # with cycles and gamma = 1 this still converges: every observed state has a
     # path to an absorbing state (the episodes that visited it ended)
@@ -201,9 +199,8 @@ def behavior_values(ds: Dataset) -> pd.DataFrame:
     mdp = ds.mdp
     s = state_success(ds)
     contrib = mdp.tr_prob * s[mdp.tr_next]
-    lens = np.diff(mdp.tr_ptr)
-    q = np.add.reduceat(contrib, mdp.tr_ptr[:-1]) if mdp.n_rows else np.zeros(0)
-    q = np.where(lens > 0, q, 0.0) * ds.gamma
+    tr_rows = np.repeat(np.arange(mdp.n_rows), np.diff(mdp.tr_ptr))
+    q = ds.gamma * np.bincount(tr_rows, weights=contrib, minlength=mdp.n_rows)
     return pd.DataFrame(
         {
             "state_id": ds.state_ids[row_states(mdp)],

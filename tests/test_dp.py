@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from dp_helpers import all_policies, evaluate, lp_optimum, make_dataset, make_frames, random_dag
 
-from helpdp import from_frames, search_budget, solve
+from helpdp import behavior_values, from_frames, search_budget, solve, state_success
 from helpdp._src import kernels
 
 # one decision: nohelp succeeds w.p. 0.5, help w.p. 0.9 -> help iff r < 0.4
@@ -213,3 +213,16 @@ def test_parallel_levels_equal_serial_pass():
            np.zeros(0), np.array([0.0, 0.05]), 1.0, 0, 1e-12, 1e-9, val, act)  # fmt: skip
         outs.append((val, act))
     assert np.array_equal(outs[0][0], outs[1][0]) and np.array_equal(outs[0][1], outs[1][1])
+
+
+def test_behavior_values_are_monte_carlo_rates_on_a_tree():
+    # s0 -nohelp-> s1 (2 episodes) or F (1); s0 -help-> S (1); s1 -nohelp-> S (1) or F (1)
+    S, F = 2, 3
+    tr = [(0, 0, 1, 2), (0, 0, F, 1), (0, 1, S, 1), (1, 0, S, 1), (1, 0, F, 1)]
+    ds = make_dataset(4, tr, success=(S,))
+    bv = behavior_values(ds).set_index(["state_id", "action"])
+    assert bv.loc[(7, 0), "p_success"] == pytest.approx(1 / 3)  # 1 of 3 episodes succeeded
+    assert bv.loc[(7, 0), "count"] == 3
+    assert bv.loc[(7, 1), "p_success"] == 1.0
+    assert bv.loc[(17, 0), "p_success"] == pytest.approx(0.5)
+    assert state_success(ds)[ds.index([7])[0]] == pytest.approx(0.5)  # 2 of 4 episodes
