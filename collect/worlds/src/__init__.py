@@ -1,0 +1,1 @@
+"""Human-editable sources of the demo worlds (one sub-package per scenario)."""
