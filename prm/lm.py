@@ -1,0 +1,437 @@
+"""The language-model PRM: a causal LM with a scalar head, fine-tuned with LoRA.
+
+Architecture. Any causal LM that ``AutoModelForSequenceClassification`` wraps
+(Qwen3 here), ``num_labels=1``: the head reads the hidden state of the last
+non-padding token and gives one logit, trained with binary cross-entropy on the
+soft Monte-Carlo label (``prm.data``). The backbone is adapted with LoRA (peft);
+the head is trainable through ``modules_to_save``.
+
+The action is marked in the input, not by a second head: the model reads
+``"<state text>\\n[action=<name>]"``. Why one head with an action suffix:
+(1) it is the unmodified sequence-classification model, so any backbone works
+and peft's SEQ_CLS saving/loading applies as is; (2) the suffix is the last thing
+the model reads, so the pooled last token attends to the whole state *knowing*
+which action is being evaluated, and both actions share every parameter, which
+matters because help is observed far less often than nohelp; (3) it extends to
+K interventions without changing the architecture. The price is one forward pass
+per (state, action) when scoring, i.e. 2 per state for one intervention.
+
+Long texts are cut from the left (the most recent history is kept) so the action
+suffix always survives truncation. The pad token (and ``config.pad_token_id``,
+which the head uses to find the last real token) is always set.
+
+On GPU: bf16 autocast (the frozen backbone is loaded in bf16, LoRA weights and
+head stay fp32) and gradient checkpointing. On CPU: fp32.
+
+A PRM directory of this kind holds ``adapter/`` (LoRA weights + head),
+``tokenizer/``, ``base/`` (only when the backbone was built from a config with
+random weights, so it can be rebuilt exactly) and ``prm.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from prm.base import PRM, read_meta
+from prm.data import Examples, state_rows
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def action_suffix(name: str) -> str:
+    return f"\n[action={name}]"
+
+
+def resolve_device(device: str = "auto", cpu_threads: int | None = None) -> torch.device:
+    """The torch device for ``device`` (auto: CUDA when available); on CPU, set the
+    process's torch thread count to ``cpu_threads`` when given."""
+    dev = torch.device(
+        ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    )
+    if dev.type == "cpu" and cpu_threads:
+        torch.set_num_threads(int(cpu_threads))
+    return dev
+
+
+def train_tokenizer(texts, *, vocab_size: int = 512, extra=()):
+    """A small BPE tokenizer (``tokenizers``) trained on ``texts``; digits split
+    one per token. Returns a ``PreTrainedTokenizerFast`` with ``[PAD]``/``[UNK]``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True)]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]"], show_progress=False
+    )
+    corpus = [t for t in texts if t] + list(extra)
+    if not corpus:
+        raise ValueError("cannot train a tokenizer: every text is empty")
+    tk.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]")
+
+
+class LMPRM(PRM):
+    kind = "lm"
+
+    def __init__(self, meta: dict, model, tokenizer, device, base_state=None):
+        super().__init__(meta)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self._base_state = base_state  # state of a from-config backbone, to save it
+        self._suffix_ids = [self._encode_plain(action_suffix(a)) for a in self.actions]
+
+    # --- construction ---------------------------------------------------------
+    @property
+    def cfg(self) -> dict:
+        return self.meta["config"]
+
+    @property
+    def use_bf16(self) -> bool:
+        want = self.cfg.get("bf16")
+        ok = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return ok if want is None else bool(want) and ok
+
+    @classmethod
+    def create(
+        cls, cfg: dict, *, actions, actor, texts, device: str = "auto", meta: dict | None = None
+    ) -> LMPRM:
+        """A fresh PRM: the backbone (hub/local checkpoint ``cfg["base_model"]``, or a
+        Qwen3 built from ``cfg`` with random weights and a tokenizer trained on
+        ``texts``) wrapped with LoRA."""
+        from peft import LoraConfig, TaskType, get_peft_model
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer, Qwen3Config
+
+        torch.manual_seed(int(cfg.get("seed", 0)))
+        dev = resolve_device(device, cfg.get("cpu_threads"))
+        bf16 = cfg.get("bf16")
+        bf16 = (
+            (dev.type == "cuda" and torch.cuda.is_bf16_supported()) if bf16 is None else bool(bf16)
+        )
+        dtype = torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
+        base_state = None
+        if cfg.get("base_model"):
+            kw = {
+                "revision": cfg.get("revision") or None,
+                "trust_remote_code": bool(cfg.get("trust_remote_code")),
+            }
+            tok = AutoTokenizer.from_pretrained(cfg["base_model"], **kw)
+            if tok.pad_token is None:
+                tok.pad_token = tok.eos_token
+            base = AutoModelForSequenceClassification.from_pretrained(
+                cfg["base_model"], num_labels=1, **_dtype_kw(dtype), **kw
+            )
+        else:
+            suffixes = [action_suffix(a) for a in actions]
+            tok = train_tokenizer(texts, vocab_size=int(cfg["vocab_size"]), extra=suffixes * 8)
+            config = Qwen3Config(
+                vocab_size=len(tok),
+                hidden_size=int(cfg["hidden_size"]),
+                intermediate_size=int(cfg["intermediate_size"]),
+                num_hidden_layers=int(cfg["num_layers"]),
+                num_attention_heads=int(cfg["num_heads"]),
+                num_key_value_heads=int(cfg["num_kv_heads"]),
+                head_dim=int(cfg["hidden_size"]) // int(cfg["num_heads"]),
+                max_position_embeddings=max(int(cfg["max_length"]), 64),
+                num_labels=1,
+                pad_token_id=tok.pad_token_id,
+                tie_word_embeddings=False,
+            )
+            base = AutoModelForSequenceClassification.from_config(config)
+            base_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
+        base.config.pad_token_id = tok.pad_token_id
+        if dev.type == "cuda" and cfg.get("gradient_checkpointing") in (None, True):
+            base.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+            base.config.use_cache = False
+        lora = LoraConfig(
+            task_type=TaskType.SEQ_CLS,
+            r=int(cfg["lora_r"]),
+            lora_alpha=float(cfg["lora_alpha"]),
+            lora_dropout=float(cfg["lora_dropout"]),
+            target_modules=list(cfg.get("target_modules") or DEFAULT_TARGETS),
+            modules_to_save=["score"],
+        )
+        with _quiet_peft():
+            model = get_peft_model(base, lora)
+        for p in model.parameters():  # trainable weights in fp32 (bf16 runs under autocast)
+            if p.requires_grad and p.dtype != torch.float32:
+                p.data = p.data.float()
+        model.to(dev)
+        meta = dict(meta or {})
+        meta.update(
+            {
+                "actions": list(actions),
+                "actor": actor,
+                "base_model": cfg.get("base_model") or "qwen3-from-config",
+            }
+        )
+        meta["config"] = dict(cfg)
+        return cls(meta, model, tok, dev, base_state)
+
+    # --- encoding ---------------------------------------------------------------
+    def _encode_plain(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode(self, texts, actions) -> list[list[int]]:
+        """Token ids of ``text + action suffix``, the text cut from the left to fit
+        ``max_length``."""
+        max_len = int(self.cfg["max_length"])
+        enc = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        out = []
+        for ids, a in zip(enc, np.asarray(actions).tolist(), strict=True):
+            suf = self._suffix_ids[a]
+            keep = max(max_len - len(suf), 0)
+            out.append((list(ids[-keep:]) if keep else []) + suf)
+        return out
+
+    def _batch(self, seqs: list[list[int]]):
+        pad = self.tokenizer.pad_token_id
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def _forward(self, seqs):
+        ids, mask = self._batch(seqs)
+        with torch.autocast(
+            device_type=self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16
+        ):
+            out = self.model(input_ids=ids, attention_mask=mask)
+        return out.logits.float().view(-1)
+
+    # --- scoring ----------------------------------------------------------------
+    def logits_of(
+        self, seqs: list[list[int]], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        """Logits for encoded sequences, batched by length (sorted, so each batch pads
+        to a similar width), returned in input order."""
+        batch_size = int(batch_size or self.cfg.get("eval_batch_size", 64))
+        out = np.empty(len(seqs), np.float64)
+        if not seqs:
+            return out
+        order = np.argsort([len(s) for s in seqs], kind="stable")
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for b in tqdm(
+                    range(0, len(order), batch_size),
+                    desc="scoring",
+                    unit="batch",
+                    disable=not progress,
+                ):
+                    idx = order[b : b + batch_size]
+                    out[idx] = self._forward([seqs[i] for i in idx]).cpu().numpy()
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def _predict_logits(self, ds, state_ids, actions, progress: bool = False):
+        texts = ds.states["text"].astype(str).to_numpy()[state_rows(ds, state_ids)]
+        return self.logits_of(self.encode(texts, actions), progress=progress)
+
+    # --- training ---------------------------------------------------------------
+    def loss_of(self, examples: Examples) -> float:
+        """Weighted BCE of the soft labels (the training objective) on ``examples``."""
+        if len(examples) == 0:
+            return float("nan")
+        f = examples.frame
+        z = self.logits_of(self.encode(f["text"], f["action"].to_numpy(np.int64)))
+        y = f["label"].to_numpy(np.float64)
+        w = f["weight"].to_numpy(np.float64)
+        return float((w * (np.logaddexp(0.0, z) - y * z)).sum() / w.sum())
+
+    def fit(self, train: Examples, val: Examples | None = None, *, progress: bool = True) -> dict:
+        """Fine-tune on ``train``; when ``val`` is given, keep the epoch with the
+        lowest validation loss. Returns the loss history."""
+        cfg = self.cfg
+        if len(train) == 0:
+            raise ValueError("no training examples (is the train split empty?)")
+        f = train.frame
+        if max_n := cfg.get("max_train_examples"):
+            if len(f) > max_n:
+                f = f.sample(n=int(max_n), random_state=int(cfg.get("seed", 0))).reset_index(
+                    drop=True
+                )
+                train = Examples(f, train.label_source)
+        seqs = self.encode(f["text"], f["action"].to_numpy(np.int64))
+        y = torch.tensor(f["label"].to_numpy(np.float32))
+        w = torch.tensor(f["weight"].to_numpy(np.float32))
+        lens = np.array([len(s) for s in seqs])
+        bs = int(cfg["batch_size"])
+        epochs = int(cfg["epochs"])
+        steps_per_epoch = math.ceil(len(seqs) / bs)
+        total = steps_per_epoch * epochs
+        warmup = int(float(cfg.get("warmup_ratio", 0.0)) * total)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(
+            params, lr=float(cfg["lr"]), weight_decay=float(cfg.get("weight_decay", 0.0))
+        )
+
+        def lr_at(step):
+            if step < warmup:
+                return (step + 1) / max(warmup, 1)
+            return max(0.0, (total - step) / max(total - warmup, 1))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+        rng = np.random.default_rng(int(cfg.get("seed", 0)))
+        history = {"train_loss_before": self.loss_of(train), "epochs": []}
+        if val is not None and len(val):
+            history["val_loss_before"] = self.loss_of(val)
+        best = (history.get("val_loss_before", math.inf), None)
+        t0 = time.perf_counter()
+        n_tokens = 0
+        bar = tqdm(total=total, desc="training", unit="step", disable=not progress)
+        for epoch in range(epochs):
+            self.model.train()
+            running, seen = 0.0, 0.0
+            for idx in _length_grouped_batches(lens, bs, rng):
+                ids, mask = self._batch([seqs[i] for i in idx])
+                n_tokens += int(mask.sum())
+                with torch.autocast(
+                    device_type=self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16
+                ):
+                    z = self.model(input_ids=ids, attention_mask=mask).logits.float().view(-1)
+                yb, wb = y[idx].to(self.device), w[idx].to(self.device)
+                per = torch.nn.functional.binary_cross_entropy_with_logits(z, yb, reduction="none")
+                loss = (per * wb).sum() / wb.sum()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.get("max_grad_norm"):
+                    torch.nn.utils.clip_grad_norm_(params, float(cfg["max_grad_norm"]))
+                opt.step()
+                sched.step()
+                wsum = float(wb.sum())
+                running += loss.item() * wsum
+                seen += wsum
+                bar.update(1)
+                bar.set_postfix(loss=f"{running / seen:.4f}", epoch=epoch)
+            rec = {"epoch": epoch, "train_loss_running": running / max(seen, 1e-12)}
+            if val is not None and len(val):
+                rec["val_loss"] = self.loss_of(val)
+                if rec["val_loss"] < best[0]:
+                    best = (rec["val_loss"], _trainable_state(self.model))
+            history["epochs"].append(rec)
+            log.info("epoch %d: %s", epoch, rec)
+        bar.close()
+        history["train_seconds"] = time.perf_counter() - t0
+        history["train_tokens_per_s"] = n_tokens / max(history["train_seconds"], 1e-9)
+        if best[1] is not None:
+            self.model.load_state_dict(best[1], strict=False)
+            history["best_val_loss"] = best[0]
+        history["train_loss_after"] = self.loss_of(train)
+        if val is not None and len(val):
+            history["val_loss_after"] = self.loss_of(val)
+        self.model.eval()
+        return history
+
+    # --- persistence --------------------------------------------------------------
+    def _save(self, out: Path) -> None:
+        self.model.save_pretrained(out / "adapter")
+        self.tokenizer.save_pretrained(out / "tokenizer")
+        if self._base_state is not None:
+            from transformers import AutoModelForSequenceClassification
+
+            base_cfg = copy.deepcopy(self.model.get_base_model().config)
+            base_cfg.use_cache = True
+            base = AutoModelForSequenceClassification.from_config(base_cfg)
+            base.load_state_dict(self._base_state)
+            base.save_pretrained(out / "base")
+
+    @classmethod
+    def load(cls, path, *, device: str = "auto") -> LMPRM:
+        from peft import PeftModel
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        path = Path(path)
+        meta = read_meta(path)
+        cfg = meta["config"]
+        dev = resolve_device(device, cfg.get("cpu_threads"))
+        bf16 = cfg.get("bf16")
+        bf16 = (
+            (dev.type == "cuda" and torch.cuda.is_bf16_supported()) if bf16 is None else bool(bf16)
+        )
+        dtype = torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
+        tok = AutoTokenizer.from_pretrained(path / "tokenizer")
+        base_state = None
+        if (path / "base").exists():
+            base = AutoModelForSequenceClassification.from_pretrained(
+                path / "base", **_dtype_kw(dtype)
+            )
+            base_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
+        else:
+            kw = {
+                "revision": cfg.get("revision") or None,
+                "trust_remote_code": bool(cfg.get("trust_remote_code")),
+            }
+            base = AutoModelForSequenceClassification.from_pretrained(
+                meta["base_model"], num_labels=1, **_dtype_kw(dtype), **kw
+            )
+        base.config.pad_token_id = tok.pad_token_id
+        with _quiet_peft():
+            model = PeftModel.from_pretrained(base, path / "adapter")
+        for p in model.parameters():
+            if p.dtype != dtype and p.is_floating_point():
+                p.data = p.data.to(dtype)
+        model.to(dev)
+        model.eval()
+        return cls(meta, model, tok, dev, base_state)
+
+
+def _dtype_kw(dtype) -> dict:
+    """``from_pretrained``'s dtype argument: ``dtype`` since transformers 4.56,
+    ``torch_dtype`` before."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
+
+
+@contextlib.contextmanager
+def _quiet_peft():
+    """Hide transformers' deprecation notice that peft triggers while wrapping a model."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+        )
+        yield
+
+
+def _trainable_state(model) -> dict:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _length_grouped_batches(
+    lens: np.ndarray, batch_size: int, rng: np.random.Generator, mega: int = 32
+):
+    """Shuffled batches of similar length: shuffle, sort within chunks of
+    ``mega * batch_size``, cut into batches, shuffle the batches."""
+    perm = rng.permutation(len(lens))
+    batches = []
+    chunk = batch_size * mega
+    for c in range(0, len(perm), chunk):
+        part = perm[c : c + chunk]
+        part = part[np.argsort(lens[part], kind="stable")]
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    for j in rng.permutation(len(batches)):
+        yield batches[j]
