@@ -1,0 +1,361 @@
+"""``python -m collect.check data=DIR``: load and exercise every scenario of an AWM directory.
+
+For each scenario (every name found in any file) the check builds its database
+(reporting rows SQLite rejects after repair), starts its app in a sandboxed
+worker and lists its tools, and runs each task's verifiers on the untouched
+database (a code-mode verifier must not say ``complete`` there; a SQL-mode one
+must return a dict). One line per scenario, defects indented below it, then
+``checked N scenarios: K ok, P partial, F failed``. Exit status 1 if any
+scenario failed.
+
+Status of a scenario:
+
+* ``failed`` - something present could not be used: our runtime could not run
+  it (the app does not start or exposes no tools, a worker timed out or
+  crashed) or, with ``defects_fail`` (default), the data itself is defective
+  (a verifier that does not compile, raises or says complete on the untouched
+  database; an INSERT SQLite rejects after repair; DDL that fails; a record
+  that cannot be decoded). Each defect is listed with its file:line location.
+* ``partial`` - some ``required`` pieces are absent from the files; the rest
+  was checked (the line says which pieces are missing).
+* ``ok`` - all required pieces are present and every check passed.
+
+With no ``data=`` the shipped demo worlds (``collect/worlds/``) are checked.
+Fields of :class:`CheckConfig` are documented where declared (``--help``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TextIO
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from collect.awm import CORE_PIECES, FILES, AWMDataset, Scenario
+from collect.database import build_database
+from collect.sandbox import AppWorker, SandboxError, SandboxLimits, VerifierPool, default_work_root
+from collect.tools import tools_from_openapi
+
+__all__ = [
+    "CheckConfig",
+    "CheckReport",
+    "ScenarioCheck",
+    "check_dataset",
+    "check_scenario",
+    "run_check",
+]
+
+WORLDS_DIR = Path(__file__).resolve().parent / "worlds"
+
+
+def _f(default: Any, help: str) -> Any:
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
+    if hasattr(default, "__dataclass_fields__"):
+        values = {f.name: getattr(default, f.name) for f in fields(default)}
+        return field(default_factory=lambda: type(default)(**values), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class CheckConfig:
+    """``python -m collect.check``: check that an AWM-format directory loads and runs."""
+
+    data: str | None = _f(
+        None, "AWM-format directory (gen_*.jsonl); null: the demo worlds in collect/worlds/"
+    )
+    scenarios: list[str] = _f([], "check only these scenarios (normalized names); empty: all")
+    required: list[str] = _f(
+        list(CORE_PIECES),
+        "pieces a scenario needs to be ok (others are reported): description, tasks, db, sample, spec, "
+        "env, verifiers, sql_verifiers, solutions",
+    )
+    defects_fail: bool = _f(
+        True, "a data defect (bad verifier, rejected INSERT, ...) makes its scenario failed"
+    )
+    run_verifiers: bool = _f(True, "run code-mode verifiers on the untouched database")
+    run_sql_verifiers: bool = _f(
+        True, "run SQL-mode verifiers on the untouched database (no judge)"
+    )
+    jobs: int = _f(2, "scenarios checked in parallel (each uses its own worker processes)")
+    max_defects_shown: int = _f(20, "defect lines printed per scenario (all are counted)")
+    sandbox: SandboxLimits = _f(SandboxLimits(call_timeout_s=20.0), "limits of the app workers")
+    verifier_sandbox: SandboxLimits = _f(
+        SandboxLimits(memory_mb=1024, call_timeout_s=30.0), "limits of the verifier workers"
+    )
+
+
+@dataclass
+class ScenarioCheck:
+    """What :func:`check_scenario` found for one scenario."""
+
+    name: str
+    status: str = "ok"
+    missing: list[str] = field(default_factory=list)
+    tools: int | None = None
+    rows_loaded: int = 0
+    rows_total: int = 0
+    rows_repaired: int = 0
+    tables: int | None = None
+    tasks: int | None = None
+    verifiers: int = 0
+    verifiers_ok: int = 0
+    sql_verifiers: int = 0
+    sql_verifiers_ok: int = 0
+    defects: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        tools = f"{self.tools} tools" if self.tools is not None else "no app"
+        rows = (
+            f"rows {self.rows_loaded}/{self.rows_total}"
+            + (f" ({self.rows_repaired} repaired)" if self.rows_repaired else "")
+            if self.tables is not None
+            else "no database"
+        )
+        tasks = f"{self.tasks} tasks" if self.tasks is not None else "no tasks"
+        n = self.tasks or 0
+        ver = f"verifiers {self.verifiers}/{n} code ({self.verifiers_ok} ok), {self.sql_verifiers}/{n} sql ({self.sql_verifiers_ok} ok)"
+        parts = [f"{self.status:<7} {self.name}: {tools}, {rows}, {tasks}, {ver}"]
+        if self.missing:
+            parts.append("missing: " + ", ".join(self.missing))
+        if self.defects:
+            parts.append(f"{len(self.defects)} defect{'s' if len(self.defects) != 1 else ''}")
+        if self.errors:
+            parts.append(f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''}")
+        return "; ".join(parts)
+
+
+def _verifier_defect(record, outcome) -> str:
+    where = f"{record.location} (task {record.task_idx})"
+    if outcome.status == "syntax_error":
+        return f"{where}: {outcome.message}"
+    if outcome.status == "invalid_result":
+        return f"{where}: verifier returned an invalid result: {outcome.message}"
+    return f"{where}: verifier raised on the untouched database: {outcome.message}"
+
+
+def check_scenario(
+    scenario: Scenario, config: CheckConfig, pool: VerifierPool, work_dir: Path
+) -> ScenarioCheck:
+    """Check one scenario (never raises for problems in the data)."""
+    result = ScenarioCheck(
+        scenario.name, tasks=scenario.n_tasks if scenario.tasks is not None else None
+    )
+    result.missing = scenario.missing(config.required)
+    result.defects.extend(str(p) for p in scenario.problems)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    db_path: Path | None = None
+
+    if scenario.db_schema is not None:
+        db_path = work_dir / "initial.db"
+        report = build_database(
+            db_path,
+            scenario.db_schema,
+            scenario.sample_data,
+            schema_source=str(scenario.locations.get("db", FILES["db"])),
+            sample_source=str(scenario.locations.get("sample", FILES["sample"])),
+        )
+        result.tables = report.tables_created
+        result.rows_loaded, result.rows_total = report.rows_loaded, report.rows_total
+        result.rows_repaired = report.rows_repaired
+        result.defects.extend(str(f) for f in report.failures)
+    elif scenario.sample_data is not None:
+        result.notes.append(f"{scenario.insert_count} sample rows not loaded (no database schema)")
+
+    if scenario.env_code is not None:
+        app = AppWorker(config.sandbox, workdir=work_dir / "app", name=f"app {scenario.name}")
+        try:
+            openapi = app.load(scenario.env_code, db_path)
+            result.tools = len(tools_from_openapi(openapi))
+            if result.tools == 0:
+                result.errors.append(f"{scenario.locations.get('env')}: the app exposes no tools")
+            if db_path is None:
+                result.notes.append("app started on an empty database (no schema)")
+        except SandboxError as e:
+            where = scenario.locations.get("env", FILES["env"])
+            if e.kind == "syntax_error":
+                result.defects.append(f"{where}: {e.message}")
+            else:
+                result.errors.append(f"{where}: app did not start: {e.message}")
+        finally:
+            app.close()
+
+    runs = []
+    if config.run_verifiers:
+        runs.append(("code", scenario.verifiers))
+    if config.run_sql_verifiers:
+        runs.append(("sql", scenario.sql_verifiers))
+    result.verifiers = len(scenario.verifiers)
+    result.sql_verifiers = len(scenario.sql_verifiers)
+    for mode, records in runs:
+        if records and db_path is None:
+            result.notes.append(f"{len(records)} {mode}-mode verifiers not run (no database)")
+            continue
+        for _idx, record in sorted(records.items()):
+            outcome = pool.run(
+                record.code,
+                initial_db=db_path,
+                final_db=db_path,
+                final_answer=None,
+                mode=mode,
+                function_name=record.function_name,
+            )
+            if outcome.status in ("timeout", "memory", "cpu", "crashed", "closed", "start_failed"):
+                result.errors.append(
+                    f"{record.location} (task {record.task_idx}): {outcome.message}"
+                )
+                continue
+            if not outcome.ok:
+                result.defects.append(_verifier_defect(record, outcome))
+                continue
+            if mode == "code" and outcome.label == "complete":
+                result.defects.append(
+                    f"{record.location} (task {record.task_idx}): verifier says complete on the untouched database"
+                )
+                continue
+            if mode == "sql" and not isinstance(outcome.result, dict):
+                result.defects.append(
+                    f"{record.location} (task {record.task_idx}): verify_task returned "
+                    f"{type(outcome.result).__name__}, not a dict"
+                )
+                continue
+            if mode == "code":
+                result.verifiers_ok += 1
+            else:
+                result.sql_verifiers_ok += 1
+
+    if result.errors or (result.defects and config.defects_fail):
+        result.status = "failed"
+    elif result.missing or result.defects:
+        result.status = "partial"
+    else:
+        result.status = "ok"
+    return result
+
+
+@dataclass
+class CheckReport:
+    data: Path
+    scenarios: list[ScenarioCheck]
+    dataset_problems: list[str]
+
+    def counts(self) -> dict[str, int]:
+        out = {"ok": 0, "partial": 0, "failed": 0}
+        for s in self.scenarios:
+            out[s.status] += 1
+        return out
+
+    def summary(self) -> str:
+        c = self.counts()
+        return f"checked {len(self.scenarios)} scenarios: {c['ok']} ok, {c['partial']} partial, {c['failed']} failed"
+
+    def exit_code(self, defects_fail: bool = True) -> int:
+        failed = self.counts()["failed"] > 0
+        return 1 if failed or (defects_fail and self.dataset_problems) else 0
+
+
+def check_dataset(config: CheckConfig, out: TextIO | None = None) -> CheckReport:
+    """Check every (selected) scenario; prints one line per scenario to ``out`` as it goes."""
+    data = Path(config.data) if config.data else WORLDS_DIR
+    dataset = AWMDataset(data)
+    names = dataset.names()
+    if config.scenarios:
+        wanted = set(config.scenarios)
+        names = [n for n in names if n in wanted]
+    dataset_problems = [str(p) for p in dataset.problems if p.scenario is None]
+    root = default_work_root()
+    pool = VerifierPool(max(1, config.jobs), config.verifier_sandbox, work_root=root / "verify")
+    results: list[ScenarioCheck] = []
+
+    def one(item: tuple[int, str]) -> ScenarioCheck:
+        i, name = item
+        try:
+            scenario = dataset.get(name)
+            return check_scenario(scenario, config, pool, root / f"s{i}")
+        except Exception as e:  # noqa: BLE001 - a bug or I/O error must not hide other scenarios
+            return ScenarioCheck(name, status="failed", errors=[f"check crashed: {e!r}"])
+        finally:
+            shutil.rmtree(root / f"s{i}", ignore_errors=True)
+
+    try:
+        for problem in dataset_problems:
+            _print(out, f"defect  {problem}")
+        with ThreadPoolExecutor(max_workers=max(1, config.jobs)) as executor:
+            for result in executor.map(one, enumerate(names)):
+                results.append(result)
+                _print(out, result.line())
+                for note in result.notes:
+                    _print(out, f"    note: {note}")
+                for err in result.errors:
+                    _print(out, f"    error: {err}")
+                shown = result.defects[: config.max_defects_shown]
+                for defect in shown:
+                    _print(out, f"    defect: {defect}")
+                if len(result.defects) > len(shown):
+                    _print(out, f"    ... {len(result.defects) - len(shown)} more defects")
+    finally:
+        pool.close()
+        shutil.rmtree(root, ignore_errors=True)
+    report = CheckReport(data, results, dataset_problems)
+    _print(out, report.summary())
+    return report
+
+
+def _print(out: TextIO | None, text: str) -> None:
+    if out is not None:
+        print(text, file=out, flush=True)
+
+
+def run_check(config: CheckConfig, out: TextIO | None = sys.stdout) -> int:
+    """Check, print, and return the exit status (1 if any scenario failed)."""
+    report = check_dataset(config, out)
+    return report.exit_code(config.defects_fail)
+
+
+def _help_template() -> str:
+    lines = [
+        "python -m collect.check [KEY=VALUE ...]",
+        "",
+        (CheckConfig.__doc__ or "").strip(),
+        "",
+        "Fields:",
+    ]
+    for f in fields(CheckConfig):
+        lines.append(f"  {f.name}: {f.metadata.get('help', '')}")
+    lines += ["", "Resolved config:", "$CONFIG", "Use --hydra-help for Hydra's own options."]
+    return "\n".join(lines).replace("${", "$\\{")
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="check_schema", node=CheckConfig)
+    cs.store(
+        group="hydra/help",
+        name="check",
+        node={
+            "app_name": "python -m collect.check",
+            "header": "",
+            "footer": "",
+            "template": _help_template(),
+        },
+    )
+
+
+register()
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="check")
+def main(cfg: Any) -> None:
+    sys.exit(run_check(OmegaConf.to_object(cfg)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,866 @@
+"""Episodes in an AWM scenario: ``reset(task) -> observation``, ``step(text)``, ``verify``.
+
+:class:`AWMEnv` owns one sandboxed app worker (:class:`~collect.sandbox.AppWorker`)
+and uses a shared :class:`~collect.sandbox.VerifierPool`. Typical collector loop::
+
+    pool = EnvPool("collect/worlds")            # or AWMEnv(dataset.get(name))
+    env = pool.acquire("smart_home_1")
+    first = env.reset(task_idx=3)               # first.system_prompt, first.task
+    while True:
+        result = env.step(model_turn_text)      # StepResult(observation, reward, done, info)
+        if result.info["action"]["kind"] == "ask_expert": ...   # harness answers
+        if result.done: break                   # result.reward, result.info["outcome"]
+    pool.release(env)
+
+Async callers use ``await env.astep(text)`` (the blocking work runs in a thread;
+nothing here runs an event loop).
+
+Outcomes: ``complete``/``incomplete``/``others`` (verified), ``format_error``
+(ended on a protocol violation), ``server_error`` (the app's worker died: the
+episode is not the agent's fault and ``info["valid"]`` is False),
+``verifier_error`` and ``no_verifier`` (also invalid). Rewards come from
+:class:`~collect.protocol.RewardConfig`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collect.awm import AWMDataset, Scenario
+from collect.database import BuildReport, build_database
+from collect.protocol import (
+    Action,
+    Failure,
+    RewardConfig,
+    episode_reward,
+    judge_messages,
+    parse_judge_answer,
+    parse_turn,
+    system_prompt,
+)
+from collect.sandbox import (
+    AppWorker,
+    SandboxError,
+    SandboxLimits,
+    VerifierOutcome,
+    VerifierPool,
+    default_work_root,
+)
+from collect.tools import (
+    DEFAULT_HIDDEN_TOOLS,
+    Tool,
+    build_request,
+    canonical_tool_name,
+    format_tools,
+    is_hidden_tool,
+    tools_from_openapi,
+    validate_arguments,
+)
+
+__all__ = [
+    "AWMEnv",
+    "EnvConfig",
+    "EnvPool",
+    "Judge",
+    "JudgeConfig",
+    "ResetResult",
+    "StepResult",
+    "ToolResult",
+    "Verification",
+    "build_scenario_database",
+]
+
+
+def _f(default: Any, help: str) -> Any:
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
+    if hasattr(default, "__dataclass_fields__"):
+        return field(
+            default_factory=lambda: type(default)(**asdict(default)), metadata={"help": help}
+        )
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class JudgeConfig:
+    """OpenAI-compatible endpoint for SQL-mode verification (off when ``base_url`` is empty)."""
+
+    base_url: str = _f(
+        "", "OpenAI-compatible API root, e.g. http://host:8000/v1; empty: code-mode verifiers only"
+    )
+    model: str = _f("", "model name sent to the endpoint")
+    api_key_env: str = _f(
+        "OPENAI_API_KEY", "environment variable holding the API key (may be unset)"
+    )
+    timeout_s: float = _f(60.0, "HTTP timeout of one judge request, s")
+    temperature: float = _f(0.0, "sampling temperature of the judge")
+    max_tokens: int = _f(512, "completion token limit of the judge")
+    max_prompt_chars: int = _f(24000, "trajectory + evidence characters sent to the judge")
+
+
+@dataclass
+class EnvConfig:
+    """Episode rules, sandbox limits, rewards and verification of :class:`AWMEnv`."""
+
+    max_turns: int = _f(30, "turns per episode; the last one ends it and the database is verified")
+    terminate_on_format_error: bool = _f(
+        True, "a format error ends the episode with rewards.format_error (AWM)"
+    )
+    strict_arguments: bool = _f(
+        False, "unknown tool arguments are an invalid_arguments error (else dropped)"
+    )
+    describe_responses: bool = _f(
+        False, "tool descriptions include the success response example (fastapi_mcp)"
+    )
+    max_observation_chars: int = _f(
+        16000, "longest tool-call result returned to the agent, characters"
+    )
+    expert_enabled: bool = _f(
+        True, "ask_expert is a meta-function (in the system prompt and parser)"
+    )
+    hidden_tools: list[str] = _f(
+        list(DEFAULT_HIDDEN_TOOLS), "tool names the agent can never list or call"
+    )
+    verifier_mode: str = _f(
+        "auto", "auto (sql when a judge is configured and a SQL verifier exists), code or sql"
+    )
+    verifier_workers: int = _f(1, "verifier worker processes of a pool created by the environment")
+    sandbox: SandboxLimits = _f(SandboxLimits(), "limits of the app worker")
+    verifier_sandbox: SandboxLimits = _f(
+        SandboxLimits(memory_mb=1024, call_timeout_s=30.0), "limits of verifier workers"
+    )
+    rewards: RewardConfig = _f(RewardConfig(), "reward of each episode outcome")
+    judge: JudgeConfig = _f(JudgeConfig(), "LLM judge for SQL-mode verifiers")
+    work_root: str | None = _f(
+        None, "directory for databases and workers; null: a fresh one on /dev/shm or /tmp"
+    )
+
+
+@dataclass
+class ResetResult:
+    """The start of an episode."""
+
+    episode_id: str
+    scenario: str
+    task_idx: int
+    task: str
+    system_prompt: str
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.task},
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "messages": self.messages}
+
+
+@dataclass
+class StepResult:
+    """One turn's effect. ``reward`` is set when ``done``."""
+
+    observation: str
+    reward: float | None
+    done: bool
+    info: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ToolResult:
+    """A dispatched tool call. ``failure`` is None on a 2xx answer."""
+
+    text: str
+    status: int | None
+    failure: Failure | None
+    fatal: bool = False  # the worker died (server error; the episode cannot continue)
+    app_ms: float | None = None  # time the app itself took, inside the worker
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+@dataclass
+class Verification:
+    """How an episode was verified. ``outcome`` feeds :func:`~collect.protocol.episode_reward`."""
+
+    outcome: str
+    mode: str
+    status: str = "ok"
+    detail: Any = None
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def valid(self) -> bool:
+        return self.outcome in ("complete", "incomplete", "others")
+
+
+class Judge:
+    """Classifies SQL-mode verifier output through an OpenAI-compatible chat endpoint (httpx)."""
+
+    def __init__(self, config: JudgeConfig, *, transport: Any = None):
+        self.config = config
+        self._transport = transport
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.config.base_url and self.config.model)
+
+    def classify(self, task: str, trajectory: str, evidence: Any) -> tuple[str, str]:
+        """``(label, reason)``; raises ``httpx.HTTPError`` when the endpoint fails."""
+        import httpx
+
+        headers = {}
+        key = os.environ.get(self.config.api_key_env or "", "")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        body = {
+            "model": self.config.model,
+            "messages": judge_messages(
+                task, trajectory, evidence, max_chars=self.config.max_prompt_chars
+            ),
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        }
+        with httpx.Client(
+            base_url=self.config.base_url.rstrip("/"),
+            timeout=self.config.timeout_s,
+            transport=self._transport,
+        ) as client:
+            response = client.post("/chat/completions", json=body, headers=headers)
+            response.raise_for_status()
+            content = response.json()["choices"][0]["message"]["content"] or ""
+        return parse_judge_answer(content)
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+def build_scenario_database(scenario: Scenario, directory: Path) -> tuple[Path, BuildReport]:
+    """Build ``scenario``'s initial database in ``directory`` (read-only afterwards)."""
+    path = Path(directory) / "initial.db"
+    schema_loc = scenario.locations.get("db")
+    sample_loc = scenario.locations.get("sample")
+    report = build_database(
+        path,
+        scenario.db_schema,
+        scenario.sample_data,
+        schema_source=str(schema_loc) if schema_loc else "gen_db.jsonl",
+        sample_source=str(sample_loc) if sample_loc else "gen_sample.jsonl",
+    )
+    os.chmod(path, 0o444)
+    return path, report
+
+
+def _trim(text: str, limit: int) -> str:
+    if limit and len(text) > limit:
+        return text[:limit] + f"\n... (truncated, {len(text) - limit} more characters)"
+    return text
+
+
+class AWMEnv:
+    """One scenario's environment: a sandboxed app, its database and the agent protocol."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        config: EnvConfig | None = None,
+        *,
+        verifier_pool: VerifierPool | None = None,
+        judge: Judge | None = None,
+        initial_db: Path | None = None,
+        build_report: BuildReport | None = None,
+        work_root: Path | None = None,
+    ):
+        missing = [p for p in ("env", "db", "tasks") if not scenario.has(p)]
+        if missing:
+            raise ValueError(f"scenario {scenario.name!r} cannot run: missing {', '.join(missing)}")
+        self.scenario = scenario
+        self.config = config or EnvConfig()
+        root = work_root or (Path(self.config.work_root) if self.config.work_root else None)
+        self._own_root = root is None
+        self.work_root = Path(root) if root is not None else default_work_root()
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        self._instance = uuid.uuid4().hex[:8]
+        if initial_db is None:
+            initial_db, build_report = build_scenario_database(
+                scenario, self.work_root / f"db-{scenario.name}-{self._instance}"
+            )
+        self.initial_db = Path(initial_db)
+        self.build_report = build_report
+        self._own_pool = verifier_pool is None
+        self.verifier_pool = verifier_pool or VerifierPool(
+            self.config.verifier_workers,
+            self.config.verifier_sandbox,
+            work_root=self.work_root / f"verify-{self._instance}",
+        )
+        self.judge = judge or Judge(self.config.judge)
+        self.app: AppWorker | None = None
+        self.tools: list[Tool] = []
+        self._tools_by_name: dict[str, Tool] = {}
+        self.restarts = 0
+        self._workers_started = 0
+        self._lock = threading.RLock()
+        self._closed = False
+        self._new_episode_state()
+        self.done = True
+
+    @classmethod
+    def from_dir(cls, data: str | Path, scenario: str, config: EnvConfig | None = None) -> AWMEnv:
+        """The environment of ``scenario`` in the AWM-format directory ``data``."""
+        return cls(AWMDataset(data).get(scenario), config)
+
+    # -- worker management ---------------------------------------------------------
+    def _new_episode_state(self) -> None:
+        self.episode_id = ""
+        self.task_idx = -1
+        self.task_text = ""
+        self.turn = 0
+        self.done = False
+        self.failures: Counter[str] = Counter()
+        self.format_errors = 0
+        self.expert_calls = 0
+        self.tool_calls = 0
+        self.trajectory: list[dict[str, Any]] = []
+        self.outcome: str | None = None
+        self.last_verification: Verification | None = None
+
+    def start(self) -> None:
+        """Start the app worker (idempotent); raises :class:`SandboxError` if the app cannot run."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("environment is closed")
+            if self.app is not None and self.app.alive:
+                return
+            self._discard_app()
+            self._workers_started += 1
+            app = AppWorker(
+                self.config.sandbox,
+                workdir=self.work_root
+                / f"app-{self.scenario.name}-{self._instance}-{self._workers_started}",
+                name=f"app {self.scenario.name}",
+            )
+            try:
+                openapi = app.load(self.scenario.env_code or "", self.initial_db)
+            except SandboxError:
+                app.close()
+                shutil.rmtree(app.workdir, ignore_errors=True)
+                raise
+            if self._workers_started > 1:
+                self.restarts += 1
+            self.app = app
+            self.tools = tools_from_openapi(
+                openapi,
+                hidden=self.config.hidden_tools,
+                describe_responses=self.config.describe_responses,
+            )
+            self._tools_by_name = {t.name: t for t in self.tools}
+            self._tools_text = format_tools(self.tools)
+
+    def _discard_app(self) -> None:
+        if self.app is not None:
+            self.app.close()
+            shutil.rmtree(self.app.workdir, ignore_errors=True)
+            self.app = None
+
+    def _needs_recycle(self) -> bool:
+        if self.app is None or not self.app.alive:
+            return True
+        used = self.app.worker.cpu_seconds_used()
+        return used is not None and used > self.config.sandbox.cpu_seconds / 2
+
+    # -- episode API --------------------------------------------------------------
+    def reset(
+        self, task_idx: int = 0, *, task: str | None = None, episode_id: str | None = None
+    ) -> ResetResult:
+        """Restore the initial database and start an episode on task ``task_idx``.
+
+        ``task`` overrides the task text (the verifier of ``task_idx`` still applies).
+        """
+        with self._lock:
+            text = task if task is not None else self.scenario.task(task_idx).text
+            if self._needs_recycle():
+                self._discard_app()
+            if self.app is None:
+                self.start()
+            else:
+                try:
+                    self.app.reset()
+                except SandboxError:
+                    self._discard_app()
+                    self.start()
+            self._new_episode_state()
+            self.episode_id = episode_id or uuid.uuid4().hex
+            self.task_idx = task_idx
+            self.task_text = text
+            return ResetResult(
+                self.episode_id,
+                self.scenario.name,
+                task_idx,
+                text,
+                system_prompt(expert_enabled=self.config.expert_enabled),
+            )
+
+    def step(self, text: str) -> StepResult:
+        """Apply one model turn (see :mod:`collect.protocol`)."""
+        action = parse_turn(text, expert_enabled=self.config.expert_enabled)
+        return self.act(action, turn_text=text)
+
+    def act(self, action: Action, *, turn_text: str | None = None) -> StepResult:
+        """Apply an already-parsed :class:`~collect.protocol.Action` (structured clients)."""
+        with self._lock:
+            if self.done or not self.episode_id:
+                raise RuntimeError("episode is over: call reset() first")
+            started = time.perf_counter()
+            self.turn += 1
+            info: dict[str, Any] = {"turn": self.turn, "action": action.as_dict(), "failure": None}
+            observation = ""
+            status: int | None = None
+            failure: Failure | None = action.failure
+            fatal_message = None
+            if action.kind == "final":
+                return self._finish(action.text, info, started, turn_text, action)
+            if action.kind == "invalid":
+                observation = f"Error: {action.message}"
+            elif action.kind == "list_tools":
+                observation = self._tools_text
+            elif action.kind == "ask_expert":
+                self.expert_calls += 1
+                info["ask_expert"] = action.arguments
+            elif action.kind == "call_tool":
+                self.tool_calls += 1
+                result = self.call_tool(action.tool_name or "", action.arguments)
+                observation, status, failure = result.text, result.status, result.failure
+                info["app_ms"] = result.app_ms
+                if result.fatal:
+                    fatal_message = result.text
+            info["status_code"] = status
+            if failure is not None:
+                self.failures[failure.value] += 1
+                info["failure"] = failure.value
+                if failure.is_format_error:
+                    self.format_errors += 1
+            info["format_error"] = bool(failure and failure.is_format_error)
+            if action.kind == "call_tool":
+                observation = _trim(observation, self.config.max_observation_chars)
+            self.trajectory.append(
+                {
+                    "turn": self.turn,
+                    "text": turn_text,
+                    "action": info["action"],
+                    "observation": observation,
+                }
+            )
+            info["latency_ms"] = (time.perf_counter() - started) * 1000
+            if fatal_message is not None:
+                return self._end(
+                    Verification(
+                        "server_error", "none", status="server_error", message=fatal_message
+                    ),
+                    observation,
+                    info,
+                )
+            if (
+                failure is not None
+                and failure.is_format_error
+                and self.config.terminate_on_format_error
+            ):
+                return self._end(
+                    Verification(
+                        "format_error", "none", status="format_error", message=action.message
+                    ),
+                    observation,
+                    info,
+                )
+            if self.turn >= self.config.max_turns:
+                info["truncated"] = True
+                return self._end(self.verify(None), observation, info)
+            return StepResult(observation, None, False, info)
+
+    def _finish(
+        self, answer: str, info: dict, started: float, turn_text: str | None, action: Action
+    ):
+        self.trajectory.append(
+            {"turn": self.turn, "text": turn_text, "action": action.as_dict(), "observation": ""}
+        )
+        info["format_error"] = False
+        info["final_answer"] = answer
+        verification = self.verify(answer)
+        info["latency_ms"] = (time.perf_counter() - started) * 1000
+        return self._end(verification, "", info)
+
+    def _end(self, verification: Verification, observation: str, info: dict) -> StepResult:
+        self.done = True
+        self.outcome = verification.outcome
+        self.last_verification = verification
+        reward = episode_reward(verification.outcome, self.config.rewards)
+        info.update(
+            {
+                "outcome": verification.outcome,
+                "valid": verification.valid,
+                "verification": asdict(verification),
+                "format_errors": self.format_errors,
+                "failures": dict(self.failures),
+                "turns": self.turn,
+                "tool_calls": self.tool_calls,
+                "expert_calls": self.expert_calls,
+                "episode_id": self.episode_id,
+                "scenario": self.scenario.name,
+                "task_idx": self.task_idx,
+            }
+        )
+        return StepResult(observation, reward, True, info)
+
+    # -- tools ------------------------------------------------------------------------
+    def resolve_tool(self, name: str) -> Tool | None:
+        """The visible tool called ``name`` (exact, then case-insensitive unique match)."""
+        if is_hidden_tool(name, self.config.hidden_tools):
+            return None
+        key = canonical_tool_name(name)
+        tool = self._tools_by_name.get(key)
+        if tool is None:
+            matches = [t for t in self.tools if t.name.lower() == key.lower()]
+            tool = matches[0] if len(matches) == 1 else None
+        return tool
+
+    def call_tool(self, name: str, arguments: Any = None) -> ToolResult:
+        """Dispatch one tool call to the app (no episode bookkeeping)."""
+        with self._lock:
+            in_episode = bool(self.episode_id) and not self.done
+            if self.app is None:
+                if in_episode:  # the worker died earlier in this episode: its state is gone
+                    return ToolResult(
+                        "Error: server error: the app worker is not running",
+                        None,
+                        Failure.SERVER_ERROR,
+                        fatal=True,
+                    )
+                self.start()
+            tool = self.resolve_tool(name)
+            if tool is None:
+                return ToolResult(
+                    f"Error: tool {name!r} does not exist. Call list_tools to see the available tools.",
+                    None,
+                    Failure.UNKNOWN_TOOL,
+                )
+            args, errors = validate_arguments(tool, arguments, strict=self.config.strict_arguments)
+            if errors:
+                return ToolResult(
+                    f"Error: invalid arguments for {tool.name}: {'; '.join(errors)}",
+                    None,
+                    Failure.INVALID_ARGUMENTS,
+                )
+            request = build_request(tool, args)
+            try:
+                reply = self.app.request(
+                    request.method, request.path, request.query, request.body, request.has_body
+                )
+            except SandboxError as e:
+                self._discard_app()
+                return ToolResult(
+                    f"Error: server error: {e.message}", None, Failure.SERVER_ERROR, fatal=True
+                )
+            if not reply.get("ok"):
+                return ToolResult(
+                    f"Error: server error: {reply.get('message')}", None, Failure.SERVER_ERROR
+                )
+            status = int(reply.get("status", 500))
+            text = reply.get("text", "")
+            app_ms = reply.get("app_ms")
+            if reply.get("truncated"):
+                text += "\n... (response truncated)"
+            if 200 <= status < 300:
+                return ToolResult(text, status, None, app_ms=app_ms)
+            if status == 422:
+                return ToolResult(
+                    f"Error: invalid arguments for {tool.name} (HTTP 422): {text}",
+                    status,
+                    Failure.INVALID_ARGUMENTS,
+                    app_ms=app_ms,
+                )
+            if status >= 500:
+                return ToolResult(
+                    f"Error: server error in {tool.name} (HTTP {status}): {text}",
+                    status,
+                    Failure.SERVER_ERROR,
+                    app_ms=app_ms,
+                )
+            return ToolResult(
+                f"Error: HTTP {status} from {tool.name}: {text}",
+                status,
+                Failure.TOOL_ERROR,
+                app_ms=app_ms,
+            )
+
+    # -- verification -------------------------------------------------------------------
+    def _mode(self) -> str:
+        mode = self.config.verifier_mode
+        if mode == "auto":
+            return (
+                "sql"
+                if self.judge.enabled and self.task_idx in self.scenario.sql_verifiers
+                else "code"
+            )
+        return mode
+
+    def verify(self, final_answer: str | None = None) -> Verification:
+        """Verify the current database against the episode's task (does not end the episode)."""
+        with self._lock:
+            mode = self._mode()
+            records = self.scenario.sql_verifiers if mode == "sql" else self.scenario.verifiers
+            record = records.get(self.task_idx)
+            if record is None:
+                return Verification(
+                    "no_verifier",
+                    mode,
+                    status="missing",
+                    message=f"no {mode}-mode verifier for task {self.task_idx}",
+                )
+            if mode == "sql" and not self.judge.enabled:
+                return Verification(
+                    "verifier_error", mode, status="no_judge", message="no judge configured"
+                )
+            if self.app is None or not self.app.alive:
+                return Verification(
+                    "server_error", mode, status="server_error", message="app worker is not running"
+                )
+            try:
+                final_db = self.app.export(f"final-{uuid.uuid4().hex[:8]}.db")
+            except SandboxError as e:
+                self._discard_app()
+                return Verification("server_error", mode, status="server_error", message=e.message)
+            try:
+                outcome: VerifierOutcome = self.verifier_pool.run(
+                    record.code,
+                    initial_db=self.initial_db,
+                    final_db=final_db,
+                    final_answer=final_answer,
+                    mode=mode,
+                    function_name=record.function_name,
+                    final_from_worker=True,
+                )
+            finally:
+                with contextlib.suppress(OSError):
+                    final_db.unlink()
+            if not outcome.ok:
+                return Verification(
+                    "verifier_error",
+                    mode,
+                    status=outcome.status,
+                    message=outcome.message,
+                    seconds=outcome.seconds,
+                )
+            if mode == "code":
+                label = outcome.label
+                return Verification(
+                    "complete" if label == "complete" else "others",
+                    mode,
+                    detail=outcome.result,
+                    seconds=outcome.seconds,
+                )
+            try:
+                label, reason = self.judge.classify(
+                    self.task_text, self.trajectory_text(final_answer), outcome.result
+                )
+            except Exception as e:  # noqa: BLE001 - endpoint failures are reported, not raised
+                return Verification(
+                    "verifier_error",
+                    mode,
+                    status="judge_error",
+                    message=repr(e)[:500],
+                    detail=outcome.result,
+                    seconds=outcome.seconds,
+                )
+            return Verification(
+                label,
+                mode,
+                detail={"evidence": outcome.result, "reason": reason},
+                seconds=outcome.seconds,
+            )
+
+    def trajectory_text(self, final_answer: str | None = None) -> str:
+        lines = []
+        for entry in self.trajectory:
+            action = entry["action"]
+            if action["kind"] == "call_tool":
+                lines.append(
+                    f"[{entry['turn']}] call {action['tool_name']} {json.dumps(action['arguments'], default=str)}"
+                )
+            elif action["kind"] == "final":
+                continue
+            else:
+                lines.append(
+                    f"[{entry['turn']}] {action['kind']} {action.get('message') or ''}".rstrip()
+                )
+            if entry["observation"]:
+                lines.append(f"  -> {entry['observation'][:1500]}")
+        if final_answer:
+            lines.append(f"[final answer] {final_answer}")
+        return "\n".join(lines)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id or None,
+            "step_count": self.turn,
+            "scenario": self.scenario.name,
+            "task_idx": self.task_idx,
+            "done": self.done,
+            "outcome": self.outcome,
+            "format_errors": self.format_errors,
+            "failures": dict(self.failures),
+            "tool_calls": self.tool_calls,
+            "expert_calls": self.expert_calls,
+            "worker_restarts": self.restarts,
+        }
+
+    # -- async wrappers --------------------------------------------------------------------
+    async def areset(self, task_idx: int = 0, **kwargs: Any) -> ResetResult:
+        return await asyncio.to_thread(self.reset, task_idx, **kwargs)
+
+    async def astep(self, text: str) -> StepResult:
+        return await asyncio.to_thread(self.step, text)
+
+    async def aact(self, action: Action) -> StepResult:
+        return await asyncio.to_thread(self.act, action)
+
+    async def averify(self, final_answer: str | None = None) -> Verification:
+        return await asyncio.to_thread(self.verify, final_answer)
+
+    # -- cleanup ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._discard_app()
+            if self._own_pool:
+                self.verifier_pool.close()
+            if self._own_root:
+                shutil.rmtree(self.work_root, ignore_errors=True)
+
+    def __enter__(self) -> AWMEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort: never leave workers behind
+        with contextlib.suppress(Exception):
+            if not self._closed and self.app is not None:
+                self.app.close()
+
+
+class EnvPool:
+    """Environments for many scenarios of one dataset, sharing databases and verifiers.
+
+    ``acquire(name)`` hands out an idle :class:`AWMEnv` of that scenario (starting
+    one if needed); ``release(env)`` returns it. Databases are built once per
+    scenario; all environments share one :class:`VerifierPool`.
+    """
+
+    def __init__(
+        self,
+        dataset: AWMDataset | str | Path,
+        config: EnvConfig | None = None,
+        *,
+        scenarios: list[str] | None = None,
+        judge: Judge | None = None,
+    ):
+        self.dataset = dataset if isinstance(dataset, AWMDataset) else AWMDataset(dataset)
+        self.config = config or EnvConfig()
+        self._own_root = not self.config.work_root
+        self.work_root = (
+            Path(self.config.work_root) if self.config.work_root else default_work_root()
+        )
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        self.verifier_pool = VerifierPool(
+            self.config.verifier_workers,
+            self.config.verifier_sandbox,
+            work_root=self.work_root / "verify",
+        )
+        self.judge = judge or Judge(self.config.judge)
+        self.allowed = set(scenarios) if scenarios else None
+        self._scenarios: dict[str, Scenario] = {}
+        self._assets: dict[str, tuple[Path, BuildReport]] = {}
+        self._idle: dict[str, list[AWMEnv]] = {}
+        self._all: list[AWMEnv] = []
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        names = self.dataset.names()
+        return [n for n in names if self.allowed is None or n in self.allowed]
+
+    def scenario(self, name: str) -> Scenario:
+        with self._lock:
+            if self.allowed is not None and name not in self.allowed:
+                raise KeyError(f"scenario {name!r} is not served")
+            if name not in self._scenarios:
+                self._scenarios[name] = self.dataset.get(name)
+            return self._scenarios[name]
+
+    def _database(self, scenario: Scenario) -> tuple[Path, BuildReport]:
+        with _BUILD_LOCK:
+            if scenario.name not in self._assets:
+                self._assets[scenario.name] = build_scenario_database(
+                    scenario, self.work_root / "db" / scenario.name
+                )
+            return self._assets[scenario.name]
+
+    def acquire(self, name: str) -> AWMEnv:
+        scenario = self.scenario(name)
+        with self._lock:
+            idle = self._idle.get(scenario.name)
+            if idle:
+                return idle.pop()
+        initial_db, report = self._database(scenario)
+        env = AWMEnv(
+            scenario,
+            self.config,
+            verifier_pool=self.verifier_pool,
+            judge=self.judge,
+            initial_db=initial_db,
+            build_report=report,
+            work_root=self.work_root / "envs",
+        )
+        with self._lock:
+            self._all.append(env)
+        return env
+
+    def release(self, env: AWMEnv) -> None:
+        with self._lock:
+            if env._closed:
+                return
+            self._idle.setdefault(env.scenario.name, []).append(env)
+
+    def close(self) -> None:
+        with self._lock:
+            envs, self._all = self._all, []
+            self._idle.clear()
+        for env in envs:
+            env.close()
+        self.verifier_pool.close()
+        if self._own_root:
+            shutil.rmtree(self.work_root, ignore_errors=True)
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
