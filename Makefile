@@ -36,6 +36,7 @@ format: $(VENV)/.full
 	$(BIN)/ruff check --fix .
 
 bench: $(VENV)/.full
+	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/dp.py
 
 clean:
