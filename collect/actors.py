@@ -1,0 +1,643 @@
+"""Actors: the agent being taught, producing one turn of text per request.
+
+Every actor has a ``name`` (recorded as the manifest's ``source.actor``; a PRM
+refuses data of another actor) and ``generate(requests) -> replies`` for a batch
+of :class:`~collect.rollout.TurnRequest` (all the live episodes of a lock-step
+round). Kinds:
+
+* ``simulated``: a seeded SIMULATION of a weak agent over the worlds' reference
+  solutions (no model). For the embedded demo and tests; not an LLM.
+* ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint (httpx).
+* ``hf``: local ``transformers`` generation (CPU or GPU), batched with left padding.
+* ``vllm``: offline batched generation with ``vllm.LLM`` on a GPU host (imported
+  only when built).
+
+The turn format is the seed's: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``
+(see :mod:`collect.protocol`); the system prompt that explains it comes from the
+environment.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from collect.rollout import EpisodeView, TurnReply, TurnRequest, reference_progress
+from collect.schedule import episode_rng
+
+__all__ = [
+    "ACTOR_KINDS",
+    "ActorConfig",
+    "ChatClient",
+    "EndpointError",
+    "HFActor",
+    "OpenAIActor",
+    "SimulatedActor",
+    "SimulatedConfig",
+    "VLLMActor",
+    "actor_name",
+    "build_actor",
+    "simulate_turn",
+]
+
+ACTOR_KINDS = ("simulated", "openai", "hf", "vllm")
+
+
+def _f(default: Any, help: str) -> Any:
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
+    if hasattr(default, "__dataclass_fields__"):
+        cls = type(default)
+        return field(default_factory=cls, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class SimulatedConfig:
+    """Behaviour of the simulated weak agent (rates per turn; d = task difficulty in [0, 1])."""
+
+    format_error_p: float = _f(0.10, "probability of a format error at turn 0")
+    format_error_decay: float = _f(
+        0.75, "the format-error probability is multiplied by this each turn"
+    )
+    wrong_tool_p: float = _f(0.02, "probability of calling a wrong tool on an easy task (d = 0)")
+    wrong_tool_slope: float = _f(0.10, "added to wrong_tool_p at d = 1")
+    wrong_args_p: float = _f(0.04, "probability of wrong arguments on an easy task (d = 0)")
+    wrong_args_slope: float = _f(0.16, "added to wrong_args_p at d = 1")
+    loop_p: float = _f(0.45, "after a failed call, probability of repeating it exactly (d = 0)")
+    loop_slope: float = _f(0.35, "added to loop_p at d = 1")
+    early_stop_p: float = _f(0.01, "probability of answering before the work is done (d = 0)")
+    early_stop_slope: float = _f(0.05, "added to early_stop_p at d = 1")
+    skip_list_tools_p: float = _f(0.1, "probability of not calling list_tools first")
+    follow_p: float = _f(0.9, "probability of following the oracle's suggested call or answer")
+    help_factor: float = _f(
+        0.25, "error rates are multiplied by this while an expert's plan is in context"
+    )
+    plan_memory: int = _f(
+        3, "turns an expert's message keeps helping (the turn it is given counts)"
+    )
+    difficulty_calls: int = _f(
+        12, "reference calls at which difficulty d reaches 1 (d = calls / this)"
+    )
+
+
+@dataclass
+class ActorConfig:
+    """The actor: kind, model and sampling (fields name the kinds that use them)."""
+
+    kind: str = _f(
+        "simulated",
+        "simulated (a seeded SIMULATION of a weak agent, not a model) | openai | hf | vllm",
+    )
+    name: Any = _f(
+        None, "actor name in the manifest (source.actor); null: the model, or 'simulated'"
+    )
+    model: str = _f("", "openai: model name sent; hf/vllm: Hugging Face id or local directory")
+    temperature: float = _f(0.7, "sampling temperature (0: greedy)")
+    top_p: float = _f(1.0, "nucleus sampling")
+    max_tokens: int = _f(1024, "most tokens generated per turn")
+    stop_after_tool_call: bool = _f(
+        True, "hf/vllm: stop generating at the first </tool_call> (kept in the text)"
+    )
+    base_url: str = _f("", "openai: API root, e.g. http://127.0.0.1:8000/v1")
+    api_key_env: str = _f(
+        "OPENAI_API_KEY", "openai: environment variable holding the API key (may be unset)"
+    )
+    timeout_s: float = _f(120.0, "openai: HTTP timeout of one request, s")
+    retries: int = _f(3, "openai: retries of a failed request (transport errors, 408/409/429/5xx)")
+    retry_backoff_s: float = _f(1.0, "openai: first retry delay, s (doubles each retry)")
+    concurrency: int = _f(
+        8, "openai: requests in flight per worker (a lock-step batch is sent at once)"
+    )
+    device: str = _f("auto", "hf: auto | cpu | cuda | cuda:N")
+    dtype: str = _f("auto", "hf/vllm: auto | float32 | bfloat16 | float16")
+    local_files_only: bool = _f(True, "hf: never download (the model must be on disk)")
+    trust_remote_code: bool = _f(False, "hf/vllm: allow the model repository's own code")
+    max_prompt_tokens: int = _f(0, "hf: keep only the last N prompt tokens (0: all)")
+    chat_template_kwargs: dict = _f(
+        {}, "hf/vllm: extra chat-template arguments, e.g. enable_thinking: false"
+    )
+    tensor_parallel_size: int = _f(1, "vllm: GPUs per model")
+    gpu_memory_utilization: float = _f(0.9, "vllm: share of GPU memory vLLM may take")
+    max_model_len: int = _f(32768, "vllm: context length (prompt + turn)")
+    enable_prefix_caching: bool = _f(
+        True, "vllm: reuse the KV cache of shared prefixes (the history)"
+    )
+    simulated: SimulatedConfig = _f(SimulatedConfig(), "simulated: the weak agent's rates")
+
+
+def actor_name(config: ActorConfig) -> str:
+    """The name that identifies this actor's data (``source.actor``)."""
+    if config.name:
+        return str(config.name)
+    if config.kind == "simulated":
+        return "simulated"
+    return config.model or config.kind
+
+
+# ---------------------------------------------------------------------------
+# OpenAI-compatible HTTP client (shared with the expert)
+# ---------------------------------------------------------------------------
+
+
+class EndpointError(RuntimeError):
+    """An endpoint failed after its retries."""
+
+
+@dataclass
+class ChatResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ChatClient:
+    """``POST {base_url}/chat/completions`` with retries (httpx; one client per endpoint)."""
+
+    RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str = "",
+        timeout_s: float = 120.0,
+        retries: int = 3,
+        retry_backoff_s: float = 1.0,
+        transport: Any = None,
+    ):
+        import httpx
+
+        if not base_url:
+            raise ValueError("an OpenAI-compatible endpoint needs base_url")
+        headers = {}
+        key = os.environ.get(api_key_env or "", "")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self.model = model
+        self.retries = int(retries)
+        self.backoff = float(retry_backoff_s)
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers, transport=transport
+        )
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        temperature: float,
+        max_tokens: int,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> ChatResult:
+        import httpx
+
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_tokens": max_tokens,
+        }
+        if seed is not None:
+            body["seed"] = int(seed)
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._http.post("/chat/completions", json=body)
+            except httpx.TransportError as e:
+                last = f"{type(e).__name__}: {e}"
+                continue
+            if response.status_code in self.RETRY_STATUS:
+                last = f"HTTP {response.status_code}: {response.text[:300]}"
+                continue
+            if response.status_code >= 400:
+                raise EndpointError(f"HTTP {response.status_code}: {response.text[:500]}")
+            try:
+                data = response.json()
+                text = data["choices"][0]["message"]["content"] or ""
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                raise EndpointError(f"unreadable reply: {e!r}: {response.text[:300]}") from None
+            usage = data.get("usage") or {}
+            return ChatResult(
+                text,
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+            )
+        raise EndpointError(f"{self.retries + 1} attempts failed; last: {last}")
+
+    def close(self) -> None:
+        self._http.close()
+
+
+# ---------------------------------------------------------------------------
+# the simulated weak agent
+# ---------------------------------------------------------------------------
+
+
+def tool_call_text(tool_name: str, arguments: Any, thought: str = "") -> str:
+    """A turn in the seed's format calling ``tool_name`` (arguments as a JSON string)."""
+    call = {
+        "name": "call_tool",
+        "arguments": {
+            "tool_name": tool_name,
+            "arguments": json.dumps(arguments, ensure_ascii=False),
+        },
+    }
+    body = json.dumps(call, ensure_ascii=False)
+    return f"{thought}\n<tool_call>\n{body}\n</tool_call>".lstrip("\n")
+
+
+_LIST_TOOLS = (
+    "Let me first see which tools are available.\n"
+    '<tool_call>\n{"name": "list_tools", "arguments": null}\n</tool_call>'
+)
+
+
+def _difficulty(view: EpisodeView, config: SimulatedConfig) -> float:
+    calls = len(view.solution.calls) if view.solution else config.difficulty_calls
+    return min(1.0, calls / max(1, config.difficulty_calls))
+
+
+def _plan_active(view: EpisodeView, memory: int) -> bool:
+    if view.help is not None:
+        return True
+    recent = view.history[-(memory - 1) :] if memory > 1 else []
+    return any(t.help is not None for t in recent)
+
+
+def _format_error(call: dict[str, Any], rng: np.random.Generator) -> str:
+    name, args = call.get("tool_name", "list_tools"), call.get("arguments") or {}
+    style = int(rng.integers(0, 3))
+    if style == 0:  # no closing tag
+        return tool_call_text(name, args, "I'll call the tool.").rsplit("\n</tool_call>", 1)[0]
+    if style == 1:  # broken JSON
+        inner = json.dumps({"tool_name": name, "arguments": json.dumps(args)})
+        return f'<tool_call>\n{{"name": "call_tool", "arguments": {inner},}}\n</tool_call>'
+    # the tool called as a function (not a meta-function)
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
+
+
+def _wrong_tool(call: dict[str, Any], tools: Sequence[str], rng: np.random.Generator) -> dict:
+    name = call.get("tool_name", "")
+    words = set(name.split("_"))
+    others = [t for t in tools if t != name]
+    close = [t for t in others if words & set(t.split("_"))]
+    pool = close or others
+    if not pool:
+        return call
+    return {"tool_name": pool[int(rng.integers(0, len(pool)))], "arguments": call.get("arguments")}
+
+
+def _perturb(value: Any, rng: np.random.Generator) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + int(rng.choice([-2, -1, 1, 2]))
+    if isinstance(value, float):
+        return round(value * float(rng.choice([0.5, 1.5])), 2)
+    if isinstance(value, str):
+        if not value:
+            return "x"
+        style = int(rng.integers(0, 3))
+        if style == 0:
+            return value[:-1]
+        if style == 1:
+            return value.upper() if value != value.upper() else value.lower()
+        return value.replace(" ", "_") if " " in value else value + "s"
+    if isinstance(value, list):
+        return value[:-1]
+    if isinstance(value, dict) and value:
+        keys = sorted(value)
+        drop = keys[int(rng.integers(0, len(keys)))]
+        return {k: v for k, v in value.items() if k != drop}
+    return None
+
+
+def _wrong_args(call: dict[str, Any], rng: np.random.Generator) -> dict | None:
+    args = dict(call.get("arguments") or {})
+    if not args:
+        return None
+    keys = sorted(args)
+    key = keys[int(rng.integers(0, len(keys)))]
+    if rng.random() < 0.25:
+        args.pop(key)
+    else:
+        args[key] = _perturb(args[key], rng)
+    return {"tool_name": call.get("tool_name"), "arguments": args}
+
+
+def _final_text(view: EpisodeView) -> str:
+    answer = view.solution.final_answer if view.solution else None
+    return answer or "I have completed the task."
+
+
+def simulate_turn(view: EpisodeView, rng: np.random.Generator, config: SimulatedConfig) -> str:
+    """One turn of the simulated weak agent (a pure function of the view and the draws).
+
+    In order: a format error (rate falling with the turn index); following the
+    oracle's suggestion; repeating a failed call (a loop; not while a plan is in
+    context); ``list_tools`` first; the final answer once every reference call is
+    done; a premature answer; else the next reference call, possibly with a wrong
+    tool or wrong arguments. Error rates grow with the task's difficulty and shrink
+    by ``help_factor`` while an expert's message is in context.
+    """
+    calls = list(view.solution.calls) if view.solution else []
+    d = _difficulty(view, config)
+    plan = _plan_active(view, config.plan_memory)
+    f = config.help_factor if plan else 1.0
+    u = rng.random(6)
+    k = reference_progress(view.history, calls)
+    nxt = calls[k] if k < len(calls) else {"tool_name": "list_tools", "arguments": {}}
+    if u[0] < config.format_error_p * config.format_error_decay**view.turn * f:
+        return _format_error(nxt, rng)
+    if view.help is not None and u[1] < config.follow_p:
+        if view.help.call is not None:
+            call = view.help.call
+            return tool_call_text(
+                call["tool_name"], call.get("arguments") or {}, "Following the advice."
+            )
+        if view.help.final:
+            return _final_text(view)
+    last = view.history[-1] if view.history else None
+    if last is not None and last.failure is not None and not plan:
+        if u[2] < config.loop_p + config.loop_slope * d:
+            return last.text
+    listed = any(t.parsed.get("kind") == "list_tools" for t in view.history)
+    if not listed and not view.history and u[3] >= config.skip_list_tools_p:
+        return _LIST_TOOLS
+    if k >= len(calls):
+        return _final_text(view)
+    if u[4] < (config.early_stop_p + config.early_stop_slope * d) * f:
+        return "I have completed the task."
+    p_tool = (config.wrong_tool_p + config.wrong_tool_slope * d) * f
+    p_args = (config.wrong_args_p + config.wrong_args_slope * d) * f
+    call = nxt
+    if u[5] < p_tool:
+        call = _wrong_tool(nxt, view.tools, rng)
+    elif u[5] < p_tool + p_args:
+        call = _wrong_args(nxt, rng) or _wrong_tool(nxt, view.tools, rng)
+    return tool_call_text(
+        call["tool_name"], call.get("arguments") or {}, f"Next: {call['tool_name']}."
+    )
+
+
+class SimulatedActor:
+    """The seeded simulated weak agent (see :func:`simulate_turn`); needs reference solutions."""
+
+    needs_solutions = True
+
+    def __init__(self, config: SimulatedConfig | None = None, name: str = "simulated"):
+        self.config = config or SimulatedConfig()
+        self.name = name
+
+    def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
+        out = []
+        for req in requests:
+            if req.view.solution is None:
+                out.append(TurnReply("", error="the simulated actor needs a reference solution"))
+                continue
+            rng = episode_rng(req.view.spec, "actor", req.view.turn)
+            text = simulate_turn(req.view, rng, self.config)
+            prompt = sum(len(m["content"]) for m in req.messages)
+            out.append(TurnReply(text, math.ceil(prompt / 4), math.ceil(len(text) / 4)))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# OpenAI-compatible endpoint
+# ---------------------------------------------------------------------------
+
+
+class OpenAIActor:
+    """An OpenAI-compatible chat endpoint; a batch is sent ``concurrency`` requests at a time."""
+
+    needs_solutions = False
+
+    def __init__(self, config: ActorConfig, *, transport: Any = None):
+        if not config.model:
+            raise ValueError("actor.model is required for the openai actor")
+        self.config = config
+        self.name = actor_name(config)
+        self.client = ChatClient(
+            config.base_url,
+            config.model,
+            api_key_env=config.api_key_env,
+            timeout_s=config.timeout_s,
+            retries=config.retries,
+            retry_backoff_s=config.retry_backoff_s,
+            transport=transport,
+        )
+        self._threads = ThreadPoolExecutor(max(1, config.concurrency))
+
+    def _one(self, req: TurnRequest) -> TurnReply:
+        try:
+            r = self.client.complete(
+                req.messages,
+                temperature=self.config.temperature,
+                top_p=self.config.top_p,
+                max_tokens=self.config.max_tokens,
+                seed=req.seed,
+            )
+        except Exception as e:  # noqa: BLE001 - reported per episode as a server error
+            return TurnReply("", error=f"{type(e).__name__}: {e}"[:2000])
+        return TurnReply(r.text, r.prompt_tokens, r.completion_tokens)
+
+    def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
+        if len(requests) == 1:
+            return [self._one(requests[0])]
+        return list(self._threads.map(self._one, requests))
+
+    def close(self) -> None:
+        self._threads.shutdown()
+        self.client.close()
+
+
+# ---------------------------------------------------------------------------
+# local transformers
+# ---------------------------------------------------------------------------
+
+
+def _cut_after_call(text: str) -> str:
+    end = text.find("</tool_call>")
+    return text if end < 0 else text[: end + len("</tool_call>")]
+
+
+def render_plain(messages: Sequence[dict[str, str]]) -> str:
+    """A chat rendering for tokenizers without a chat template."""
+    body = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages)
+    return body + "<|assistant|>\n"
+
+
+class HFActor:
+    """``transformers`` generation: batched, left-padded, seeded per batch."""
+
+    needs_solutions = False
+
+    def __init__(self, config: ActorConfig, *, model: Any = None, tokenizer: Any = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config = config
+        self.name = actor_name(config)
+        device = config.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        if tokenizer is None:
+            tokenizer = AutoTokenizer.from_pretrained(
+                config.model,
+                local_files_only=config.local_files_only,
+                trust_remote_code=config.trust_remote_code,
+            )
+        if model is None:
+            dtype = "auto" if config.dtype == "auto" else getattr(torch, config.dtype)
+            model = AutoModelForCausalLM.from_pretrained(
+                config.model,
+                dtype=dtype,
+                local_files_only=config.local_files_only,
+                trust_remote_code=config.trust_remote_code,
+            )
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+        self.model = model.to(self.device).eval()
+
+    def _prompt(self, messages: Sequence[dict[str, str]]) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(
+                list(messages),
+                tokenize=False,
+                add_generation_prompt=True,
+                **dict(self.config.chat_template_kwargs or {}),
+            )
+        return render_plain(messages)
+
+    def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
+        import torch
+
+        if not requests:
+            return []
+        prompts = [self._prompt(r.messages) for r in requests]
+        kwargs: dict[str, Any] = {}
+        if self.config.max_prompt_tokens > 0:
+            self.tokenizer.truncation_side = "left"
+            kwargs = {"truncation": True, "max_length": self.config.max_prompt_tokens}
+        enc = self.tokenizer(
+            prompts, return_tensors="pt", padding=True, add_special_tokens=False, **kwargs
+        ).to(self.device)
+        torch.manual_seed(int(sum(r.seed for r in requests)) % (2**31))
+        sample = self.config.temperature > 0
+        gen: dict[str, Any] = {
+            "max_new_tokens": self.config.max_tokens,
+            "do_sample": sample,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
+        if sample:
+            gen.update(temperature=self.config.temperature, top_p=self.config.top_p)
+        with torch.no_grad():
+            out = self.model.generate(**enc, **gen)
+        width = enc["input_ids"].shape[1]
+        replies = []
+        for i in range(len(requests)):
+            new = out[i, width:]
+            pad = self.tokenizer.pad_token_id
+            n_new = int((new != pad).sum()) if pad is not None else int(new.numel())
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+            if self.config.stop_after_tool_call:
+                text = _cut_after_call(text)
+            n_prompt = int(enc["attention_mask"][i].sum())
+            replies.append(TurnReply(text, n_prompt, n_new))
+        return replies
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# vLLM (GPU hosts)
+# ---------------------------------------------------------------------------
+
+
+class VLLMActor:
+    """Offline batched generation with ``vllm.LLM``: one ``chat`` call per lock-step round.
+
+    Every request carries its own sampling seed (reproducible per episode and turn);
+    prefix caching reuses the shared history of an episode across its turns.
+    """
+
+    needs_solutions = False
+
+    def __init__(self, config: ActorConfig):
+        from vllm import LLM, SamplingParams  # optional dependency: GPU hosts only
+
+        self.config = config
+        self.name = actor_name(config)
+        self._sampling = SamplingParams
+        self.llm = LLM(
+            model=config.model,
+            tensor_parallel_size=config.tensor_parallel_size,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            max_model_len=config.max_model_len,
+            dtype=config.dtype,
+            trust_remote_code=config.trust_remote_code,
+            enable_prefix_caching=config.enable_prefix_caching,
+        )
+
+    def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
+        if not requests:
+            return []
+        stop = ["</tool_call>"] if self.config.stop_after_tool_call else None
+        params = [
+            self._sampling(
+                temperature=self.config.temperature,
+                top_p=self.config.top_p,
+                max_tokens=self.config.max_tokens,
+                seed=r.seed,
+                stop=stop,
+                include_stop_str_in_output=True,
+            )
+            for r in requests
+        ]
+        outputs = self.llm.chat(
+            [r.messages for r in requests],
+            sampling_params=params,
+            use_tqdm=False,
+            chat_template_kwargs=dict(self.config.chat_template_kwargs or {}) or None,
+        )
+        replies = []
+        for o in outputs:
+            comp = o.outputs[0]
+            replies.append(TurnReply(comp.text, len(o.prompt_token_ids or []), len(comp.token_ids)))
+        return replies
+
+    def close(self) -> None:
+        pass
+
+
+def build_actor(config: ActorConfig) -> Any:
+    """The actor of ``config.kind``."""
+    if config.kind == "simulated":
+        return SimulatedActor(config.simulated, actor_name(config))
+    if config.kind == "openai":
+        return OpenAIActor(config)
+    if config.kind == "hf":
+        return HFActor(config)
+    if config.kind == "vllm":
+        return VLLMActor(config)
+    raise ValueError(f"actor.kind must be one of {ACTOR_KINDS}, got {config.kind!r}")

@@ -1,0 +1,750 @@
+"""The one-pass collector (paper Sec. 5.3, "Transition Model Collection").
+
+Runs the base actor on the tasks with interventions triggered at random
+(:mod:`collect.schedule`), once, and writes a dataset directory as the contract
+says (``manifest.json``, ``states.parquet``, ``transitions.parquet``) plus the raw
+episodes (``episodes.parquet``, ``steps.parquet``; docs/data-format.md)::
+
+    python -m collect out=DIR                    # the demo: shipped worlds, simulated actor, oracle
+    python -m collect out=DIR collect/actor=openai actor.base_url=http://host:8000/v1 actor.model=M
+    python -m collect out=DIR collect/interventions=oracle_expert   # two interventions
+
+Work is split into shards (:mod:`collect.shards`) run by an executor
+(:mod:`collect.executors`); a rerun of the same command skips finished shards.
+Every field is declared and documented once, in the dataclasses of this module
+and of the modules they name; ``python -m collect --help`` lists them all.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import copy
+import dataclasses
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from collect.actors import ACTOR_KINDS, ActorConfig, actor_name, build_actor
+from collect.awm import AWMDataset
+from collect.env import EnvConfig, EnvPool
+from collect.executors import ExecutorConfig, execute, resolve_workers
+from collect.interventions import INTERVENTION_KINDS, InterventionConfig, build_interventions
+from collect.rollout import RunContext, TextRenderer, episode_tables, run_episodes
+from collect.schedule import (
+    EpisodeSpec,
+    ScheduleConfig,
+    SplitConfig,
+    build_schedule,
+    shard_episodes,
+)
+from collect.shards import ShardStore, aggregate, table_bytes, write_table, write_text
+from collect.statekey import STATE_KEYS, make_keys
+from collect.worlds import WORLDS_DIR
+
+__all__ = [
+    "CollectConfig",
+    "CollectResult",
+    "ShardTask",
+    "TextConfig",
+    "collect",
+    "collect_config",
+    "collect_demo",
+    "plan_episodes",
+    "register",
+    "run_shard",
+]
+
+REPO = Path(__file__).resolve().parents[1]
+CONF_DIR = REPO / "conf"
+
+
+def _f(default: Any, help: str) -> Any:
+    if isinstance(default, list | dict) or dataclasses.is_dataclass(default):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+def _default_env() -> EnvConfig:
+    env = EnvConfig()
+    env.expert_enabled = False
+    return env
+
+
+@dataclass
+class TextConfig:
+    """The ``text`` of a state: the rendered history a PRM or helper model is given."""
+
+    max_tokens: int = _f(
+        2048, "token budget of a state's text: the task plus the latest turns (0: all)"
+    )
+    tokenizer: Any = _f(
+        None,
+        "Hugging Face tokenizer (local id or directory) counting tokens; null: ceil(chars / 4)",
+    )
+
+
+@dataclass
+class CollectConfig:
+    """`python -m collect out=DIR`: collect transitions of an actor with random interventions."""
+
+    out: str = _f("outputs/collect", "output dataset directory (shards/ inside while collecting)")
+    worlds: Any = _f(None, "AWM-format directory of the scenarios; null: the shipped demo worlds")
+    actor: ActorConfig = _f(ActorConfig(), "the agent being taught (config group collect/actor)")
+    interventions: dict[str, InterventionConfig] = field(
+        default_factory=lambda: {"oracle": InterventionConfig()},
+        metadata={
+            "help": "name -> intervention, in action order (action k = the k-th; config group "
+            "collect/interventions)"
+        },
+    )
+    schedule: ScheduleConfig = _f(
+        ScheduleConfig(), "tasks, trigger probabilities, seeds (group collect/schedule)"
+    )
+    split: SplitConfig = _f(SplitConfig(), "train/validation/test split of the tasks")
+    state_key: str = _f(
+        "history",
+        "history: a state is the task and its canonical history (a tree); db: the task, a "
+        "digest of the database and the last observation (same world states merge)",
+    )
+    text: TextConfig = _f(TextConfig(), "state texts")
+    env: EnvConfig = _f(_default_env(), "episode rules, sandbox limits, rewards (collect/env.py)")
+    executor: ExecutorConfig = _f(ExecutorConfig(), "processes, shards, Ray")
+    gamma: float = _f(1.0, "discount written to the manifest")
+    invalid_episodes: str = _f(
+        "count",
+        "count: episodes without a valid verdict (server errors, verifier failures) count as "
+        "failures in the tables; skip: they are listed in episodes.parquet only",
+    )
+    overwrite: bool = _f(False, "start over when out/ holds shards of a different collection")
+    keep_shards: bool = _f(
+        True, "keep out/shards after aggregating (a rerun then only re-aggregates)"
+    )
+    progress: bool = _f(True, "show a progress bar (stderr)")
+
+
+@dataclass
+class ShardTask:
+    """One unit of work: shard ``index``'s episodes under ``config``."""
+
+    index: int
+    specs: list[EpisodeSpec]
+    config: CollectConfig
+    fingerprint: str
+
+
+@dataclass
+class ShardResult:
+    index: int
+    blobs: dict[str, bytes]
+    episodes: int
+    successes: int
+    steps: int
+    help_steps: int
+
+
+@dataclass
+class CollectResult:
+    """What a collection wrote: paths, sizes, summary, seconds."""
+
+    out: Path
+    episodes: int
+    steps: int
+    states: int
+    transitions: int
+    shards_run: int
+    shards_total: int
+    seconds: float
+    summary: dict[str, Any]
+    skipped: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        s = self.summary
+        return (
+            f"wrote {self.out}: {self.episodes} episodes, {self.steps} steps, {self.states} states, "
+            f"{self.transitions} transitions; success {s['success_rate']:.3f}, help rate "
+            f"{s['help_rate']:.3f}, server errors {s['server_errors']}; {self.shards_run}/"
+            f"{self.shards_total} shards run in {self.seconds:.1f} s"
+        )
+
+
+# ---------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------
+
+
+def as_config(config: Any) -> CollectConfig:
+    """A :class:`CollectConfig` from itself, an OmegaConf node or a plain dict."""
+    if isinstance(config, CollectConfig):
+        return config
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(config, DictConfig):
+        obj = OmegaConf.to_object(config)
+        if isinstance(obj, CollectConfig):
+            return obj
+        config = obj
+    base = OmegaConf.structured(CollectConfig(interventions={}))
+    merged = OmegaConf.merge(base, OmegaConf.create(config))
+    cfg = OmegaConf.to_object(merged)
+    if not cfg.interventions:
+        cfg.interventions = {"oracle": InterventionConfig()}
+    return cfg
+
+
+def collect_config(overrides: list[str] | None = None) -> CollectConfig:
+    """The configuration ``python -m collect`` would use with these overrides (Hydra compose)."""
+    from hydra import compose, initialize_config_dir
+
+    register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose(config_name="collect", overrides=list(overrides or []))
+    return as_config(cfg)
+
+
+def _config_dict(cfg: CollectConfig) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+
+
+def _worlds_dir(cfg: CollectConfig) -> Path:
+    return Path(cfg.worlds) if cfg.worlds else WORLDS_DIR
+
+
+def source_config(cfg: CollectConfig) -> dict[str, Any]:
+    """The config as recorded in the manifest: no output or scratch paths, shipped worlds by name."""
+    d = _config_dict(cfg)
+    d.pop("out", None)
+    d["worlds"] = str(cfg.worlds) if cfg.worlds else "collect/worlds (shipped demo worlds)"
+    d["env"]["work_root"] = None
+    for key in ("overwrite", "progress", "keep_shards"):
+        d.pop(key, None)
+    return d
+
+
+def _fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
+    """What determines the shards' content (not how they are run)."""
+    d = source_config(cfg)
+    for key in ("executor", "invalid_episodes", "gamma"):
+        d.pop(key, None)
+    d["shard_size"] = cfg.executor.shard_size
+    d["env"].pop("verifier_workers", None)
+    plumbing = ("timeout_s", "retries", "retry_backoff_s", "concurrency", "api_key_env")
+    for node in [d["actor"], *d["interventions"].values()]:
+        for key in plumbing:
+            node.pop(key, None)
+    return d
+
+
+def _validate(cfg: CollectConfig) -> None:
+    if cfg.state_key not in STATE_KEYS:
+        raise ValueError(f"state_key must be one of {STATE_KEYS}, got {cfg.state_key!r}")
+    if cfg.invalid_episodes not in ("count", "skip"):
+        raise ValueError(f"invalid_episodes must be count or skip, got {cfg.invalid_episodes!r}")
+    if not 0 < float(cfg.gamma) <= 1:
+        raise ValueError(f"gamma must lie in (0, 1], got {cfg.gamma}")
+    if cfg.executor.batch_size < 1:
+        raise ValueError("executor.batch_size must be >= 1")
+    if cfg.actor.kind not in ACTOR_KINDS:
+        raise ValueError(f"actor.kind must be one of {ACTOR_KINDS}, got {cfg.actor.kind!r}")
+    if cfg.actor.kind != "simulated" and not cfg.actor.model:
+        raise ValueError(f"actor.model is required for the {cfg.actor.kind} actor")
+    if cfg.actor.kind == "openai" and not cfg.actor.base_url:
+        raise ValueError("actor.base_url is required for the openai actor")
+    for name, iv in cfg.interventions.items():
+        if iv.kind not in INTERVENTION_KINDS:
+            raise ValueError(f"interventions.{name}.kind must be one of {INTERVENTION_KINDS}")
+        if iv.kind == "expert_llm" and not (iv.base_url and iv.model):
+            raise ValueError(f"interventions.{name}: expert_llm needs base_url and model")
+
+
+# ---------------------------------------------------------------------------
+# planning
+# ---------------------------------------------------------------------------
+
+
+def runnable_tasks(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str]]:
+    """``(scenario, task_idx)`` pairs that can run, and why others were left out."""
+    dataset = AWMDataset(_worlds_dir(cfg))
+    wanted = cfg.schedule.scenarios
+    names = dataset.names()
+    if wanted:
+        unknown = [n for n in wanted if n not in dataset]
+        if unknown:
+            raise ValueError(f"schedule.scenarios: {unknown[0]!r} is not in {_worlds_dir(cfg)}")
+        names = [n for n in names if n in set(wanted)]
+    need_solution = cfg.actor.kind == "simulated" or any(
+        iv.kind == "oracle" for iv in cfg.interventions.values()
+    )
+    tasks, skipped = [], []
+    for name in names:
+        sc = dataset.get(name)
+        missing = sc.missing()
+        if missing:
+            skipped.append(f"{name}: cannot run (missing {', '.join(missing)})")
+            continue
+        indices = range(sc.n_tasks)
+        if cfg.schedule.tasks is not None:
+            indices = [i for i in cfg.schedule.tasks if 0 <= int(i) < sc.n_tasks]
+        if cfg.schedule.max_tasks is not None:
+            indices = list(indices)[: int(cfg.schedule.max_tasks)]
+        for i in indices:
+            i = int(i)
+            if i not in sc.verifiers and i not in sc.sql_verifiers:
+                skipped.append(f"{name}/{i}: no verifier")
+            elif need_solution and i not in sc.solutions:
+                skipped.append(f"{name}/{i}: no reference solution (simulated actor / oracle)")
+            else:
+                tasks.append((name, i))
+    return tasks, skipped
+
+
+def plan_episodes(cfg: CollectConfig) -> list[EpisodeSpec]:
+    """Every episode the collection runs (see :func:`collect.schedule.build_schedule`)."""
+    tasks, _ = runnable_tasks(cfg)
+    return build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split)
+
+
+# ---------------------------------------------------------------------------
+# workers
+# ---------------------------------------------------------------------------
+
+
+def _token_counter(name: Any):
+    if not name:
+        return None
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(name), local_files_only=True)
+    return lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
+
+
+def _scratch_root(cfg: CollectConfig) -> Path:
+    """Where workers put databases and sandboxes: ``env.work_root``, else tmpfs or /tmp."""
+    if cfg.env.work_root:
+        return Path(cfg.env.work_root)
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    return base / "helpdp-collect"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_scratch(root: Path) -> int:
+    """Remove the scratch directories of dead workers under ``root`` (killed runs, Ray
+    workers stopped without cleanup); returns how many were removed."""
+    removed = 0
+    for d in root.glob("worker-*-*") if root.is_dir() else []:
+        try:
+            pid = int(d.name.split("-")[1])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+class _Worker:
+    """Environments, actor and interventions of one process (kept across shards)."""
+
+    def __init__(self, cfg: CollectConfig, actor: Any = None):
+        root = _scratch_root(cfg)
+        sweep_scratch(root)
+        self._scratch = root / f"worker-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._scratch.mkdir(parents=True)
+        env_cfg = dataclasses.replace(cfg.env, work_root=str(self._scratch))
+        self.pool = EnvPool(_worlds_dir(cfg), env_cfg, scenarios=cfg.schedule.scenarios or None)
+        self.own_actor = actor is None
+        self.actor = actor if actor is not None else build_actor(cfg.actor)
+        self.interventions = build_interventions(cfg.interventions)
+        self.ctx = RunContext(
+            self.pool,
+            self.interventions,
+            make_keys(cfg.state_key),
+            TextRenderer(cfg.text.max_tokens, _token_counter(cfg.text.tokenizer)),
+        )
+        self.batch_size = cfg.executor.batch_size
+        self.names = list(cfg.interventions)
+
+    def close(self) -> None:
+        for iv in self.interventions:
+            with contextlib.suppress(Exception):
+                iv.close()
+        if self.own_actor:
+            with contextlib.suppress(Exception):
+                self.actor.close()
+        self.pool.close()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+_WORKERS: dict[str, _Worker] = {}
+
+
+def _close_workers() -> None:
+    while _WORKERS:
+        _, w = _WORKERS.popitem()
+        with contextlib.suppress(Exception):
+            w.close()
+
+
+atexit.register(_close_workers)
+
+
+def run_shard(task: ShardTask, *, actor: Any = None, on_episode=None) -> ShardResult:
+    """Run one shard's episodes; its tables as Parquet bytes and its counts."""
+    key = task.fingerprint if actor is None else f"{task.fingerprint}/{id(actor)}"
+    worker = _WORKERS.get(key)
+    if worker is None:
+        _close_workers()
+        worker = _WORKERS[key] = _Worker(task.config, actor)
+    logs = run_episodes(
+        task.specs, worker.actor, worker.ctx, batch_size=worker.batch_size, on_episode=on_episode
+    )
+    tables = episode_tables(logs, worker.names)
+    steps = sum(len(lg.steps) for lg in logs)
+    return ShardResult(
+        task.index,
+        {name: table_bytes(t) for name, t in tables.items()},
+        len(logs),
+        sum(bool(lg.episode["success"]) for lg in logs),
+        steps,
+        sum(1 for lg in logs for s in lg.steps if s["action"] != 0),
+    )
+
+
+# ---------------------------------------------------------------------------
+# provenance
+# ---------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def versions(cfg: CollectConfig) -> dict[str, str | None]:
+    """Versions of what shaped the data."""
+    names = ["helpdp", "numpy", "pyarrow", "duckdb", "httpx", "fastapi", "sqlalchemy", "hydra-core"]
+    if cfg.actor.kind in ("hf", "vllm") or cfg.text.tokenizer:
+        names += ["torch", "transformers"]
+    if cfg.actor.kind == "vllm":
+        names.append("vllm")
+    if cfg.executor.kind == "ray":
+        names.append("ray")
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    out.update({n: _version(n) for n in names})
+    return out
+
+
+def git_sha() -> str | None:
+    """The repository's commit, when this code runs from a git checkout."""
+    try:
+        r = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = r.stdout.strip()
+    return sha if r.returncode == 0 and len(sha) == 40 else None
+
+
+def summarize(tables: dict[str, pa.Table]) -> dict[str, Any]:
+    """Counts and rates of a collection (deterministic: no times)."""
+    ep = tables["episodes"]
+    st = tables["steps"]
+    n = ep.num_rows
+
+    def total(values) -> int:
+        return int(pc.sum(values).as_py() or 0) if len(values) else 0
+
+    succ = total(ep["success"])
+    helps = total(pc.not_equal(st["action"], 0))
+    outcomes = ep.group_by("outcome").aggregate([("episode_id", "count")]).to_pylist()
+    by_p = (
+        ep.group_by("trigger_p")
+        .aggregate([("success", "mean"), ("episode_id", "count"), ("expert_calls", "mean")])
+        .sort_by("trigger_p")
+        .to_pylist()
+    )
+    return {
+        "episodes": n,
+        "counted_episodes": total(ep["counted"]),
+        "steps": st.num_rows,
+        "states": tables["states"].num_rows,
+        "transitions": tables["transitions"].num_rows,
+        "success_rate": succ / n if n else 0.0,
+        "help_rate": helps / st.num_rows if st.num_rows else 0.0,
+        "server_errors": sum(
+            o["episode_id_count"] for o in outcomes if o["outcome"] == "server_error"
+        ),
+        "outcomes": {
+            o["outcome"]: o["episode_id_count"]
+            for o in sorted(outcomes, key=lambda o: o["outcome"])
+        },
+        "by_trigger_p": [
+            {
+                "trigger_p": r["trigger_p"],
+                "episodes": r["episode_id_count"],
+                "success_rate": r["success_mean"],
+                "expert_calls": r["expert_calls_mean"],
+            }
+            for r in by_p
+        ],
+    }
+
+
+def manifest(cfg: CollectConfig, summary: dict[str, Any], skipped: list[str]) -> dict[str, Any]:
+    """``manifest.json``: actions, gamma, format and the provenance in ``source``."""
+    return {
+        "actions": ["nohelp", *cfg.interventions],
+        "gamma": float(cfg.gamma),
+        "format": 1,
+        "source": {
+            "generator": "collect",
+            "actor": actor_name(cfg.actor),
+            "actor_kind": cfg.actor.kind,
+            "interventions": {name: iv.kind for name, iv in cfg.interventions.items()},
+            "state_key": cfg.state_key,
+            "config": source_config(cfg),
+            "versions": versions(cfg),
+            "git_sha": git_sha(),
+            "skipped_tasks": skipped,
+            "summary": summary,
+        },
+    }
+
+
+# ---------------------------------------------------------------------------
+# the collection
+# ---------------------------------------------------------------------------
+
+
+class _Progress:
+    def __init__(self, total: int, initial: int, enabled: bool):
+        self.bar = None
+        self.episodes = self.successes = self.steps = self.helps = 0
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=total, initial=initial, unit="ep", desc="collect", dynamic_ncols=True,
+                file=sys.stderr, smoothing=0.1,
+            )  # fmt: skip
+
+    def add(self, episodes: int, successes: int, steps: int, helps: int) -> None:
+        self.episodes += episodes
+        self.successes += successes
+        self.steps += steps
+        self.helps += helps
+        if self.bar is not None:
+            self.bar.update(episodes)
+            self.bar.set_postfix(
+                success=f"{self.successes / max(1, self.episodes):.2f}",
+                help=f"{self.helps / max(1, self.steps):.2f}",
+                refresh=False,
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def collect(config: Any, *, actor: Any = None) -> CollectResult:
+    """Collect a dataset as ``config`` says (resuming finished shards); see the module doc.
+
+    ``actor``: an actor object to use instead of building ``config.actor`` (runs in
+    this process; ``config.actor`` still names it in the manifest).
+    """
+    started = time.perf_counter()
+    cfg = as_config(config)
+    _validate(cfg)
+    if actor is not None and cfg.executor.kind == "ray":
+        raise ValueError("an actor object runs in this process: use executor.kind=local")
+    tasks, skipped = runnable_tasks(cfg)
+    if not tasks:
+        raise ValueError("no task can run: " + "; ".join(skipped[:5]))
+    specs = build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split)
+    if not specs:
+        raise ValueError(
+            f"the schedule is empty (no task in schedule.splits={cfg.schedule.splits})"
+        )
+    shards = shard_episodes(specs, cfg.executor.shard_size)
+    fp_config = _fingerprint_config(cfg)
+    ids = hashlib.sha256(json.dumps([s.episode_id for s in specs]).encode()).hexdigest()
+    fingerprint = hashlib.sha256(
+        json.dumps({"config": fp_config, "episodes": ids}, sort_keys=True, default=str).encode()
+    ).hexdigest()
+    out = Path(cfg.out)
+    store = ShardStore(out)
+    store.prepare(
+        {
+            "fingerprint": fingerprint,
+            "config": fp_config,
+            "episodes": len(specs),
+            "shards": len(shards),
+            "episode_ids_sha256": ids,
+        },
+        overwrite=cfg.overwrite,
+    )
+    todo = [i for i in range(len(shards)) if not store.done(i)]
+    done_eps = sum(len(shards[i]) for i in range(len(shards)) if i not in set(todo))
+    bar = _Progress(len(specs), done_eps, cfg.progress)
+
+    def on_episode(log) -> None:
+        bar.add(
+            1, int(log.episode["success"]), len(log.steps), sum(s["action"] != 0 for s in log.steps)
+        )
+
+    inline = cfg.executor.kind == "local" and (
+        actor is not None or resolve_workers(cfg.executor, len(todo)) == 1
+    )
+
+    def on_result(res: ShardResult) -> None:
+        store.write(res.index, res.blobs)
+        if not inline:
+            bar.add(res.episodes, res.successes, res.steps, res.help_steps)
+
+    try:
+        execute(
+            run_shard,
+            [ShardTask(i, shards[i], cfg, fingerprint) for i in todo],
+            cfg.executor,
+            on_result,
+            inline_kwargs={"actor": actor, "on_episode": on_episode},
+            force_inline=inline,
+        )
+    finally:
+        bar.close()
+        _close_workers()
+    tables = aggregate(
+        store.files("steps", len(shards)),
+        store.files("states", len(shards)),
+        store.files("episodes", len(shards)),
+        count_invalid=cfg.invalid_episodes == "count",
+    )
+    summary = summarize(tables)
+    for name in ("states", "transitions", "episodes", "steps"):
+        write_table(tables[name], out / f"{name}.parquet")
+    write_text(
+        json.dumps(manifest(cfg, summary, skipped), indent=2, sort_keys=False) + "\n",
+        out / "manifest.json",
+    )
+    if not cfg.keep_shards:
+        shutil.rmtree(store.dir, ignore_errors=True)
+    return CollectResult(
+        out,
+        summary["episodes"],
+        summary["steps"],
+        summary["states"],
+        summary["transitions"],
+        len(todo),
+        len(shards),
+        time.perf_counter() - started,
+        summary,
+        skipped,
+    )
+
+
+def collect_demo(out: str | Path, overrides: list[str] | None = None) -> CollectResult:
+    """The demo dataset (``python -m collect out=DIR``): the shipped worlds, the simulated
+    actor, the oracle, the paper's schedule. Deterministic: a rerun into a fresh
+    directory gives byte-identical Parquet files. ``overrides``: extra Hydra overrides."""
+    cfg = collect_config([f"out={out}", *(overrides or [])])
+    return collect(cfg)
+
+
+# ---------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------
+
+
+def _help_lines(schema: type, prefix: str = "", indent: str = "  ") -> list[str]:
+    lines = []
+    for f in dataclasses.fields(schema):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        name = prefix + f.name
+        if dataclasses.is_dataclass(default):
+            lines.append(f"{indent}{name}.*: {f.metadata.get('help', '')}")
+            lines += _help_lines(type(default), name + ".", indent + "  ")
+        else:
+            lines.append(f"{indent}{name}={default!r}")
+            lines.append(f"{indent}    {f.metadata.get('help', '')}")
+    return lines
+
+
+def help_template() -> str:
+    lines = [
+        "python -m collect out=DIR [KEY=VALUE ...]",
+        "",
+        (CollectConfig.__doc__ or "").strip(),
+        "",
+        "Config groups: collect/actor=simulated|openai|hf|vllm, "
+        "collect/interventions=oracle|expert_llm|oracle_expert, collect/schedule=paper|quick",
+        "",
+        "Fields:",
+        *_help_lines(CollectConfig),
+        "  interventions.<name>.*: one intervention:",
+        *_help_lines(InterventionConfig, "interventions.<name>.", "    "),
+        "",
+        "Resolved config:",
+        "$CONFIG",
+        "Use --hydra-help for Hydra's own options.",
+    ]
+    return "\n".join(lines).replace("${", "$\\{")
+
+
+def register() -> None:
+    """Register the schema and the help page with Hydra's ConfigStore."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="collect_schema", node=CollectConfig(interventions={}))
+    cs.store(
+        group="hydra/help",
+        name="collect",
+        node={
+            "app_name": "python -m collect",
+            "header": "",
+            "footer": "",
+            "template": help_template(),
+        },
+    )
+
+
+def run_cli(cfg: Any) -> CollectResult:
+    """What ``python -m collect`` does with its composed config."""
+    result = collect(cfg)
+    if result.skipped:
+        print(f"left out {len(result.skipped)} tasks: {'; '.join(result.skipped[:3])}", flush=True)
+    print(result.line(), flush=True)
+    return result

@@ -1,0 +1,237 @@
+"""The ``openai`` actor and the ``expert_llm`` intervention against real OpenAI-compatible
+HTTP servers started here on 127.0.0.1 (scripted responders, random free ports)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+import helpdp
+from collect.awm import AWMDataset
+from collect.collector import collect, collect_config
+from collect.interventions import CRITERIA_SYSTEM
+from collect.worlds import WORLDS_DIR
+
+SCENARIO = "workflow_automation_1"
+
+
+class Server:
+    """A uvicorn server in a thread; ``reply(body, headers) -> dict | int`` scripts it."""
+
+    def __init__(self, reply):
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request):
+            body = await request.json()
+            self.requests.append(body)
+            self.headers.append(dict(request.headers))
+            out = reply(body)
+            if isinstance(out, int):
+                return JSONResponse({"error": "scripted failure"}, status_code=out)
+            return {
+                "choices": [{"message": {"role": "assistant", "content": out}}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+            }
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.02)
+        assert self.server.started
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def _call(c):
+    args = json.dumps(c["arguments"])
+    return (
+        "<tool_call>\n"
+        + json.dumps(
+            {"name": "call_tool", "arguments": {"tool_name": c["tool_name"], "arguments": args}}
+        )
+        + "\n</tool_call>"
+    )
+
+
+@pytest.fixture(scope="module")
+def scripted_actor():
+    sc = AWMDataset(WORLDS_DIR).get(SCENARIO)
+    by_task = {sc.tasks[i]: sc.solutions[i] for i in sc.solutions}
+
+    def reply(body):
+        msgs = body["messages"]
+        task = msgs[1]["content"].split("\n\nExpert help:")[0]
+        if "Make an EU copy" in task:  # one task whose endpoint always fails
+            return 503
+        sol = by_task[task]
+        n = sum(m["role"] == "assistant" for m in msgs)
+        if n == 0:
+            return '<tool_call>\n{"name": "list_tools", "arguments": null}\n</tool_call>'
+        if n - 1 < len(sol.calls):
+            return "Calling the next tool.\n" + _call(sol.calls[n - 1])
+        return sol.final_answer or "Done."
+
+    server = Server(reply)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def scripted_expert():
+    def reply(body):
+        if body["messages"][0]["content"] == CRITERIA_SYSTEM:
+            return "- the variable must exist\n- nothing else changes"
+        return "1. Call the tool that the task needs.\n2. Answer."
+
+    server = Server(reply)
+    yield server
+    server.stop()
+
+
+def _cfg(tmp_path, actor_url, *extra):
+    return collect_config(
+        [
+            f"out={tmp_path / 'ds'}",
+            "collect/actor=openai",
+            f"actor.base_url={actor_url}",
+            "actor.model=scripted-actor",
+            "actor.api_key_env=HELPDP_TEST_ACTOR_KEY",
+            "actor.retries=1",
+            "actor.retry_backoff_s=0.01",
+            "executor.workers=1",
+            "executor.batch_size=3",
+            f"schedule.scenarios=[{SCENARIO}]",
+            "schedule.probabilities=[0.0,1.0]",
+            "schedule.seeds=[0]",
+            "progress=false",
+            f"env.work_root={tmp_path / 'work'}",
+            *extra,
+        ]
+    )
+
+
+def test_openai_actor_with_the_oracle(tmp_path, scripted_actor, monkeypatch):
+    monkeypatch.setenv("HELPDP_TEST_ACTOR_KEY", "sk-test-actor")
+    start = len(scripted_actor.requests)
+    result = collect(_cfg(tmp_path, scripted_actor.url, "schedule.tasks=[0,1,2]"))
+    assert result.episodes == 6
+    ds = helpdp.load_dataset(tmp_path / "ds")
+    ep = ds.episodes
+    assert ep["success"].all(), ep[["task_id", "outcome", "error"]]
+    assert ds.manifest["source"]["actor"] == "scripted-actor"
+    reqs = scripted_actor.requests[start:]
+    heads = scripted_actor.headers[start:]
+    assert len(reqs) == ep["steps"].sum()
+    assert all(h.get("authorization") == "Bearer sk-test-actor" for h in heads)
+    assert {r["model"] for r in reqs} == {"scripted-actor"}
+    assert all(isinstance(r["seed"], int) and r["temperature"] == 0.7 for r in reqs)
+    assert all(
+        r["messages"][0]["role"] == "system" and "<tool_call>" in r["messages"][0]["content"]
+        for r in reqs
+    )
+    # the oracle's message is in the context of helped turns; tool results come back wrapped
+    helped = [r for r in reqs if "Expert help:" in r["messages"][-1]["content"]]
+    assert len(helped) == int((ds.steps["action"] == 1).sum())
+    assert any("<tool_response>" in r["messages"][-1]["content"] for r in reqs)
+    assert (ep["tokens"] == 10 * ep["steps"]).all()
+
+
+def test_expert_llm_over_its_own_endpoint(tmp_path, scripted_actor, scripted_expert):
+    start = len(scripted_expert.requests)
+    cfg = _cfg(
+        tmp_path,
+        scripted_actor.url,
+        "schedule.tasks=[0,3]",
+        "collect/interventions=expert_llm",
+        f"interventions.expert.base_url={scripted_expert.url}",
+        "interventions.expert.model=scripted-expert",
+        "interventions.expert.max_calls=2",
+    )
+    collect(cfg)
+    ds = helpdp.load_dataset(tmp_path / "ds")
+    assert ds.manifest["actions"] == ["nohelp", "expert"]
+    ep = ds.episodes
+    assert (ep.loc[ep.trigger_p == 1.0, "calls_expert"] == 2).all()
+    assert (ep.loc[ep.trigger_p == 0.0, "calls_expert"] == 0).all()
+    reqs = scripted_expert.requests[start:]
+    criteria = [r for r in reqs if r["messages"][0]["content"] == CRITERIA_SYSTEM]
+    plans = [r for r in reqs if r["messages"][0]["content"] != CRITERIA_SYSTEM]
+    assert len(criteria) == 2  # once per task, cached
+    assert "def verify_task_completion" in criteria[0]["messages"][1]["content"]
+    assert len(plans) == 4 and {r["model"] for r in plans} == {"scripted-expert"}
+    user = plans[-1]["messages"][1]["content"]
+    for part in ("## Task", "## Tools", "## Success criteria", "- the variable must exist",
+                 "## The agent's trajectory so far", "## Recent errors"):  # fmt: skip
+        assert part in user
+    assert "list_workflows" in user  # tool schemas
+    assert (ep["expert_tokens"] > 0).sum() == 2
+    # after the two calls the budget is spent: later turns take nohelp
+    st = ds.steps.merge(ep[["episode_id", "trigger_p"]], on="episode_id")
+    assert (st[st.trigger_p == 1.0].groupby("episode_id")["action"].sum() == 2).all()
+
+
+def test_endpoint_failures_are_recorded_not_dropped(tmp_path, scripted_actor):
+    cfg = _cfg(tmp_path, scripted_actor.url, "schedule.tasks=[0,5]", "invalid_episodes=skip")
+    result = collect(cfg)
+    assert result.summary["server_errors"] == 2 and result.episodes == 4
+    ds = helpdp.load_dataset(tmp_path / "ds")
+    ep = ds.episodes.set_index("task_id")
+    bad = ep.loc[f"{SCENARIO}/5"]
+    assert (bad["outcome"] == "server_error").all() and not bad["counted"].any()
+    assert bad["error"].str.contains("503").all()
+    good = ep.loc[f"{SCENARIO}/0"]
+    assert good["counted"].all() and good["success"].all()
+    assert set(ds.states["task_id"]) == {f"{SCENARIO}/0"}
+    assert set(ds.steps["episode_id"]) == set(good["episode_id"])
+    # counted (the default): a failure step into a server-error terminal state
+    collect(_cfg(tmp_path, scripted_actor.url, "schedule.tasks=[5]", "overwrite=true"))
+    ds = helpdp.load_dataset(tmp_path / "ds")
+    assert (ds.episodes["steps"] == 1).all() and (ds.steps["kind"] == "error").all()
+    assert ds.states.loc[ds.states.terminal, "text"].str.contains("server_error").all()
+
+
+def test_two_interventions_in_one_run(tmp_path, scripted_actor, scripted_expert):
+    cfg = _cfg(
+        tmp_path,
+        scripted_actor.url,
+        "schedule.tasks=[2,3]",
+        "schedule.probabilities=[0.0,0.5,[1.0,0.0],[0.0,1.0]]",
+        "collect/interventions=oracle_expert",
+        f"interventions.expert.base_url={scripted_expert.url}",
+        "interventions.expert.model=scripted-expert",
+    )
+    collect(cfg)
+    ds = helpdp.load_dataset(tmp_path / "ds")
+    assert ds.manifest["actions"] == ["nohelp", "oracle", "expert"]
+    ep = ds.episodes
+    pairs = set(zip(ep["p_oracle"], ep["p_expert"]))
+    assert pairs == {(0.0, 0.0), (0.5, 0.5), (1.0, 0.0), (0.0, 1.0)}
+    st = ds.steps.merge(ep[["episode_id", "p_oracle", "p_expert"]], on="episode_id")
+    assert set(st.loc[(st.p_oracle == 1.0), "action"]) == {1}
+    assert set(st.loc[(st.p_expert == 1.0), "action"]) == {2}
+    assert set(st.loc[(st.p_oracle == 0.5), "action"]) == {0, 1, 2}
+    assert (ep["expert_calls"] == ep["calls_oracle"] + ep["calls_expert"]).all()
+    assert ds.transitions["action"].max() == 2
