@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo demo-data test lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ $(VENV)/.full: pyproject.toml | $(BIN)/python
 
 demo: $(VENV)/.core
 	$(BIN)/python -m helpdp.search budget=1.0
+
+# regenerate the embedded demo dataset (byte-identical Parquet files)
+demo-data: $(VENV)/.full
+	$(BIN)/python -m collect out=helpdp/data/demo state_key=db keep_shards=false overwrite=true progress=false
 
 test: $(VENV)/.full
 	$(BIN)/python -m pytest -q

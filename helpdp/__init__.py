@@ -7,9 +7,10 @@ usage-success frontier. Importing helpdp never imports torch.
 
 from helpdp.budget import InfeasibleBudget, SearchResult, search_budget, search_budgets
 from helpdp.data import MDP, Dataset, DatasetError, from_frames, load_dataset
-from helpdp.demo import demo_dataset_path, generate_demo
+from helpdp.demo import demo_dataset_path
 from helpdp.pareto import Frontier, frontier
 from helpdp.solve import Solution, behavior_values, score_rows, solve, state_success
+from helpdp.synthetic import generate_synthetic, write_synthetic
 
 __all__ = [
     "MDP",
@@ -23,11 +24,12 @@ __all__ = [
     "demo_dataset_path",
     "from_frames",
     "frontier",
-    "generate_demo",
+    "generate_synthetic",
     "load_dataset",
     "score_rows",
     "search_budget",
     "search_budgets",
     "solve",
     "state_success",
+    "write_synthetic",
 ]

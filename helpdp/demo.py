@@ -1,234 +1,29 @@
-"""The embedded demo dataset: a seeded simulation of agent-like episodes.
+"""The embedded demo dataset: ``helpdp/data/demo``.
 
-This is a *simulation*, not a model rollout. It stands in for collected data until
-the collector runs on the demo worlds. Each task needs ``L`` (10-20) correct tool
-calls. At every step the agent either makes progress or errs; errors are likelier
-early in the episode (format errors that fall as it proceeds), on harder tasks,
-and at a few "critical" steps of each task. After an error the agent is stuck and
-recovers on its own only with a small probability; three errors in a row, or
-six failed steps in all, end the episode in failure. An expert call (the
-intervention) gives the correct next call: it fixes an error and makes progress
-with high probability, and leaves its plan in context, which lowers the error
-rate of the next step. Help is therefore worth a lot at critical steps and after
-errors, and little on easy steps: exactly the structure the budgeted DP exploits.
+It was collected from the three demo worlds shipped in ``collect/worlds`` (workflow
+automation, e-commerce admin, smart home; 10 tasks each) with the ``simulated``
+actor and the ``oracle`` intervention under the paper's schedule: expert calls
+triggered at random with probability 0, .1, .3, .5, .7, .9, 1 per turn, 3 seeds per
+task and probability, 630 episodes. States are keyed by ``state_key=db`` (task,
+database digest, last observation, turn), so paths that reach the same world state
+merge. The simulated actor is a seeded simulation of a weak agent, not a language
+model (see ``collect.actors``); the environments, tool calls and verifiers are real.
 
-Episodes follow the paper's collection schedule: expert calls are triggered
-uniformly at random with probability p in {0, .1, .3, .5, .7, .9, 1} for several
-seeds. A state is keyed by (task, progress, failed steps, error streak, plan in
-context), so paths that reach the same situation merge (a DAG, as ``state_key=db``
-gives); every step adds one to progress or to failed steps, so the depth of a state
-is well defined and the graph is acyclic.
+Regenerate it, byte for byte (Parquet files), with ``make demo-data``, which runs::
 
-``python -m helpdp.demo OUTDIR`` regenerates the shipped copy in
-``helpdp/data/demo`` (identical tables for identical parameters).
+    python -m collect out=helpdp/data/demo state_key=db keep_shards=false overwrite=true progress=false
 """
 
-from __future__ import annotations
-
-import json
-import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 DEMO_DIR = Path(__file__).parent / "data" / "demo"
-
-
-@dataclass(frozen=True)
-class DemoParams:
-    """Parameters of the simulation (defaults build the shipped dataset)."""
-
-    n_tasks: int = 30  # tasks; each gets its own length, difficulty and critical steps
-    probs: tuple = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)  # expert-call trigger probabilities
-    seeds: int = 3  # collection seeds per (task, probability)
-    episodes_per_seed: int = 6  # episodes per (task, probability, seed)
-    seed: int = 20250101  # master seed
-    max_errors: int = 6  # failed steps in total that end the episode (a step budget)
-    fatal_streak: int = 3  # failed steps in a row that end the episode
-
-
-def _task_params(rng: np.random.Generator, n_tasks: int):
-    length = rng.integers(10, 21, n_tasks)
-    difficulty = rng.uniform(0.05, 0.6, n_tasks)
-    critical = [set(rng.choice(np.arange(1, lv), size=3, replace=False).tolist()) for lv in length]
-    return length, difficulty, critical
-
-
-def _err_prob(t: int, g: int, d: float, crit: bool, plan: bool) -> float:
-    p = 0.02 + 0.12 * d + 0.18 * np.exp(-t / 3.0)  # format errors fade with experience
-    if crit:
-        p += 0.35 + 0.3 * d
-    if plan:
-        p *= 0.3
-    return min(p, 0.95)
-
-
-def generate_demo(params: DemoParams = DemoParams()):
-    """Return (manifest, states, transitions, episodes, steps) DataFrames."""
-    rng = np.random.default_rng(params.seed)
-    length, difficulty, critical = _task_params(rng, params.n_tasks)
-    key_to_id: dict[tuple, int] = {}
-    rows: list[tuple] = []  # state rows in id order
-    counts: dict[tuple, int] = {}
-    episodes, steps = [], []
-
-    def state(key, task, t, terminal, success, text):
-        sid = key_to_id.get(key)
-        if sid is None:
-            sid = len(rows)
-            key_to_id[key] = sid
-            rows.append((sid, f"task_{task:03d}", t, t == 0, terminal, success, text))
-        return sid
-
-    def render(task, t, g, e, streak, plan):
-        lines = [
-            f"task_{task:03d}: complete {length[task]} steps",
-            f"step {t}: progress {g}/{length[task]}",
-        ]
-        if e:
-            lines.append(f"{e} failed calls so far")
-        if streak:
-            lines.append(f"last call failed ({streak} in a row)")
-        if plan:
-            lines.append("expert plan in context")
-        if g + 1 in critical[task] and not streak:
-            lines.append("next step is tricky")
-        return "\n".join(lines)
-
-    split_of = np.array(["train"] * params.n_tasks, dtype=object)
-    order = np.random.default_rng(params.seed + 1).permutation(params.n_tasks)
-    split_of[order[: params.n_tasks // 5]] = "validation"
-    split_of[order[params.n_tasks // 5 : 2 * params.n_tasks // 5]] = "test"
-    eid = 0
-    for task in range(params.n_tasks):
-        lv, d = int(length[task]), float(difficulty[task])
-        for p in params.probs:
-            for seed in range(params.seeds):
-                for rep in range(params.episodes_per_seed):
-                    erng = np.random.default_rng([params.seed, task, int(p * 1000), seed, rep])
-                    t, g, e, streak, plan = 0, 0, 0, 0, False
-                    s = state(
-                        (task, 0, 0, 0, False),
-                        task,
-                        0,
-                        False,
-                        False,
-                        render(task, 0, 0, 0, 0, False),
-                    )
-                    calls = blind = recovery = 0
-                    while True:
-                        helped = erng.random() < p
-                        u = erng.random()
-                        if helped:
-                            calls += 1
-                            if streak:
-                                recovery += 1
-                            else:
-                                blind += 1
-                            ok = u < (0.9 if streak else 0.97)
-                            plan = True
-                        elif streak:
-                            ok = u < 0.3 * (1 - d)  # recovers on its own, rarely
-                            plan = False
-                        else:
-                            ok = u >= _err_prob(t, g, d, g + 1 in critical[task], plan)
-                            plan = False
-                        if ok:
-                            g, streak = g + 1, 0
-                        else:
-                            e, streak = e + 1, streak + 1
-                        t += 1  # every step either progresses or fails: t == g + e
-                        if g >= lv:
-                            key, term, succ, text = (
-                                (task, "success", e),
-                                True,
-                                True,
-                                "task complete",
-                            )
-                        elif streak >= params.fatal_streak or e >= params.max_errors:
-                            key, term, succ, text = (
-                                (task, "failure", g, e),
-                                True,
-                                False,
-                                "episode failed",
-                            )
-                        else:
-                            key, term, succ = (task, g, e, streak, plan), False, False
-                            text = render(task, t, g, e, streak, plan)
-                        s2 = state(key, task, t, term, succ, text)
-                        a = int(helped)
-                        counts[(s, a, s2)] = counts.get((s, a, s2), 0) + 1
-                        steps.append((eid, t - 1, s, a, s2))
-                        s = s2
-                        if term:
-                            break
-                    episodes.append(
-                        (eid, f"task_{task:03d}", split_of[task], seed, p, t, succ, float(succ),
-                         calls, blind, recovery)
-                    )  # fmt: skip
-                    eid += 1
-    states = pd.DataFrame(
-        rows, columns=["state_id", "task_id", "depth", "is_start", "terminal", "success", "text"]
-    )
-    states = states.astype({"state_id": "int64", "depth": "int32"})
-    k = np.array(list(counts.keys()), dtype=np.int64)
-    transitions = pd.DataFrame(
-        {
-            "state_id": k[:, 0],
-            "action": k[:, 1].astype(np.int8),
-            "next_state_id": k[:, 2],
-            "count": np.fromiter(counts.values(), np.int64, len(counts)),
-        }
-    ).sort_values(["state_id", "action", "next_state_id"], ignore_index=True)
-    episodes = pd.DataFrame(
-        episodes,
-        columns=["episode_id", "task_id", "split", "seed", "trigger_p", "steps", "success", "reward",
-                 "expert_calls", "blind_calls", "recovery_calls"],
-    ).astype({"episode_id": "int64", "seed": "int64", "steps": "int32", "expert_calls": "int32",
-              "blind_calls": "int32", "recovery_calls": "int32"})  # fmt: skip
-    steps = pd.DataFrame(steps, columns=["episode_id", "t", "state_id", "action", "next_state_id"])
-    steps = steps.astype({"episode_id": "int64", "t": "int32", "action": "int8"})
-    manifest = {
-        "actions": ["nohelp", "expert"],
-        "gamma": 1.0,
-        "format": 1,
-        "source": {
-            "generator": "helpdp.demo (synthetic simulation, not model rollouts)",
-            "actor": "synthetic",
-            "params": {
-                k: list(v) if isinstance(v, tuple) else v for k, v in asdict(params).items()
-            },
-        },
-    }
-    return manifest, states, transitions, episodes, steps
-
-
-def write_demo(out, params: DemoParams = DemoParams()) -> Path:
-    """Generate the demo dataset into directory ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    manifest, states, transitions, episodes, steps = generate_demo(params)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    for name, df in [
-        ("states", states),
-        ("transitions", transitions),
-        ("episodes", episodes),
-        ("steps", steps),
-    ]:
-        df.to_parquet(out / f"{name}.parquet", index=False, compression="zstd")
-    return out
+DEMO_COMMAND = "python -m collect out=helpdp/data/demo state_key=db keep_shards=false overwrite=true progress=false"
 
 
 def demo_dataset_path() -> Path:
     """The embedded demo dataset shipped with the package."""
     if not (DEMO_DIR / "manifest.json").exists():
-        write_demo(DEMO_DIR)
+        raise FileNotFoundError(
+            f"the demo dataset is missing from {DEMO_DIR}; regenerate it: {DEMO_COMMAND}"
+        )
     return DEMO_DIR
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m helpdp.demo OUTDIR")
-    print(f"wrote {write_demo(sys.argv[1])}")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from helpdp import demo_dataset_path, load_dataset
+from prm import dataset_actor
 from prm.data import observed_pairs
 from prm.score import score
 
@@ -52,7 +53,7 @@ def test_train_tabular_and_score(demo, tmp_path):
     out = root / "prm_tab"
     lines = run("prm.train", f"data={data}", "kind=tabular", f"out={out}")
     assert json.loads(lines[-1])["kind"] == "tabular"
-    assert json.loads((out / "prm.json").read_text())["actor"] == "synthetic"
+    assert json.loads((out / "prm.json").read_text())["actor"] == dataset_actor(load_dataset(data))
     copy = tmp_path / "d"
     shutil.copytree(data, copy)
     score({"data": str(copy), "prm": str(out), "progress": False})

@@ -11,7 +11,14 @@ import pytest
 from dp_helpers import lp_optimum, make_frames
 from omegaconf import OmegaConf
 
-from helpdp import demo_dataset_path, frontier, generate_demo, load_dataset, search_budget
+from helpdp import (
+    demo_dataset_path,
+    from_frames,
+    frontier,
+    generate_synthetic,
+    load_dataset,
+    search_budget,
+)
 from helpdp.budget import run_search
 from helpdp.config import FrontierConfig, SearchConfig
 from helpdp.pareto import run_frontier
@@ -148,16 +155,17 @@ def test_cli_demo_and_help():
         assert f"{f.name}=" in helptext and f.metadata["help"][:40] in helptext
 
 
-def test_shipped_demo_is_what_the_generator_makes():
-    _, states, transitions, episodes, steps = generate_demo()
-    ds = load_dataset(demo_dataset_path())
-    pd.testing.assert_frame_equal(ds.states, states, check_dtype=False)
-    pd.testing.assert_frame_equal(ds.transitions, transitions)
-    pd.testing.assert_frame_equal(ds.episodes, episodes)
-    assert len(ds.steps) == len(steps)
-    # agent-like: 10-20 step tasks, many tasks, help matters
-    assert ds.states["task_id"].nunique() >= 20
+def test_synthetic_generator_is_agent_like_and_deterministic():
+    manifest, states, transitions, episodes, _ = generate_synthetic()
+    again = generate_synthetic()
+    pd.testing.assert_frame_equal(transitions, again[2])
+    ds = from_frames(manifest, states, transitions, episodes=episodes)
+    assert ds.mdp.acyclic and ds.states["task_id"].nunique() >= 20
     assert ds.episodes.groupby("trigger_p")["success"].mean().is_monotonic_increasing
+    # help is worth more at some states than others: the frontier is strictly concave
+    fr = frontier(ds.mdp, gamma=1.0, progress=False)
+    slopes = np.diff(fr.table["expected_success"]) / np.diff(fr.table["expected_usage"])
+    assert slopes[0] > 5 * slopes[len(slopes) // 2] > 0
 
 
 def test_paper_rule_from_the_command_line(tmp_path):
