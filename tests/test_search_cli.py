@@ -199,3 +199,9 @@ def test_paper_rule_from_the_command_line(tmp_path):
     assert (
         js["expected_success"] > 0.2
     )  # and it is still far better than random help (0.22 at 0.98 calls)
+
+
+def test_importing_helpdp_does_not_import_torch():
+    code = "import sys, helpdp; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
