@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -44,6 +45,7 @@ from collect.awm import AWMDataset
 from collect.env import EnvConfig, EnvPool
 from collect.executors import ExecutorConfig, execute, resolve_workers
 from collect.interventions import INTERVENTION_KINDS, InterventionConfig, build_interventions
+from collect.policy import HelpPolicy
 from collect.rollout import RunContext, TextRenderer, episode_tables, run_episodes
 from collect.schedule import (
     EpisodeSpec,
@@ -135,6 +137,12 @@ class CollectConfig:
         True, "keep out/shards after aggregating (a rerun then only re-aggregates)"
     )
     progress: bool = _f(True, "show a progress bar (stderr)")
+    policy: Any = _f(
+        None,
+        "evaluate a help policy: the out= directory of `python -m helpdp.search` (solved on data "
+        "collected with the same state_key); the expert is called where it says, not at random, "
+        "and states it never saw get nohelp. Use fresh seeds and one probability in schedule",
+    )
 
 
 @dataclass
@@ -234,6 +242,8 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
     d["env"]["work_root"] = None
     for key in ("overwrite", "progress", "keep_shards"):
         d.pop(key, None)
+    if d.get("policy") is None:
+        d.pop("policy", None)  # collections with random help record no policy
     return d
 
 
@@ -386,6 +396,7 @@ class _Worker:
             self.interventions,
             make_keys(cfg.state_key),
             TextRenderer(cfg.text.max_tokens, _token_counter(cfg.text.tokenizer)),
+            policy=HelpPolicy.load(cfg.policy) if cfg.policy else None,
         )
         self.batch_size = cfg.executor.batch_size
         self.names = list(cfg.interventions)
@@ -747,4 +758,7 @@ def run_cli(cfg: Any) -> CollectResult:
     if result.skipped:
         print(f"left out {len(result.skipped)} tasks: {'; '.join(result.skipped[:3])}", flush=True)
     print(result.line(), flush=True)
+    if cfg.policy:
+        episodes = pd.read_parquet(Path(cfg.out) / "episodes.parquet")
+        print(HelpPolicy.load(cfg.policy).summary(episodes), flush=True)
     return result

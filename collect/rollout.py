@@ -230,6 +230,7 @@ class RunContext:
     keys: Any  # collect.statekey.HistoryKeys | DbKeys
     renderer: TextRenderer
     run_start: float = field(default_factory=time.time)
+    policy: Any = None  # collect.policy.HelpPolicy: call the expert as it says, not at random
 
     def window(self) -> ClockWindow:
         return ClockWindow.around(self.run_start, time.time())
@@ -294,6 +295,8 @@ class EpisodeRunner:
         ]
         self.entries = [("user", canonicalize(reset.task, self.ctx.window()))]
         self.state_id, self.chain = self.ctx.keys.start(spec.task_id, digest)
+        if self.ctx.policy is not None:
+            self.policy_table = self.ctx.policy.for_episode(episode_rng(spec, "policy", 0))
         self._record_state(self.state_id, 0, is_start=True)
         self.view = EpisodeView(
             spec,
@@ -308,7 +311,13 @@ class EpisodeRunner:
         t = len(self.history)
         ints = self.ctx.interventions
         available = [iv.available(self.calls[i]) for i, iv in enumerate(ints)]
-        action = draw_action(episode_rng(self.spec, "trigger", t), self.spec.trigger_p, available)
+        if self.ctx.policy is None:
+            action = draw_action(
+                episode_rng(self.spec, "trigger", t), self.spec.trigger_p, available
+            )
+        else:  # evaluating a policy: its action here, nohelp where it has none
+            action = self.policy_table.get(self.state_id, 0)
+            action = action if action == 0 or available[action - 1] else 0
         help_ = None
         if action:
             iv = ints[action - 1]

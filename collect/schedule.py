@@ -245,7 +245,7 @@ def shard_episodes(specs: Sequence[EpisodeSpec], shard_size: int) -> list[list[E
 
 
 #: stream numbers of :func:`episode_rng`
-STREAMS = {"trigger": 1, "actor": 2, "help": 3}
+STREAMS = {"trigger": 1, "actor": 2, "help": 3, "policy": 4}
 
 
 def episode_rng(spec: EpisodeSpec, stream: str, turn: int) -> np.random.Generator:

@@ -1,0 +1,63 @@
+"""Evaluating a budgeted help policy in the environments (collect policy=...)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from collect.collector import collect, collect_config
+from collect.policy import HelpPolicy
+
+SMALL = ["schedule.scenarios=[smart_home_1]", "schedule.max_tasks=3", "schedule.probabilities=[0.0]",
+         "schedule.seeds=[0,1]", "state_key=db", "progress=false", "executor.workers=1"]  # fmt: skip
+
+
+def _write_search(path, rows, more_rows=None, weight=None):
+    path.mkdir()
+    mixture = None
+    if more_rows is not None:
+        mixture = {"r": 0.1, "weight_more_help": weight,
+                   "more_help": {"expected_usage": 2.0, "expected_success": 0.9},
+                   "less_help": {"expected_usage": 0.0, "expected_success": 0.5}}  # fmt: skip
+        pd.DataFrame(more_rows).to_parquet(path / "policy_more_help.parquet")
+    pd.DataFrame(rows).to_parquet(path / "policy.parquet")
+    (path / "search.json").write_text(json.dumps(
+        {"budget": 1.0, "r": 0.1, "expected_usage": 1.0, "expected_success": 0.7, "mixture": mixture}
+    ))  # fmt: skip
+
+
+def test_policy_drives_the_expert_calls(tmp_path):
+    data = collect(collect_config([f"out={tmp_path / 'data'}", *SMALL])).out
+    states = pd.read_parquet(data / "states.parquet")
+    live = states.loc[~states["terminal"], "state_id"].to_numpy()
+    starts = set(states.loc[states["is_start"], "state_id"])
+    # help at every state of the data: the episodes (same seeds) start in those states, so
+    # each calls the expert at its first turn; after that the help changed the path, the
+    # states are new to the policy and get nohelp
+    _write_search(tmp_path / "help", {"state_id": live, "action": np.ones(len(live), np.int8)})
+    ev = collect(
+        collect_config([f"out={tmp_path / 'ev'}", f"policy={tmp_path / 'help'}", *SMALL])
+    ).out
+    steps = pd.read_parquet(ev / "steps.parquet")
+    first = steps[steps["t"] == 0]
+    assert set(first["state_id"]) <= starts and (first["action"] == 1).all()
+    assert (steps.loc[steps["t"] > 0, "action"] == 0).mean() > 0.5
+    # an empty policy never calls
+    _write_search(
+        tmp_path / "none", {"state_id": np.zeros(0, np.int64), "action": np.zeros(0, np.int8)}
+    )
+    ev0 = collect(
+        collect_config([f"out={tmp_path / 'ev0'}", f"policy={tmp_path / 'none'}", *SMALL])
+    ).out
+    assert pd.read_parquet(ev0 / "episodes.parquet")["expert_calls"].sum() == 0
+
+
+def test_mixture_is_drawn_per_episode(tmp_path):
+    _write_search(
+        tmp_path / "mix", {"state_id": [1], "action": [0]}, {"state_id": [1], "action": [1]}, 0.3
+    )
+    pol = HelpPolicy.load(tmp_path / "mix")
+    picks = [pol.for_episode(np.random.default_rng(i)) is pol.more_help for i in range(2000)]
+    assert abs(np.mean(picks) - 0.3) < 0.04
+    line = pol.summary(pd.DataFrame({"success": [True, False], "expert_calls": [1, 0]}))
+    assert "success 0.500" in line and "E[S] 0.700 predicted" in line
