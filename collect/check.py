@@ -41,6 +41,7 @@ from collect.awm import CORE_PIECES, FILES, AWMDataset, Scenario
 from collect.database import build_database
 from collect.sandbox import AppWorker, SandboxError, SandboxLimits, VerifierPool, default_work_root
 from collect.tools import tools_from_openapi
+from helpdp.config import register_help
 
 __all__ = [
     "CheckConfig",
@@ -320,33 +321,9 @@ def run_check(config: CheckConfig, out: TextIO | None = sys.stdout) -> int:
     return report.exit_code(config.defects_fail)
 
 
-def _help_template() -> str:
-    lines = [
-        "python -m collect.check [KEY=VALUE ...]",
-        "",
-        (CheckConfig.__doc__ or "").strip(),
-        "",
-        "Fields:",
-    ]
-    for f in fields(CheckConfig):
-        lines.append(f"  {f.name}: {f.metadata.get('help', '')}")
-    lines += ["", "Resolved config:", "$CONFIG", "Use --hydra-help for Hydra's own options."]
-    return "\n".join(lines).replace("${", "$\\{")
-
-
 def register() -> None:
-    cs = ConfigStore.instance()
-    cs.store(name="check_schema", node=CheckConfig)
-    cs.store(
-        group="hydra/help",
-        name="check",
-        node={
-            "app_name": "python -m collect.check",
-            "header": "",
-            "footer": "",
-            "template": _help_template(),
-        },
-    )
+    ConfigStore.instance().store(name="check_schema", node=CheckConfig)
+    register_help("check", CheckConfig, "python -m collect.check [KEY=VALUE ...]")
 
 
 register()

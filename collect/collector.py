@@ -57,6 +57,7 @@ from collect.schedule import (
 from collect.shards import ShardStore, aggregate, table_bytes, write_table, write_text
 from collect.statekey import STATE_KEYS, make_keys
 from collect.worlds import WORLDS_DIR
+from helpdp.config import field_help_lines, register_help
 
 __all__ = [
     "CollectConfig",
@@ -699,56 +700,23 @@ def collect_demo(out: str | Path, overrides: list[str] | None = None) -> Collect
 # ---------------------------------------------------------------------------
 
 
-def _help_lines(schema: type, prefix: str = "", indent: str = "  ") -> list[str]:
-    lines = []
-    for f in dataclasses.fields(schema):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        name = prefix + f.name
-        if dataclasses.is_dataclass(default):
-            lines.append(f"{indent}{name}.*: {f.metadata.get('help', '')}")
-            lines += _help_lines(type(default), name + ".", indent + "  ")
-        else:
-            lines.append(f"{indent}{name}={default!r}")
-            lines.append(f"{indent}    {f.metadata.get('help', '')}")
-    return lines
-
-
-def help_template() -> str:
-    lines = [
-        "python -m collect out=DIR [KEY=VALUE ...]",
-        "",
-        (CollectConfig.__doc__ or "").strip(),
-        "",
-        "Config groups: collect/actor=simulated|openai|hf|vllm, "
-        "collect/interventions=oracle|expert_llm|oracle_expert, collect/schedule=paper|quick",
-        "",
-        "Fields:",
-        *_help_lines(CollectConfig),
-        "  interventions.<name>.*: one intervention:",
-        *_help_lines(InterventionConfig, "interventions.<name>.", "    "),
-        "",
-        "Resolved config:",
-        "$CONFIG",
-        "Use --hydra-help for Hydra's own options.",
-    ]
-    return "\n".join(lines).replace("${", "$\\{")
-
-
 def register() -> None:
     """Register the schema and the help page with Hydra's ConfigStore."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
     cs.store(name="collect_schema", node=CollectConfig(interventions={}))
-    cs.store(
-        group="hydra/help",
-        name="collect",
-        node={
-            "app_name": "python -m collect",
-            "header": "",
-            "footer": "",
-            "template": help_template(),
-        },
+    register_help(
+        "collect",
+        CollectConfig,
+        "python -m collect out=DIR [KEY=VALUE ...]",
+        (
+            "  interventions.<name>.*: one intervention:",
+            *field_help_lines(InterventionConfig, "interventions.<name>.", "    "),
+            "",
+            "Config groups: collect/actor=simulated|openai|hf|vllm, "
+            "collect/interventions=oracle|expert_llm|oracle_expert, collect/schedule=paper|quick",
+        ),
     )
 
 

@@ -42,7 +42,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ from fastapi.responses import JSONResponse
 
 from collect.env import AWMEnv, EnvConfig, EnvPool, StepResult
 from collect.protocol import Action, Failure, parse_turn
+from helpdp.config import register_help
 
 __all__ = ["AsyncEnvClient", "EnvClient", "ServeConfig", "create_app", "serve", "WORLDS_DIR"]
 
@@ -535,35 +536,11 @@ def serve(config: ServeConfig) -> None:
         pool.close()
 
 
-def _help_template() -> str:
-    lines = [
-        "python -m collect.serve [KEY=VALUE ...]",
-        "",
-        (ServeConfig.__doc__ or "").strip(),
-        "",
-        "Fields:",
-    ]
-    for f in fields(ServeConfig):
-        lines.append(f"  {f.name}: {f.metadata.get('help', '')}")
-    lines += ["  env.*: see collect/env.py (EnvConfig)", "", "Resolved config:", "$CONFIG"]
-    return "\n".join(lines).replace("${", "$\\{")
-
-
 def register() -> None:
     from hydra.core.config_store import ConfigStore
 
-    cs = ConfigStore.instance()
-    cs.store(name="serve_schema", node=ServeConfig)
-    cs.store(
-        group="hydra/help",
-        name="serve",
-        node={
-            "app_name": "python -m collect.serve",
-            "header": "",
-            "footer": "",
-            "template": _help_template(),
-        },
-    )
+    ConfigStore.instance().store(name="serve_schema", node=ServeConfig)
+    register_help("serve", ServeConfig, "python -m collect.serve [KEY=VALUE ...]")
 
 
 def main() -> None:

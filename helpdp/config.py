@@ -6,7 +6,7 @@ text a user reads is the text declared next to the field.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -72,31 +72,55 @@ class FrontierConfig(SolverConfig):
     max_solves: int = _f(5000, "most solves the frontier trace may use")
 
 
-def help_template(schema: type, app: str) -> str:
-    """A Hydra help template listing every field with its declared help."""
-    lines = [f"{app}: {schema.__doc__.strip()}", "", "Fields (override as key=value):"]
+def field_help_lines(schema: type, prefix: str = "", indent: str = "  ") -> list[str]:
+    """``name=default`` and its declared help for every field of ``schema``; a field
+    whose default is itself a dataclass is listed as ``name.*`` and expanded."""
+    lines = []
     for f in fields(schema):
         default = f.default if f.default is not MISSING else f.default_factory()
-        lines.append(f"  {f.name}={default!r}")
-        lines.append(f"      {f.metadata['help']}")
-    lines += ["", "Resolved config:", "$CONFIG", "Use --hydra-help for Hydra's own options."]
+        name = prefix + f.name
+        doc = f.metadata.get("help", "")
+        if is_dataclass(default):
+            lines.append(f"{indent}{name}.*: {doc}")
+            lines += field_help_lines(type(default), name + ".", indent + "  ")
+        else:
+            lines.append(f"{indent}{name}={default!r}")
+            lines.append(f"{indent}    {doc}")
+    return lines
+
+
+def help_template(schema: type, app: str, extra: tuple[str, ...] = ()) -> str:
+    """A Hydra help page: the schema's docstring, every field with its declared help
+    (``extra`` lines after them), then the resolved config."""
+    lines = [app, f"  {(schema.__doc__ or '').strip()}", "", "Fields (override as key=value):"]
+    lines += field_help_lines(schema)
+    lines += [
+        *extra,
+        "",
+        "Resolved config:",
+        "$CONFIG",
+        "Use --hydra-help for Hydra's own options.",
+    ]
     return "\n".join(lines).replace("${", "$\\{")
+
+
+def register_help(name: str, schema: type, app: str, extra: tuple[str, ...] = ()) -> None:
+    """Store ``app``'s help page as ``hydra/help=<name>`` (select it in the primary
+    config's defaults: ``override hydra/help: <name>``)."""
+    node = {
+        "app_name": app,
+        "header": "",
+        "footer": "",
+        "template": help_template(schema, app, extra),
+    }
+    ConfigStore.instance().store(group="hydra/help", name=name, node=node)
 
 
 def register() -> None:
     cs = ConfigStore.instance()
     for name, schema, app in [
-        ("search_schema", SearchConfig, "python -m helpdp.search"),
-        ("frontier_schema", FrontierConfig, "python -m helpdp.frontier"),
+        ("search", SearchConfig, "python -m helpdp.search"),
+        ("frontier", FrontierConfig, "python -m helpdp.frontier"),
     ]:
-        cs.store(name=name, node=schema)
-        cs.store(
-            group="hydra/help",
-            name=name.replace("_schema", ""),
-            node={
-                "app_name": app,
-                "header": "",
-                "footer": "",
-                "template": help_template(schema, app),
-            },
-        )
+        cs.store(name=f"{name}_schema", node=schema)
+        register_help(name, schema, app)

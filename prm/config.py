@@ -18,11 +18,13 @@ primary YAML is read by ``primary_config`` and handed to the ConfigStore.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
+
+from helpdp.config import help_template, register_help
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -170,8 +172,6 @@ class SelfRegConfig:
     progress: bool = _f(True, "tqdm progress bars")
 
 
-_NESTED = {"PRMModelConfig": PRMModelConfig}
-
 SCHEMAS = {
     "prm_train": TrainConfig,
     "prm_score": ScoreConfig,
@@ -183,21 +183,7 @@ SCHEMAS = {
 def help_text(schema, app: str) -> str:
     """``--help`` of an app: every field with its default and its declared help
     (nested schemas, i.e. the ``prm`` group of prm.train, as ``prm.<field>``)."""
-    lines = [f"{app}", f"  {schema.__doc__.strip()}", "", "Fields (override as key=value):"]
-
-    def walk(cls, prefix):
-        for f in fields(cls):
-            if is_dataclass(f.type) or (isinstance(f.type, str) and f.type in _NESTED):
-                lines.append(f"  {prefix}{f.name}: {f.metadata['help']}")
-                walk(_NESTED[f.type] if isinstance(f.type, str) else f.type, f"{prefix}{f.name}.")
-                continue
-            default = f.default if f.default is not MISSING else f.default_factory()
-            lines.append(f"  {prefix}{f.name}={default!r}")
-            lines.append(f"      {f.metadata['help']}")
-
-    walk(schema, "")
-    lines += ["", "Resolved config:", "$CONFIG", "Use --hydra-help for Hydra's own options."]
-    return "\n".join(lines).replace("${", "$\\{")
+    return help_template(schema, app)
 
 
 def register_configs() -> None:
@@ -208,11 +194,7 @@ def register_configs() -> None:
     for name, schema in SCHEMAS.items():
         cs.store(name=f"{name}_schema", node=schema)
         app = f"python -m prm.{name.removeprefix('prm_')}"
-        cs.store(
-            group="hydra/help",
-            name=name,
-            node={"app_name": app, "header": "", "footer": "", "template": help_text(schema, app)},
-        )
+        register_help(name, schema, app)
 
 
 def primary_config(name: str) -> str:
