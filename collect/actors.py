@@ -190,6 +190,19 @@ class ChatClient:
             base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers, transport=transport
         )
 
+    @classmethod
+    def from_config(cls, config: Any, *, transport: Any = None) -> ChatClient:
+        """A client from an endpoint config (an actor's or an intervention's)."""
+        return cls(
+            config.base_url,
+            config.model,
+            api_key_env=config.api_key_env,
+            timeout_s=config.timeout_s,
+            retries=config.retries,
+            retry_backoff_s=config.retry_backoff_s,
+            transport=transport,
+        )
+
     def complete(
         self,
         messages: list[dict[str, str]],
@@ -433,15 +446,7 @@ class OpenAIActor:
             raise ValueError("actor.model is required for the openai actor")
         self.config = config
         self.name = actor_name(config)
-        self.client = ChatClient(
-            config.base_url,
-            config.model,
-            api_key_env=config.api_key_env,
-            timeout_s=config.timeout_s,
-            retries=config.retries,
-            retry_backoff_s=config.retry_backoff_s,
-            transport=transport,
-        )
+        self.client = ChatClient.from_config(config, transport=transport)
         self._threads = ThreadPoolExecutor(max(1, config.concurrency))
 
     def _one(self, req: TurnRequest) -> TurnReply:

@@ -215,15 +215,7 @@ class ExpertLLM(Intervention):
             raise ValueError(f"criteria must be one of {CRITERIA_MODES}, got {config.criteria!r}")
         if not config.model:
             raise ValueError(f"intervention {name!r}: model is required for expert_llm")
-        self.client = ChatClient(
-            config.base_url,
-            config.model,
-            api_key_env=config.api_key_env,
-            timeout_s=config.timeout_s,
-            retries=config.retries,
-            retry_backoff_s=config.retry_backoff_s,
-            transport=transport,
-        )
+        self.client = ChatClient.from_config(config, transport=transport)
         self._criteria: dict[tuple[str, int], tuple[str, int]] = {}
 
     def criteria(self, scenario: Any, task_idx: int, task: str) -> tuple[str, int]:
