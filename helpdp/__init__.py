@@ -5,7 +5,7 @@ fixed help cost, search the cost that meets a budget, and trace the whole
 usage-success frontier. Importing helpdp never imports torch.
 """
 
-from helpdp.budget import InfeasibleBudget, SearchResult, search_budget, search_budgets
+from helpdp.budget import InfeasibleBudget, SearchResult, mix_budgets, search_budget
 from helpdp.data import MDP, Dataset, DatasetError, from_frames, load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.pareto import Frontier, frontier
@@ -25,10 +25,10 @@ __all__ = [
     "from_frames",
     "frontier",
     "generate_synthetic",
+    "mix_budgets",
     "load_dataset",
     "score_rows",
     "search_budget",
-    "search_budgets",
     "solve",
     "state_success",
     "write_synthetic",

@@ -107,7 +107,7 @@ def search_budget(
     if mdp.n_actions != 2:
         raise ValueError(
             f"search_budget handles one intervention; this dataset has {mdp.n_actions - 1} "
-            "(use search_budgets with per-intervention budgets)"
+            "(use mix_budgets, or budgets.<name>=C on the command line)"
         )
     if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget >= 0):
         raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
@@ -182,88 +182,76 @@ def search_budget(
     return result(r_hi, hi, lo)
 
 
-def search_budgets(
+def mix_budgets(
     mdp: MDP,
     budgets: np.ndarray,
     *,
     gamma: float,
-    rule: str = "exact",
-    p_row: np.ndarray | None = None,
-    max_solves: int = 2000,
-    rounds: int = 30,
+    max_solves: int = 200,
+    tol: float = 1e-10,
     log=None,
     **solver_kw,
-) -> tuple[Solution, int]:
-    """K > 1 interventions: per-intervention budgets, by cyclic coordinate search on
-    the Lagrange multipliers (each coordinate a 1-D log-scale bisection to the
-    smallest r_k whose usage of intervention k fits its budget, others fixed).
+) -> tuple[list[Solution], np.ndarray, int]:
+    """K >= 1 interventions: the best randomized policy with E[U^k] <= budgets[k].
 
-    Returns a deterministic policy meeting every budget and the number of solves.
-    This is a heuristic on the dual: it does not randomize between policies, so its
-    E[S] can fall below the constrained optimum (the LP), never above.
+    Dantzig-Wolfe column generation on the occupancy LP, with the DP as pricing
+    oracle: a small master LP mixes the deterministic policies found so far; its
+    dual prices of the K usage constraints are help costs r; the DP at r returns the
+    policy of largest reduced value ``S - r.U``; the loop stops when no policy beats
+    the master's dual bound. The result mixes at most K + 1 policies (per episode,
+    policy i with probability ``weights[i]``) and its E[S] is the LP optimum (tested).
+    Returns (policies, weights, solves).
     """
+    from scipy.optimize import linprog
+
     budgets = np.asarray(budgets, np.float64)
     k = mdp.n_actions - 1
-    if budgets.shape != (k,):
-        raise ValueError(f"need one budget per intervention ({k}), got {budgets.shape}")
-    r = np.zeros(k)
+    if budgets.shape != (k,) or np.any(budgets < 0):
+        raise ValueError(f"need one budget >= 0 per intervention ({k}), got {budgets}")
     solves = 0
 
-    def at(rv):
+    def at(r):
         nonlocal solves
         solves += 1
         if solves > max_solves:
             raise RuntimeError(
-                f"budget search used max_solves={max_solves} solves without converging"
+                f"mixture search used max_solves={max_solves} solves without converging"
             )
-        sol = solve(mdp, rv, gamma=gamma, rule=rule, p_row=p_row, **solver_kw)
+        sol = solve(mdp, r, gamma=gamma, rule="exact", tol=tol, **solver_kw)
         if log:
             log(
-                f"solve {solves:3d}: r={np.round(rv, 6).tolist()}  E[U]={np.round(sol.expected_usage, 6).tolist()}"
+                f"solve {solves:3d}: r={np.round(r, 6).tolist()}  "
+                f"E[U]={np.round(sol.expected_usage, 6).tolist()}  E[S]={sol.expected_success:.6f}"
             )
         return sol
 
-    sol = at(r)
-    for _ in range(rounds):
-        changed = False
-        for i in range(k):
-            if sol.expected_usage[i] <= budgets[i] + USAGE_EPS and r[i] == 0:
-                continue
-            lo_r, hi_r = 0.0, max(r[i], 1.0)
-            trial = r.copy()
-            trial[i] = lo_r
-            s_lo = at(trial)
-            if s_lo.expected_usage[i] <= budgets[i] + USAGE_EPS:
-                best, best_r = s_lo, 0.0
-            else:
-                trial[i] = hi_r
-                s_hi = at(trial)
-                while s_hi.expected_usage[i] > budgets[i] + USAGE_EPS:
-                    lo_r, hi_r = hi_r, hi_r * 8
-                    if hi_r > R_MAX:
-                        raise InfeasibleBudget(
-                            f"budget {budgets[i]} for intervention {i + 1} is below its least usage in the data"
-                        )
-                    trial[i] = hi_r
-                    s_hi = at(trial)
-                while hi_r - lo_r > 1e-9 * hi_r:
-                    mid = math.sqrt(lo_r * hi_r) if lo_r > 0 else hi_r / 8
-                    trial[i] = mid
-                    s_mid = at(trial)
-                    if s_mid.expected_usage[i] <= budgets[i] + USAGE_EPS:
-                        hi_r, s_hi = mid, s_mid
-                    else:
-                        lo_r = mid
-                best, best_r = s_hi, hi_r
-            if abs(best_r - r[i]) > 1e-9 * max(best_r, 1e-300):
-                changed = True
-            r[i] = best_r
-            sol = best
-        if not changed and np.all(sol.expected_usage <= budgets + USAGE_EPS):
-            return sol, solves
-    if np.all(sol.expected_usage <= budgets + USAGE_EPS):
-        return sol, solves
-    raise RuntimeError(f"coordinate search did not meet all budgets in {rounds} rounds")
+    cols = [at(np.zeros(k))]
+    if np.all(cols[0].expected_usage <= budgets + USAGE_EPS):
+        return cols, np.ones(1), solves
+    least = at(np.full(k, R_MAX))
+    if np.any(least.expected_usage > budgets + USAGE_EPS):
+        raise InfeasibleBudget(
+            f"budgets {budgets.tolist()} are below the least usage the data allows "
+            f"({least.expected_usage.tolist()}): some states were only ever observed with help"
+        )
+    cols.append(least)
+    while True:
+        S = np.array([c.expected_success for c in cols])
+        U = np.array([c.expected_usage for c in cols])  # (n_cols, K)
+        res = linprog(
+            -S, A_ub=U.T, b_ub=budgets, A_eq=np.ones((1, len(cols))), b_eq=[1.0],
+            bounds=(0, None), method="highs",
+        )  # fmt: skip
+        if res.status != 0:
+            raise RuntimeError(f"master LP failed: {res.message}")
+        r = np.maximum(-res.ineqlin.marginals, 0.0)  # prices of the usage constraints
+        mu = -res.eqlin.marginals[0]
+        new = at(r)
+        if new.lagrangian(r) <= mu + 1e-10 + 10 * tol:
+            keep = res.x > 1e-12
+            w = res.x[keep] / res.x[keep].sum()
+            return [c for c, m in zip(cols, keep) if m], w, solves
+        cols.append(new)
 
 
 def policy_frame(ds: Dataset, sol: Solution) -> pd.DataFrame:
@@ -334,13 +322,34 @@ def run_search(cfg) -> list[dict]:
             )
         b = np.array([float(cfg.budgets[n]) for n in names])
         t1 = time.perf_counter()
-        sol, solves = search_budgets(mdp, b, max_solves=cfg.max_solves * len(names), log=say, **kw)
+        if cfg.rule != "exact":
+            raise ValueError("per-intervention budgets are searched with rule=exact")
+        kw = {key: v for key, v in kw.items() if key not in ("rule", "p_row", "dm_tol")}
+        pols, w, solves = mix_budgets(mdp, b, max_solves=cfg.max_solves, log=say, **kw)
+        usage = sum(wi * p.expected_usage for wi, p in zip(w, pols))
+        # the deterministic policy of policy.parquet: the mixture's least-help component
+        # that meets every budget (the cheapest one when none of the others does)
+        fits = [i for i, p in enumerate(pols) if np.all(p.expected_usage <= b + USAGE_EPS)]
+        det = max(fits, key=lambda i: pols[i].expected_success)
         summary = {
             "budget": dict(zip(names, b.tolist())),
-            "r": dict(zip(names, sol.r.tolist())),
-            "expected_usage": dict(zip(names, sol.expected_usage.tolist())),
-            "expected_success": sol.expected_success,
-            "mixture": None,
+            "r": dict(zip(names, pols[det].r.tolist())),
+            "expected_usage": dict(zip(names, np.minimum(usage, b).tolist())),
+            "expected_success": float(sum(wi * p.expected_success for wi, p in zip(w, pols))),
+            "mixture": None
+            if len(pols) == 1
+            else {
+                "components": [
+                    {
+                        "weight": float(wi),
+                        "r": dict(zip(names, p.r.tolist())),
+                        "expected_usage": dict(zip(names, p.expected_usage.tolist())),
+                        "expected_success": p.expected_success,
+                        "file": f"policy_mix_{i}.parquet",
+                    }
+                    for i, (wi, p) in enumerate(zip(w, pols))
+                ]
+            },
             "solves": solves,
             "seconds": time.perf_counter() - t1,
             "rule": cfg.rule,
@@ -348,9 +357,12 @@ def run_search(cfg) -> list[dict]:
         }
         out.mkdir(parents=True, exist_ok=True)
         (out / "search.json").write_text(json.dumps(summary, indent=2) + "\n")
-        policy_frame(ds, sol).to_parquet(out / "policy.parquet", index=False)
-        print(f"budgets {summary['budget']}: r={summary['r']} E[U]={summary['expected_usage']} "
-              f"E[S]={sol.expected_success:.4f} -> {out}")  # fmt: skip
+        policy_frame(ds, pols[det]).to_parquet(out / "policy.parquet", index=False)
+        for i, p in enumerate(pols if len(pols) > 1 else []):
+            policy_frame(ds, p).to_parquet(out / f"policy_mix_{i}.parquet", index=False)
+        print(f"budgets {summary['budget']}: E[U]={summary['expected_usage']} "
+              f"E[S]={summary['expected_success']:.4f} ({len(pols)} policies mixed, {solves} solves) "
+              f"-> {out}")  # fmt: skip
         return [summary]
     sweep = not isinstance(cfg.budget, (int, float))  # a list sweeps from one load
     budgets = list(cfg.budget) if sweep else [cfg.budget]

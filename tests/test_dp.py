@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from dp_helpers import all_policies, evaluate, lp_optimum, make_dataset, make_frames, random_dag
 
-from helpdp import behavior_values, from_frames, search_budget, solve, state_success
+from helpdp import behavior_values, from_frames, mix_budgets, search_budget, solve, state_success
 from helpdp._src import kernels
 
 # one decision: nohelp succeeds w.p. 0.5, help w.p. 0.9 -> help iff r < 0.4
@@ -226,3 +226,20 @@ def test_behavior_values_are_monte_carlo_rates_on_a_tree():
     assert bv.loc[(7, 1), "p_success"] == 1.0
     assert bv.loc[(17, 0), "p_success"] == pytest.approx(0.5)
     assert state_success(ds)[ds.index([7])[0]] == pytest.approx(0.5)  # 2 of 4 episodes
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mixture_for_two_budgets_equals_lp_optimum(seed):
+    rng = np.random.default_rng(300 + seed)
+    frames = random_dag(rng, n_inner=6, n_actions=3)
+    ds = from_frames(*frames)
+    top = solve(ds.mdp, 0.0, gamma=1.0).expected_usage
+    low = solve(ds.mdp, 1e9, gamma=1.0).expected_usage
+    for frac in [(0.3, 0.6), (0.8, 0.1)]:
+        budgets = low + np.array(frac) * (top - low)
+        pols, w, _ = mix_budgets(ds.mdp, budgets, gamma=1.0)
+        assert len(pols) <= 3 and w.sum() == pytest.approx(1.0)
+        usage = sum(wi * p.expected_usage for wi, p in zip(w, pols))
+        assert np.all(usage <= budgets + 1e-9)
+        success = sum(wi * p.expected_success for wi, p in zip(w, pols))
+        assert success == pytest.approx(lp_optimum(frames, budgets), abs=1e-8)

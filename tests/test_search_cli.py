@@ -126,6 +126,25 @@ def test_two_interventions_per_intervention_budgets(tmp_path):
     (js,) = run_search(cfg)
     assert js["expected_usage"] == {"oracle": 0.0, "llm": 1.0}
     assert js["expected_success"] == pytest.approx(0.6)
+    # half the episodes with the oracle, half without: 0.5 * 0.9 + 0.5 * 0.5
+    cfg = _cfg(
+        SearchConfig,
+        data=str(d),
+        out=str(tmp_path / "m"),
+        quiet=True,
+        budgets={"oracle": 0.5, "llm": 0.0},
+    )
+    (js,) = run_search(cfg)
+    assert js["expected_success"] == pytest.approx(0.7)
+    assert (
+        js["expected_usage"]["oracle"] == pytest.approx(0.5) and js["expected_usage"]["llm"] == 0.0
+    )
+    comps = js["mixture"]["components"]
+    assert sorted(round(c["weight"], 9) for c in comps) == [0.5, 0.5]
+    for c in comps:
+        assert pd.read_parquet(tmp_path / "m" / c["file"])["action"].isin([0, 1, 2]).all()
+    det = pd.read_parquet(tmp_path / "m" / "policy.parquet")
+    assert (det["action"] != 1).all()  # the deterministic policy meets both budgets alone
     with pytest.raises(ValueError, match="budgets.<name>=C for \\['llm'\\]"):
         run_search(
             _cfg(
