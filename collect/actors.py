@@ -25,13 +25,14 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from collect.rollout import EpisodeView, TurnReply, TurnRequest, reference_progress
 from collect.schedule import episode_rng
+from helpdp.config import doc_field as _f
 
 __all__ = [
     "ACTOR_KINDS",
@@ -49,15 +50,6 @@ __all__ = [
 ]
 
 ACTOR_KINDS = ("simulated", "openai", "hf", "vllm")
-
-
-def _f(default: Any, help: str) -> Any:
-    if isinstance(default, list | dict):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    if hasattr(default, "__dataclass_fields__"):
-        cls = type(default)
-        return field(default_factory=cls, metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

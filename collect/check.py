@@ -29,7 +29,7 @@ from __future__ import annotations
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,6 +41,7 @@ from collect.awm import CORE_PIECES, FILES, AWMDataset, Scenario
 from collect.database import build_database
 from collect.sandbox import AppWorker, SandboxError, SandboxLimits, VerifierPool, default_work_root
 from collect.tools import tools_from_openapi
+from helpdp.config import doc_field as _f
 from helpdp.config import register_help
 
 __all__ = [
@@ -53,15 +54,6 @@ __all__ = [
 ]
 
 WORLDS_DIR = Path(__file__).resolve().parent / "worlds"
-
-
-def _f(default: Any, help: str) -> Any:
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help})
-    if hasattr(default, "__dataclass_fields__"):
-        values = {f.name: getattr(default, f.name) for f in fields(default)}
-        return field(default_factory=lambda: type(default)(**values), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

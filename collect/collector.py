@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import copy
 import dataclasses
 import hashlib
 import importlib.metadata
@@ -57,6 +56,7 @@ from collect.schedule import (
 from collect.shards import ShardStore, aggregate, table_bytes, write_table, write_text
 from collect.statekey import STATE_KEYS, make_keys
 from collect.worlds import WORLDS_DIR
+from helpdp.config import doc_field as _f
 from helpdp.config import field_help_lines, register_help
 
 __all__ = [
@@ -74,12 +74,6 @@ __all__ = [
 
 REPO = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO / "conf"
-
-
-def _f(default: Any, help: str) -> Any:
-    if isinstance(default, list | dict) or dataclasses.is_dataclass(default):
-        return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 def _default_env() -> EnvConfig:

@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ from collect.tools import (
     tools_from_openapi,
     validate_arguments,
 )
+from helpdp.config import doc_field as _f
 
 __all__ = [
     "AWMEnv",
@@ -80,16 +81,6 @@ __all__ = [
     "Verification",
     "build_scenario_database",
 ]
-
-
-def _f(default: Any, help: str) -> Any:
-    if isinstance(default, list | dict):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    if hasattr(default, "__dataclass_fields__"):
-        return field(
-            default_factory=lambda: type(default)(**asdict(default)), metadata={"help": help}
-        )
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

@@ -21,16 +21,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from helpdp.config import doc_field as _f
 
 __all__ = ["EXECUTOR_KINDS", "ExecutorConfig", "execute", "resolve_workers"]
 
 EXECUTOR_KINDS = ("local", "ray")
-
-
-def _f(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

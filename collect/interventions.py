@@ -25,12 +25,13 @@ import io
 import json
 import re
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from collect.actors import ChatClient
 from collect.rollout import EpisodeView, Help, reference_progress
 from collect.tools import format_tools
+from helpdp.config import doc_field as _f
 
 __all__ = [
     "CRITERIA_MODES",
@@ -44,12 +45,6 @@ __all__ = [
 
 INTERVENTION_KINDS = ("oracle", "expert_llm")
 CRITERIA_MODES = ("llm", "static", "code", "none")
-
-
-def _f(default: Any, help: str) -> Any:
-    if isinstance(default, list | dict):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

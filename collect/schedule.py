@@ -15,10 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from helpdp.config import doc_field as _f
 
 __all__ = [
     "SPLITS",
@@ -36,12 +38,6 @@ __all__ = [
 ]
 
 SPLITS = ("train", "validation", "test")
-
-
-def _f(default: Any, help: str) -> Any:
-    if isinstance(default, list | dict):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

@@ -51,19 +51,12 @@ from fastapi.responses import JSONResponse
 
 from collect.env import AWMEnv, EnvConfig, EnvPool, StepResult
 from collect.protocol import Action, Failure, parse_turn
+from helpdp.config import doc_field as _f
 from helpdp.config import register_help
 
 __all__ = ["AsyncEnvClient", "EnvClient", "ServeConfig", "create_app", "serve", "WORLDS_DIR"]
 
 WORLDS_DIR = Path(__file__).resolve().parent / "worlds"
-
-
-def _f(default: Any, help: str) -> Any:
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help})
-    if hasattr(default, "__dataclass_fields__"):
-        return field(default_factory=type(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

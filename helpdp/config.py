@@ -6,16 +6,26 @@ text a user reads is the text declared next to the field.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
 
-def _f(default: Any, help: str, factory=None):
-    if factory is not None:
-        return field(default_factory=factory, metadata={"help": help})
+def doc_field(default: Any, help: str) -> Any:
+    """A dataclass field with its documentation (``help``, shown by ``--help``).
+
+    Mutable defaults (lists, dicts, dataclass instances) become a factory of deep
+    copies, so instances never share them. Every config schema declares its fields
+    with this, so each field is documented once, where it is declared.
+    """
+    if isinstance(default, list | dict) or is_dataclass(default):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
+
+
+_f = doc_field
 
 
 @dataclass
@@ -53,9 +63,8 @@ class SearchConfig(SolverConfig):
         "expected expert calls per episode allowed (E[U] <= budget); a list sweeps several budgets",
     )
     budgets: dict = _f(
-        None,
+        {},
         "K > 1 interventions: per-intervention budgets, e.g. budgets.expert=1.0 budgets.oracle=0.5",
-        factory=dict,
     )
     out: str = _f("outputs/search", "output directory (search.json, policy.parquet, ...)")
     max_solves: int = _f(200, "most solves one budget search may use")

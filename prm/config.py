@@ -24,15 +24,10 @@ from pathlib import Path
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from helpdp.config import doc_field as _f
 from helpdp.config import help_template, register_help
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-
-
-def _f(default, help: str, **kw):
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
 
 
 @dataclass
