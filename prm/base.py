@@ -97,19 +97,24 @@ class PRM:
         self, ds, state_ids, actions, *, allow_other_actor: bool = False, progress: bool = False
     ) -> np.ndarray:
         """Logit of p(success | state, action) for each pair (float64)."""
+        state_ids, actions = self._pairs(ds, state_ids, actions, allow_other_actor)
+        if len(state_ids) == 0:
+            return np.zeros(0)
+        return np.asarray(
+            self._predict_logits(ds, state_ids, actions, progress=progress), np.float64
+        )
+
+    def _pairs(self, ds, state_ids, actions, allow_other_actor: bool):
+        """Check the dataset's actor and the actions; (state_ids, actions) as int64 arrays."""
         self.check_dataset(ds, allow_other_actor=allow_other_actor)
         state_ids = np.asarray(state_ids, np.int64)
         actions = np.broadcast_to(np.asarray(actions, np.int64), state_ids.shape)
-        if len(state_ids) == 0:
-            return np.zeros(0)
         bad = (actions < 0) | (actions >= len(self.actions))
         if bad.any():
             raise ValueError(
                 f"action {int(actions[np.argmax(bad)])} is not one of the PRM's actions {self.actions}"
             )
-        return np.asarray(
-            self._predict_logits(ds, state_ids, actions, progress=progress), np.float64
-        )
+        return state_ids, actions
 
     def predict(
         self, ds, state_ids, actions, *, allow_other_actor: bool = False, progress: bool = False

@@ -169,9 +169,8 @@ class TabularPRM(PRM):
     def predict(
         self, ds, state_ids, actions, *, allow_other_actor: bool = False, progress: bool = False
     ) -> np.ndarray:
-        self.check_dataset(ds, allow_other_actor=allow_other_actor)
-        state_ids = np.asarray(state_ids, np.int64)
-        actions = np.broadcast_to(np.asarray(actions, np.int64), state_ids.shape)
+        # probabilities directly: no logit/sigmoid round trip at rates of exactly 0 or 1
+        state_ids, actions = self._pairs(ds, state_ids, actions, allow_other_actor)
         if len(state_ids) == 0:
             return np.zeros(0)
         return self.predict_proba(ds, state_ids, actions)
