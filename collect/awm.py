@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collect.clock import WorldClock
+
 __all__ = [
     "CORE_PIECES",
     "FILES",
@@ -261,6 +263,12 @@ class AWMDataset:
                 self._index(piece)
 
     # -- indexing ------------------------------------------------------------
+
+    def clock(self, spec: Any = None) -> WorldClock:
+        """The world clock for ``clock=spec`` (unset: this dataset's ``clock.txt`` or the
+        fixed default; see :mod:`collect.clock`)."""
+        return WorldClock.resolve(spec, self.root)
+
     def _index(self, piece: str) -> None:
         fname = FILES[piece]
         offset = 0

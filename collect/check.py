@@ -38,7 +38,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from collect.awm import CORE_PIECES, FILES, AWMDataset, Scenario
-from collect.database import build_database
+from collect.clock import WorldClock, clock_field
+from collect.env import build_scenario_database
 from collect.sandbox import AppWorker, SandboxError, SandboxLimits, VerifierPool, default_work_root
 from collect.tools import tools_from_openapi
 from helpdp.config import doc_field as _f
@@ -76,6 +77,7 @@ class CheckConfig:
     run_sql_verifiers: bool = _f(
         True, "run SQL-mode verifiers on the untouched database (no judge)"
     )
+    clock: str = clock_field()
     jobs: int = _f(2, "scenarios checked in parallel (each uses its own worker processes)")
     max_defects_shown: int = _f(20, "defect lines printed per scenario (all are counted)")
     sandbox: SandboxLimits = _f(SandboxLimits(call_timeout_s=20.0), "limits of the app workers")
@@ -136,7 +138,11 @@ def _verifier_defect(record, outcome) -> str:
 
 
 def check_scenario(
-    scenario: Scenario, config: CheckConfig, pool: VerifierPool, work_dir: Path
+    scenario: Scenario,
+    config: CheckConfig,
+    pool: VerifierPool,
+    work_dir: Path,
+    clock: WorldClock,
 ) -> ScenarioCheck:
     """Check one scenario (never raises for problems in the data)."""
     result = ScenarioCheck(
@@ -148,13 +154,8 @@ def check_scenario(
     db_path: Path | None = None
 
     if scenario.db_schema is not None:
-        db_path = work_dir / "initial.db"
-        report = build_database(
-            db_path,
-            scenario.db_schema,
-            scenario.sample_data,
-            schema_source=str(scenario.locations.get("db", FILES["db"])),
-            sample_source=str(scenario.locations.get("sample", FILES["sample"])),
+        db_path, report = build_scenario_database(
+            scenario, work_dir / "db", clock=clock, limits=config.sandbox
         )
         result.tables = report.tables_created
         result.rows_loaded, result.rows_total = report.rows_loaded, report.rows_total
@@ -164,7 +165,9 @@ def check_scenario(
         result.notes.append(f"{scenario.insert_count} sample rows not loaded (no database schema)")
 
     if scenario.env_code is not None:
-        app = AppWorker(config.sandbox, workdir=work_dir / "app", name=f"app {scenario.name}")
+        app = AppWorker(
+            config.sandbox, workdir=work_dir / "app", name=f"app {scenario.name}", clock=clock
+        )
         try:
             openapi = app.load(scenario.env_code, db_path)
             result.tools = len(tools_from_openapi(openapi))
@@ -265,14 +268,17 @@ def check_dataset(config: CheckConfig, out: TextIO | None = None) -> CheckReport
         names = [n for n in names if n in wanted]
     dataset_problems = [str(p) for p in dataset.problems if p.scenario is None]
     root = default_work_root()
-    pool = VerifierPool(max(1, config.jobs), config.verifier_sandbox, work_root=root / "verify")
+    clock = dataset.clock(config.clock)
+    pool = VerifierPool(
+        max(1, config.jobs), config.verifier_sandbox, work_root=root / "verify", clock=clock
+    )
     results: list[ScenarioCheck] = []
 
     def one(item: tuple[int, str]) -> ScenarioCheck:
         i, name = item
         try:
             scenario = dataset.get(name)
-            return check_scenario(scenario, config, pool, root / f"s{i}")
+            return check_scenario(scenario, config, pool, root / f"s{i}", clock)
         except Exception as e:  # noqa: BLE001 - a bug or I/O error must not hide other scenarios
             return ScenarioCheck(name, status="failed", errors=[f"check crashed: {e!r}"])
         finally:

@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 
 from collect.actors import ACTOR_KINDS, ActorConfig, actor_name, build_actor
 from collect.awm import AWMDataset
+from collect.clock import WorldClock, clock_field
 from collect.env import EnvConfig, EnvPool
 from collect.executors import ExecutorConfig, execute, resolve_workers
 from collect.interventions import INTERVENTION_KINDS, InterventionConfig, build_interventions
@@ -121,6 +122,7 @@ class CollectConfig:
     text: TextConfig = _f(TextConfig(), "state texts")
     env: EnvConfig = _f(_default_env(), "episode rules, sandbox limits, rewards (collect/env.py)")
     executor: ExecutorConfig = _f(ExecutorConfig(), "processes, shards, Ray")
+    clock: str = clock_field()
     gamma: float = _f(1.0, "discount written to the manifest")
     invalid_episodes: str = _f(
         "count",
@@ -382,7 +384,12 @@ class _Worker:
         self._scratch = root / f"worker-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._scratch.mkdir(parents=True)
         env_cfg = dataclasses.replace(cfg.env, work_root=str(self._scratch))
-        self.pool = EnvPool(_worlds_dir(cfg), env_cfg, scenarios=cfg.schedule.scenarios or None)
+        self.pool = EnvPool(
+            _worlds_dir(cfg),
+            env_cfg,
+            scenarios=cfg.schedule.scenarios or None,
+            clock=WorldClock.resolve(cfg.clock, _worlds_dir(cfg)),
+        )
         self.own_actor = actor is None
         self.actor = actor if actor is not None else build_actor(cfg.actor)
         self.interventions = build_interventions(cfg.interventions)
@@ -529,7 +536,9 @@ def summarize(tables: dict[str, pa.Table]) -> dict[str, Any]:
     }
 
 
-def manifest(cfg: CollectConfig, summary: dict[str, Any], skipped: list[str]) -> dict[str, Any]:
+def manifest(
+    cfg: CollectConfig, summary: dict[str, Any], skipped: list[str], clock: WorldClock
+) -> dict[str, Any]:
     """``manifest.json``: actions, gamma, format and the provenance in ``source``."""
     return {
         "actions": ["nohelp", *cfg.interventions],
@@ -541,6 +550,7 @@ def manifest(cfg: CollectConfig, summary: dict[str, Any], skipped: list[str]) ->
             "actor_kind": cfg.actor.kind,
             "interventions": {name: iv.kind for name, iv in cfg.interventions.items()},
             "state_key": cfg.state_key,
+            "clock": clock.describe(),
             "config": source_config(cfg),
             "versions": versions(cfg),
             "git_sha": git_sha(),
@@ -594,6 +604,10 @@ def collect(config: Any, *, actor: Any = None) -> CollectResult:
     started = time.perf_counter()
     cfg = as_config(config)
     _validate(cfg)
+    # One "now" for the whole run, resolved once: it is part of the shards' fingerprint,
+    # so a resumed run keeps the recorded clock (a different one is refused).
+    clock = WorldClock.resolve(cfg.clock, _worlds_dir(cfg))
+    cfg = dataclasses.replace(cfg, clock=clock.iso())
     if actor is not None and cfg.executor.kind == "ray":
         raise ValueError("an actor object runs in this process: use executor.kind=local")
     tasks, skipped = runnable_tasks(cfg)
@@ -662,7 +676,7 @@ def collect(config: Any, *, actor: Any = None) -> CollectResult:
     for name in ("states", "transitions", "episodes", "steps"):
         write_table(tables[name], out / f"{name}.parquet")
     write_text(
-        json.dumps(manifest(cfg, summary, skipped), indent=2, sort_keys=False) + "\n",
+        json.dumps(manifest(cfg, summary, skipped, clock), indent=2, sort_keys=False) + "\n",
         out / "manifest.json",
     )
     if not cfg.keep_shards:
@@ -722,5 +736,6 @@ def run_cli(cfg: Any) -> CollectResult:
     print(result.line(), flush=True)
     if cfg.policy:
         episodes = pd.read_parquet(Path(cfg.out) / "episodes.parquet")
-        print(HelpPolicy.load(cfg.policy).summary(episodes), flush=True)
+        steps = pd.read_parquet(Path(cfg.out) / "steps.parquet", columns=["state_id"])
+        print(HelpPolicy.load(cfg.policy).summary(episodes, steps), flush=True)
     return result

@@ -21,7 +21,7 @@ import contextlib
 import os
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class StatementFailure:
         return f"{self.location}: {self.error} [{snippet}]"
 
 
+_COUNTS = ("tables_created", "tables_failed", "rows_total", "rows_loaded", "rows_repaired")
+
+
 @dataclass
 class BuildReport:
     """Outcome of :func:`build_database`."""
@@ -81,6 +84,19 @@ class BuildReport:
     def summary(self) -> str:
         rep = f" ({self.rows_repaired} repaired)" if self.rows_repaired else ""
         return f"{self.tables_created} tables, rows {self.rows_loaded}/{self.rows_total}{rep}"
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON (the build runs in a sandboxed worker and reports back)."""
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BuildReport:
+        """The report a worker sent; ``KeyError``/``TypeError`` on a malformed one."""
+        failures = [StatementFailure(**f) for f in d.get("failures") or []]
+        counts = {k: int(d[k]) for k in _COUNTS}
+        return cls(path=Path(d["path"]), failures=failures, **counts)
 
 
 def repair_statement(stmt: str) -> str:

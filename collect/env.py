@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from collect.awm import AWMDataset, Scenario
-from collect.database import BuildReport, build_database
+from collect.clock import WorldClock
+from collect.database import BuildReport
 from collect.protocol import (
     Action,
     Failure,
@@ -55,6 +56,7 @@ from collect.sandbox import (
     SandboxLimits,
     VerifierOutcome,
     VerifierPool,
+    Worker,
     default_work_root,
 )
 from collect.tools import (
@@ -244,18 +246,48 @@ class Judge:
 _BUILD_LOCK = threading.Lock()
 
 
-def build_scenario_database(scenario: Scenario, directory: Path) -> tuple[Path, BuildReport]:
-    """Build ``scenario``'s initial database in ``directory`` (read-only afterwards)."""
-    path = Path(directory) / "initial.db"
+def build_scenario_database(
+    scenario: Scenario,
+    directory: Path,
+    *,
+    clock: WorldClock | None = None,
+    limits: SandboxLimits | None = None,
+) -> tuple[Path, BuildReport]:
+    """Build ``scenario``'s initial database in ``directory`` (read-only afterwards).
+
+    The dataset's SQL runs in a sandboxed build worker on the world ``clock`` (seed
+    rows that say ``datetime('now', ...)`` get the clock's date; default: the fixed
+    :data:`~collect.clock.DEFAULT_CLOCK`), never here.
+    """
+    directory = Path(directory)
+    clock = clock if clock is not None else WorldClock.resolve(None, None)
     schema_loc = scenario.locations.get("db")
     sample_loc = scenario.locations.get("sample")
-    report = build_database(
-        path,
-        scenario.db_schema,
-        scenario.sample_data,
-        schema_source=str(schema_loc) if schema_loc else "gen_db.jsonl",
-        sample_source=str(sample_loc) if sample_loc else "gen_sample.jsonl",
-    )
+    limits = limits or SandboxLimits()
+    worker = Worker("build", limits, workdir=directory, name=f"build {scenario.name}", clock=clock)
+    try:
+        worker.start()
+        reply = worker.request(
+            "build",
+            {
+                "dest": "initial.db",
+                "db_schema": scenario.db_schema,
+                "sample_data": scenario.sample_data,
+                "schema_source": str(schema_loc) if schema_loc else "gen_db.jsonl",
+                "sample_source": str(sample_loc) if sample_loc else "gen_sample.jsonl",
+            },
+            timeout=limits.start_timeout_s,
+        )
+    finally:
+        worker.close()
+    if not reply.get("ok"):
+        raise SandboxError("crashed", f"build {scenario.name}: {reply.get('message')}")
+    try:
+        report = BuildReport.from_json(reply["report"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise SandboxError("protocol", f"build {scenario.name}: malformed report: {e}") from None
+    path = directory / "initial.db"
+    report.path = path
     os.chmod(path, 0o444)
     return path, report
 
@@ -279,6 +311,7 @@ class AWMEnv:
         initial_db: Path | None = None,
         build_report: BuildReport | None = None,
         work_root: Path | None = None,
+        clock: WorldClock | None = None,
     ):
         missing = [p for p in ("env", "db", "tasks") if not scenario.has(p)]
         if missing:
@@ -290,9 +323,13 @@ class AWMEnv:
         self.work_root = Path(root) if root is not None else default_work_root()
         self.work_root.mkdir(parents=True, exist_ok=True)
         self._instance = uuid.uuid4().hex[:8]
+        self.clock = clock if clock is not None else WorldClock.resolve(None, None)
         if initial_db is None:
             initial_db, build_report = build_scenario_database(
-                scenario, self.work_root / f"db-{scenario.name}-{self._instance}"
+                scenario,
+                self.work_root / f"db-{scenario.name}-{self._instance}",
+                clock=self.clock,
+                limits=self.config.sandbox,
             )
         self.initial_db = Path(initial_db)
         self.build_report = build_report
@@ -301,6 +338,7 @@ class AWMEnv:
             self.config.verifier_workers,
             self.config.verifier_sandbox,
             work_root=self.work_root / f"verify-{self._instance}",
+            clock=self.clock,
         )
         self.judge = judge or Judge(self.config.judge)
         self.app: AppWorker | None = None
@@ -316,7 +354,8 @@ class AWMEnv:
     @classmethod
     def from_dir(cls, data: str | Path, scenario: str, config: EnvConfig | None = None) -> AWMEnv:
         """The environment of ``scenario`` in the AWM-format directory ``data``."""
-        return cls(AWMDataset(data).get(scenario), config)
+        dataset = AWMDataset(data)
+        return cls(dataset.get(scenario), config, clock=dataset.clock())
 
     # -- worker management ---------------------------------------------------------
     def _new_episode_state(self) -> None:
@@ -347,6 +386,7 @@ class AWMEnv:
                 workdir=self.work_root
                 / f"app-{self.scenario.name}-{self._instance}-{self._workers_started}",
                 name=f"app {self.scenario.name}",
+                clock=self.clock,
             )
             try:
                 openapi = app.load(self.scenario.env_code or "", self.initial_db)
@@ -773,9 +813,11 @@ class EnvPool:
         *,
         scenarios: list[str] | None = None,
         judge: Judge | None = None,
+        clock: WorldClock | None = None,
     ):
         self.dataset = dataset if isinstance(dataset, AWMDataset) else AWMDataset(dataset)
         self.config = config or EnvConfig()
+        self.clock = clock if clock is not None else self.dataset.clock()
         self._own_root = not self.config.work_root
         self.work_root = (
             Path(self.config.work_root) if self.config.work_root else default_work_root()
@@ -785,6 +827,7 @@ class EnvPool:
             self.config.verifier_workers,
             self.config.verifier_sandbox,
             work_root=self.work_root / "verify",
+            clock=self.clock,
         )
         self.judge = judge or Judge(self.config.judge)
         self.allowed = set(scenarios) if scenarios else None
@@ -810,7 +853,10 @@ class EnvPool:
         with _BUILD_LOCK:
             if scenario.name not in self._assets:
                 self._assets[scenario.name] = build_scenario_database(
-                    scenario, self.work_root / "db" / scenario.name
+                    scenario,
+                    self.work_root / "db" / scenario.name,
+                    clock=self.clock,
+                    limits=self.config.sandbox,
                 )
             return self._assets[scenario.name]
 
@@ -829,6 +875,7 @@ class EnvPool:
             initial_db=initial_db,
             build_report=report,
             work_root=self.work_root / "envs",
+            clock=self.clock,
         )
         with self._lock:
             self._all.append(env)

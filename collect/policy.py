@@ -62,15 +62,40 @@ class HelpPolicy:
             return self.more_help
         return self.less_help
 
-    def summary(self, episodes: pd.DataFrame) -> str:
-        """Measured against predicted, from the evaluation's episodes."""
+    def known(self) -> set[int]:
+        """The states the policy has a decision for."""
+        return set(self.less_help) | set(self.more_help or ())
+
+    def coverage(self, steps: pd.DataFrame) -> float:
+        """Share of the visited decision states (rows of ``steps.parquet``) it knows."""
+        if not len(steps):
+            return float("nan")
+        return float(steps["state_id"].isin(self.known()).mean())
+
+    def summary(self, episodes: pd.DataFrame, steps: pd.DataFrame) -> str:
+        """Measured against predicted, from the evaluation's episodes and steps.
+
+        Ends with a warning when fewer than half of the visited decision states are
+        known: the rest got nohelp, so the run measures the fallback more than the
+        policy (typical causes: another ``state_key``, other worlds or clock, or
+        states the collection never reached).
+        """
         s = self.search
         n = len(episodes)
         succ = float(episodes["success"].mean()) if n else float("nan")
         calls = float(episodes["expert_calls"].mean()) if n else float("nan")
         half = 1.96 * np.sqrt(max(succ * (1 - succ), 1e-12) / max(n, 1))
-        return (
+        cover = self.coverage(steps)
+        line = (
             f"policy evaluation over {n} episodes: success {succ:.3f} ± {half:.3f} (95%) vs "
             f"E[S] {s['expected_success']:.3f} predicted; expert calls {calls:.3f} per episode "
-            f"vs E[U] {s['expected_usage']:.3f} (budget {s['budget']})"
+            f"vs E[U] {s['expected_usage']:.3f} (budget {s['budget']}); coverage {cover:.1%} "
+            "of visited decision states"
         )
+        if not cover >= 0.5:
+            line += (
+                f"\nwarning: the policy knows only {cover:.1%} of the decision states visited; "
+                "unseen states get the fallback (nohelp). Check that the evaluation uses the "
+                "state_key, worlds and clock the policy's data was collected with"
+            )
+        return line

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from collect.schedule import EpisodeSpec, draw_action, episode_rng
-from collect.statekey import ClockWindow, canonical_action, canonicalize, digest_code
+from collect.statekey import canonical_action, digest_code
 
 __all__ = [
     "END_REASONS",
@@ -229,11 +228,7 @@ class RunContext:
     interventions: list[Any]  # collect.interventions.Intervention, action k = index + 1
     keys: Any  # collect.statekey.HistoryKeys | DbKeys
     renderer: TextRenderer
-    run_start: float = field(default_factory=time.time)
     policy: Any = None  # collect.policy.HelpPolicy: call the expert as it says, not at random
-
-    def window(self) -> ClockWindow:
-        return ClockWindow.around(self.run_start, time.time())
 
 
 @dataclass
@@ -293,7 +288,7 @@ class EpisodeRunner:
             {"role": "system", "content": reset.system_prompt},
             {"role": "user", "content": reset.task},
         ]
-        self.entries = [("user", canonicalize(reset.task, self.ctx.window()))]
+        self.entries = [("user", reset.task)]
         self.state_id, self.chain = self.ctx.keys.start(spec.task_id, digest)
         if self.ctx.policy is not None:
             self.policy_table = self.ctx.policy.for_episode(episode_rng(spec, "policy", 0))
@@ -338,7 +333,7 @@ class EpisodeRunner:
                 "role": self.messages[-1]["role"],
                 "content": self.messages[-1]["content"] + "\n\n" + help_.text,
             }
-            self.entries.append(("expert", canonicalize(help_.text, self.ctx.window())))
+            self.entries.append(("expert", help_.text))
         self.view.help = help_
         self.pending = (action, help_)
         seed = int(episode_rng(self.spec, "actor", t).integers(0, 2**31 - 1))
@@ -367,8 +362,7 @@ class EpisodeRunner:
         info = result.info
         parsed = info.get("action") or {}
         failure = info.get("failure")
-        window = self.ctx.window()
-        observation = canonicalize(result.observation or "", window)
+        observation = result.observation or ""
         if failure is not None:
             self.errors += 1
         if info.get("format_error"):
@@ -377,11 +371,11 @@ class EpisodeRunner:
         self.history.append(turn)
         element = {
             "help": action,
-            "help_text": canonicalize(help_.text, window) if help_ else "",
-            "action": canonical_action(parsed, canonicalize(reply.text, window)),
+            "help_text": help_.text if help_ else "",
+            "action": canonical_action(parsed, reply.text),
             "observation": observation,
         }
-        self.entries.append(("assistant", canonicalize(reply.text, window)))
+        self.entries.append(("assistant", reply.text))
         if result.done:
             self.outcome = str(info.get("outcome") or "others")
             self.reward = float(result.reward or 0.0)
@@ -423,7 +417,7 @@ class EpisodeRunner:
         path = env.app.export(f"digest-{self.spec.episode_id & 0xFFFFFFFF:08x}.db")
         try:
             outcome = env.verifier_pool.run(
-                digest_code(self.ctx.window()),
+                digest_code(),
                 initial_db=env.initial_db,
                 final_db=path,
                 mode="sql",

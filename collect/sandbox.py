@@ -57,6 +57,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+if __name__ != "__main__":  # the worker half imports only the standard library
+    from collect.clock import WorldClock
+
 __all__ = [
     "KNOWN_LIMITATIONS",
     "AppWorker",
@@ -222,17 +225,19 @@ class Worker:
         read_dirs: tuple[Path, ...] = (),
         write_dirs: tuple[Path, ...] | None = None,
         name: str = "",
+        clock: WorldClock | None = None,
     ):
-        if role not in ("env", "verifier"):
+        if role not in ("env", "verifier", "build"):
             raise ValueError(f"unknown worker role {role!r}")
         self.role = role
+        self.clock = clock if clock is not None else WorldClock.real()
         self.limits = limits or SandboxLimits()
         self.workdir = Path(workdir)
         self.read_dirs = tuple(Path(p) for p in read_dirs)
         self.write_dirs = (
             tuple(Path(p) for p in write_dirs)
             if write_dirs is not None
-            else ((self.workdir,) if role == "env" else ())
+            else ((self.workdir,) if role in ("env", "build") else ())
         )
         self.name = name or role
         self.hello: dict[str, Any] = {}
@@ -280,7 +285,7 @@ class Worker:
                 stderr=subprocess.STDOUT,
                 pass_fds=(req_r, resp_w),
                 cwd=str(self.workdir),
-                env=_clean_env(self.workdir.resolve()),
+                env={**_clean_env(self.workdir.resolve()), **self.clock.worker_env()},
                 start_new_session=True,
                 close_fds=True,
             )
@@ -302,6 +307,11 @@ class Worker:
             msg = self.hello.get("message", "worker failed to start")
             self._kill()
             raise SandboxError("start_failed", f"{self.name}: {msg}")
+        try:
+            self.clock.check(self.hello.get("clock"), self.name)
+        except RuntimeError as e:
+            self._kill()
+            raise SandboxError("start_failed", str(e)) from None
         return self.hello
 
     def close(self) -> None:
@@ -458,10 +468,17 @@ class AppWorker:
     (httpx ASGITransport, no TCP port).
     """
 
-    def __init__(self, limits: SandboxLimits | None = None, *, workdir: Path, name: str = "app"):
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        workdir: Path,
+        name: str = "app",
+        clock: WorldClock | None = None,
+    ):
         self.limits = limits or SandboxLimits()
         self.workdir = Path(workdir)
-        self.worker = Worker("env", self.limits, workdir=self.workdir, name=name)
+        self.worker = Worker("env", self.limits, workdir=self.workdir, name=name, clock=clock)
         self.openapi: dict[str, Any] | None = None
         self.db_path: Path | None = None
 
@@ -597,8 +614,10 @@ class VerifierPool:
         *,
         work_root: Path | None = None,
         max_runs_per_worker: int = 100,
+        clock: WorldClock | None = None,
     ):
         self.size = max(1, int(size))
+        self.clock = clock
         self.limits = limits or SandboxLimits(memory_mb=1024, call_timeout_s=30.0)
         self._own_root = work_root is None
         self.root = Path(work_root) if work_root is not None else default_work_root()
@@ -621,6 +640,7 @@ class VerifierPool:
             read_dirs=(self.runs_dir,),
             write_dirs=(),
             name=f"verifier-{self._serial}",
+            clock=self.clock,
         )
         worker.start()
         return worker
@@ -844,6 +864,28 @@ def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the ch
             __import__(name)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+
+    def _clock_reading() -> dict[str, float]:
+        # What this process sees as "now" (Python's and SQLite's), for the parent's check.
+        conn = sqlite3.connect(":memory:")
+        try:
+            sql_now = conn.execute("SELECT CAST(strftime('%s', 'now') AS INTEGER)").fetchone()[0]
+        finally:
+            conn.close()
+        return {"python": time.time(), "sqlite": float(sql_now)}
+
+    clock_reading = _clock_reading()
+    database = None
+    if role == "build":  # collect/database.py, by path (the worker runs isolated, -I)
+        import importlib.util
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        spec = importlib.util.spec_from_file_location(
+            "_helpdp_database", os.path.join(here, "database.py")
+        )
+        database = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = database
+        spec.loader.exec_module(database)
     httpx = None
     if role == "env":
         try:
@@ -1232,7 +1274,16 @@ def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the ch
         return f"{type(e).__name__}: {e}{where}"
 
     sys.addaudithook(hook)
-    send({"ok": True, "pid": os.getpid(), "role": role, "netns": netns, "netns_error": netns_error})
+    send(
+        {
+            "ok": True,
+            "pid": os.getpid(),
+            "role": role,
+            "netns": netns,
+            "netns_error": netns_error,
+            "clock": clock_reading,
+        }
+    )
 
     # -- 5. request loop -------------------------------------------------------
     max_chars = int(cfg.get("max_response_chars") or 200_000)
@@ -1377,6 +1428,19 @@ def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the ch
             out.close()
         return {"ok": True, "path": dest}
 
+    def op_build(msg: dict) -> dict:
+        if database is None:
+            return {"ok": False, "error": "unknown_op", "message": "build runs in a build worker"}
+        dest = os.path.join(workdir, os.path.basename(msg.get("dest") or "initial.db"))
+        report = database.build_database(
+            dest,
+            msg.get("db_schema"),
+            msg.get("sample_data"),
+            schema_source=msg.get("schema_source") or "gen_db.jsonl",
+            sample_source=msg.get("sample_source") or "gen_sample.jsonl",
+        )
+        return {"ok": True, "path": dest, "report": report.to_json()}
+
     def op_verify(msg: dict) -> dict:
         filename = "<verifier>"
         name = f"awm_verifier_{uuid.uuid4().hex[:8]}"
@@ -1440,6 +1504,7 @@ def _worker_main(config_json: str) -> None:  # pragma: no cover - runs in the ch
         "reset": op_reset,
         "export": op_export,
         "verify": op_verify,
+        "build": op_build,
     }
     while True:
         msg = recv()

@@ -49,6 +49,8 @@ from typing import Any
 from fastapi import Body, FastAPI, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
+from collect.awm import AWMDataset
+from collect.clock import clock_field
 from collect.env import AWMEnv, EnvConfig, EnvPool, StepResult
 from collect.protocol import Action, Failure, parse_turn
 from helpdp.config import doc_field as _f
@@ -70,6 +72,7 @@ class ServeConfig:
     max_sessions: int = _f(16, "concurrent sessions (each holds one app worker process)")
     session_idle_s: float = _f(900.0, "close sessions idle for this long, s")
     env: EnvConfig = _f(EnvConfig(), "episode rules, sandbox limits, rewards, judge")
+    clock: str = clock_field()
 
 
 class SessionError(Exception):
@@ -517,7 +520,10 @@ def serve(config: ServeConfig) -> None:
     # uvicorn re-raises SIGTERM after its graceful shutdown; exit through Python so
     # that the pool's workers and files are cleaned up.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    pool = EnvPool(config.data or WORLDS_DIR, config.env, scenarios=config.scenarios or None)
+    dataset = AWMDataset(config.data or WORLDS_DIR)
+    pool = EnvPool(
+        dataset, config.env, scenarios=config.scenarios or None, clock=dataset.clock(config.clock)
+    )
     try:
         app = create_app(pool, config)
         print(

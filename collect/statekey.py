@@ -17,30 +17,24 @@ how the episode ended and its outcome, under their own tag, so a key is never
 terminal in one episode and not in another, and its success is fixed.
 
 Ids are the first 8 bytes of sha256 as a signed int64: the same on every run and
-machine. Wall-clock timestamps that an app writes (``datetime.now()``) would make
-them differ, so values that look like a timestamp within a day of the collection
-run are replaced by ``<now>`` before hashing and in state texts (the actor itself
-sees the raw observation); older and newer timestamps (the apps' data) are kept.
+machine. Dates that apps and seed data compute from "now" reach the hashes as they
+are: dataset code runs on the fixed world clock (:mod:`collect.clock`), so they are
+the same on every day.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
-import re
-from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "DIGEST_FUNCTION",
-    "ClockWindow",
     "DbKeys",
     "HistoryKeys",
     "STATE_KEYS",
     "canonical_action",
     "canonical_json",
-    "canonicalize",
     "digest_code",
     "id_of",
     "make_keys",
@@ -48,40 +42,6 @@ __all__ = [
 
 STATE_KEYS = ("history", "db")
 _VERSION = "helpdp-collect/1"
-
-# "2025-11-22 10:31:07", "2025-11-22T10:31:07.123+00:00", "...Z"
-_CLOCK = re.compile(
-    r"(?<![0-9])(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?(?![0-9])"
-)
-
-
-@dataclass(frozen=True)
-class ClockWindow:
-    """Timestamps ``lo <= 'YYYY-MM-DD HH:MM:SS' <= hi`` are the run's own clock readings."""
-
-    lo: str
-    hi: str
-
-    @classmethod
-    def around(cls, start: float, end: float, margin_s: float = 86400.0) -> ClockWindow:
-        """The window [start - margin, end + margin] (POSIX seconds, any time zone within a day)."""
-
-        def fmt(t: float) -> str:
-            return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-        return cls(fmt(start - margin_s), fmt(end + margin_s))
-
-
-def canonicalize(text: str, window: ClockWindow | None) -> str:
-    """``text`` with the run's own timestamps replaced by ``<now>``."""
-    if window is None or not text or "-" not in text:
-        return text
-
-    def sub(m: re.Match) -> str:
-        stamp = f"{m.group(1)} {m.group(2)}"
-        return "<now>" if window.lo <= stamp <= window.hi else m.group(0)
-
-    return _CLOCK.sub(sub, text)
 
 
 def canonical_json(obj: Any) -> str:
@@ -202,25 +162,14 @@ def make_keys(name: str) -> HistoryKeys | DbKeys:
 
 DIGEST_FUNCTION = "helpdp_db_digest"
 
-_DIGEST_TEMPLATE = '''
+_DIGEST_CODE = '''
 def helpdp_db_digest(initial_db_path, final_db_path):
-    """sha256 over every table's rows (sorted), with the run's own timestamps masked."""
+    """sha256 over every table's rows (sorted; blobs by their own sha256)."""
     import hashlib
-    import re
     import sqlite3
 
-    lo, hi = LO, HI
-    clock = re.compile(PATTERN)
-
-    def mask(value):
-        if isinstance(value, str) and "-" in value:
-            def sub(m):
-                stamp = m.group(1) + " " + m.group(2)
-                return "<now>" if lo <= stamp <= hi else m.group(0)
-            return clock.sub(sub, value)
-        if isinstance(value, bytes):
-            return "bytes:" + hashlib.sha256(value).hexdigest()
-        return value
+    def value(v):
+        return "bytes:" + hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v
 
     conn = sqlite3.connect("file:" + final_db_path + "?mode=ro", uri=True)
     try:
@@ -230,7 +179,7 @@ def helpdp_db_digest(initial_db_path, final_db_path):
         )]
         for name in names:
             quoted = '"' + name.replace('"', '""') + '"'
-            rows = sorted(repr(tuple(mask(v) for v in r)) for r in conn.execute("SELECT * FROM " + quoted))
+            rows = sorted(repr(tuple(value(v) for v in r)) for r in conn.execute("SELECT * FROM " + quoted))
             h.update(repr((name, len(rows))).encode())
             for r in rows:
                 h.update(r.encode())
@@ -238,14 +187,9 @@ def helpdp_db_digest(initial_db_path, final_db_path):
         return {"digest": h.hexdigest(), "tables": len(names)}
     finally:
         conn.close()
-'''
+'''.lstrip("\n")
 
 
-def digest_code(window: ClockWindow | None) -> str:
+def digest_code() -> str:
     """Source of the sandboxed database digest (run as a SQL-mode verifier)."""
-    lo, hi = (window.lo, window.hi) if window else ("~", "~")
-    return (
-        _DIGEST_TEMPLATE.replace("LO, HI", f"{lo!r}, {hi!r}")
-        .replace("PATTERN", repr(_CLOCK.pattern))
-        .lstrip("\n")
-    )
+    return _DIGEST_CODE

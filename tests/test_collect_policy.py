@@ -59,5 +59,9 @@ def test_mixture_is_drawn_per_episode(tmp_path):
     pol = HelpPolicy.load(tmp_path / "mix")
     picks = [pol.for_episode(np.random.default_rng(i)) is pol.more_help for i in range(2000)]
     assert abs(np.mean(picks) - 0.3) < 0.04
-    line = pol.summary(pd.DataFrame({"success": [True, False], "expert_calls": [1, 0]}))
+    episodes = pd.DataFrame({"success": [True, False], "expert_calls": [1, 0]})
+    line = pol.summary(episodes, pd.DataFrame({"state_id": [1, 1, 1, 2]}))
     assert "success 0.500" in line and "E[S] 0.700 predicted" in line
+    assert "coverage 75.0%" in line and "warning" not in line
+    low = pol.summary(episodes, pd.DataFrame({"state_id": [1, 2, 3]}))
+    assert "coverage 33.3%" in low and "warning: the policy knows only 33.3%" in low
