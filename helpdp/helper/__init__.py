@@ -1,0 +1,31 @@
+"""The helper (paper Sec. 6): a text classifier that imitates the budgeted DP's decisions.
+
+``python -m helpdp.label`` writes the labels, ``python -m helpdp.helper.train``
+fits the classifier, ``HelperPolicy`` deploys it (``decide(views)``). Importing
+this package does not import torch: the torch-backed names load on first use.
+"""
+
+from importlib import import_module
+
+from helpdp.helper.config import HelperModelConfig, HelperTrainConfig
+from helpdp.helper.minilm import MiniLMUnavailable, minilm_dir
+from helpdp.helper.policy import HelperPolicy, StateView
+
+_LAZY = {"train_helper": "helpdp.helper.train", "HelperNet": "helpdp.helper.model"}
+
+__all__ = [
+    "HelperModelConfig",
+    "HelperNet",
+    "HelperPolicy",
+    "HelperTrainConfig",
+    "MiniLMUnavailable",
+    "StateView",
+    "minilm_dir",
+    "train_helper",
+]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'helpdp.helper' has no attribute {name!r}")

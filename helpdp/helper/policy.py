@@ -1,0 +1,107 @@
+"""Deploy a trained helper: ``HelperPolicy(dir, budget=1.0).decide(views)``.
+
+``decide`` takes a batch of ``StateView`` (what a policy may look at in a state)
+and returns one action per view (int8: 0 = nohelp, k = intervention k). In
+``mode=threshold`` (see ``helpdp.helper.train``) the help score ``1 - P(nohelp)``
+is compared with the budget's threshold (interpolated between trained budgets,
+clamped outside them) and, when it helps, the most likely intervention is taken;
+in ``mode=prefix`` the budget is written into the input and the most likely
+action is taken (only trained budgets). Inference is batched, under
+``torch.no_grad``, on CPU unless told otherwise. Importing this module does not
+import torch; loading a helper does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StateView:
+    """What a help policy sees at a state."""
+
+    state_id: int
+    task_id: str
+    depth: int
+    text: str
+
+
+class HelperPolicy:
+    """A saved helper directory (``python -m helpdp.helper.train``) as a help policy."""
+
+    def __init__(self, path, *, budget: float | None = None, device: str = "cpu",
+                 batch_size: int | None = None, cpu_threads: int | None = None):  # fmt: skip
+        from helpdp.helper.model import Encoder, load_net
+
+        self.path = Path(path)
+        self.meta = json.loads((self.path / "helper.json").read_text())
+        if cpu_threads:
+            import torch
+
+            torch.set_num_threads(int(cpu_threads))
+        self.device = device
+        self.net, tok = load_net(self.path, self.meta, device)
+        cfg = self.meta["config"]
+        self.encoder = Encoder(tok, cfg["max_length"], cfg["head_tokens"])
+        self.batch_size = int(batch_size or cfg.get("eval_batch_size", 64))
+        self.budgets = [float(b) for b in self.meta["budgets"]]
+        self.budget = float(budget) if budget is not None else self._default_budget()
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.meta["classes"])
+
+    @property
+    def mode(self) -> str:
+        return self.meta["mode"]
+
+    def _default_budget(self) -> float:
+        return 1.0 if 1.0 in self.budgets else self.budgets[len(self.budgets) // 2]
+
+    def threshold(self, budget: float | None = None) -> float:
+        """The help-score threshold at ``budget``: linear between trained budgets,
+        the nearest one's outside them (non-increasing in the budget)."""
+        if self.mode != "threshold":
+            raise ValueError("a prefix-mode helper has no thresholds")
+        b = self.budget if budget is None else float(budget)
+        th = {float(k): v for k, v in self.meta["thresholds"].items()}
+        xs = sorted(th)
+        return float(np.interp(b, xs, [th[x] for x in xs]))
+
+    def proba(self, texts: Sequence[str], budget: float | None = None) -> np.ndarray:
+        """Class probabilities (n, K + 1) for state texts."""
+        from helpdp.helper.model import predict_proba
+        from helpdp.helper.train import budget_prefix
+
+        texts = list(texts)
+        if self.mode == "prefix":
+            b = self.budget if budget is None else float(budget)
+            if not any(abs(b - x) < 1e-9 for x in self.budgets):
+                raise ValueError(
+                    f"a prefix-mode helper decides only at its trained budgets {self.budgets}, not {b}"
+                )
+            texts = [budget_prefix(b) + t for t in texts]
+        seqs = self.encoder(texts)
+        return predict_proba(
+            self.net, self.encoder, seqs, batch_size=self.batch_size, device=self.device
+        )
+
+    def help_score(self, views: Sequence[StateView]) -> np.ndarray:
+        """``1 - P(nohelp)`` per view (threshold mode)."""
+        return 1.0 - self.proba([v.text for v in views])[:, 0]
+
+    def decide(self, views: Sequence[StateView], budget: float | None = None) -> np.ndarray:
+        """One action per view (int8), at ``budget`` (default: the policy's)."""
+        if len(views) == 0:
+            return np.zeros(0, np.int8)
+        p = self.proba([v.text for v in views], budget)
+        if self.mode == "prefix":
+            return p.argmax(1).astype(np.int8)
+        helps = (1.0 - p[:, 0]) > self.threshold(budget)
+        which = 1 + p[:, 1:].argmax(1)
+        return np.where(helps, which, 0).astype(np.int8)

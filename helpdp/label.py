@@ -1,0 +1,324 @@
+"""`python -m helpdp.label data=DIR budget=C strategy=all_states|trajectory_only out=LABELS`
+
+Labels for the helper (paper Sec. 6): the budgeted DP's decision at each state.
+
+**Which tasks choose the policy.** The budget search runs on the tasks of
+``search_splits`` only (default: train), so the help cost r never sees a
+validation or test task. The policy is then solved at that r on every task:
+tasks are disconnected components of the state graph, so on the search tasks the
+labels are exactly the search's policies, and on the other tasks they are what
+the same DP, at the same help cost, chooses from their own counts (the
+validation labels on which the helper's thresholds are picked). The ``split``
+column (from episodes.parquet, else a hash of the task, as ``prm.data``) lets
+every consumer keep to train tasks.
+
+**Strategies.** ``all_states``: every collected non-terminal state with an
+observed action. ``trajectory_only``: the states reachable from the start states
+by following the policy through observed transitions (under either policy of a
+mixture). ``on_path`` says which rows are on those paths in either case.
+
+**Mixtures.** Where the budget falls between two deterministic policies, the
+optimum follows the more-help policy with probability ``w`` per episode. Both
+are recorded: ``label`` is the less-help policy's action (the one of
+policy.parquet, never over budget), ``label_more_help`` the other's, and
+``weight_more_help`` is ``w`` (0 when not mixed). ``p_<action>`` is the
+probability of each action at the state under the mixture,
+``(1 - w)[label = a] + w[label_more_help = a]``: **the helper trains on these
+soft targets** (cross-entropy against the mixture's action distribution), which
+carries the breakpoint's randomisation into the classifier instead of rounding it
+away. With K > 1 interventions (``budgets.<name>=C``) the column-generation
+mixture of up to K + 1 policies is recorded the same way: ``label`` is
+policy.parquet's component, ``label_more_help`` the mixture's most likely action,
+``p_<action>`` the mixture's distribution.
+
+Several budgets (``budget=[0.5,1,2]``) give one block of rows per budget, from one
+load: one helper can then be trained for every budget.
+
+Output, in the directory ``out``: ``labels.parquet`` (``state_id, task_id, split,
+depth, text, label, label_more_help, weight_more_help, p_<action>..., r, budget,
+on_path, visits, success, usage, strategy, rule``) and ``labels.json`` (the
+configuration and, per budget, the search result and label counts).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+import pandas as pd
+
+from helpdp.budget import mix_budgets, search_budget
+from helpdp.config import SolverConfig, register_help
+from helpdp.config import doc_field as _f
+from helpdp.data import Dataset
+from helpdp.solve import Solution, score_rows, solve
+from helpdp.subset import task_subset
+
+STRATEGIES = ("all_states", "trajectory_only")
+
+
+@dataclass
+class LabelConfig(SolverConfig):
+    """`python -m helpdp.label`: the DP's decisions as training labels for the helper."""
+
+    data: Any = _f(None, "dataset directory; null runs on the embedded demo dataset")
+    budget: Any = _f(
+        1.0, "expected expert calls per episode; a list (budget=[0.5,1,2]) labels every budget"
+    )
+    budgets: dict = _f(
+        {},
+        "K > 1 interventions: per-intervention budgets, e.g. budgets.expert=1 budgets.oracle=0.5",
+    )
+    strategy: str = _f(
+        "all_states",
+        "all_states: every collected non-terminal state; trajectory_only: the states the "
+        "policy reaches from the start states",
+    )
+    out: str = _f("outputs/labels", "output directory (labels.parquet, labels.json)")
+    search_splits: list = _f(
+        ["train"], "splits whose tasks choose the help cost r (the budget search runs on them)"
+    )
+    label_splits: list = _f(["train", "validation", "test"], "splits whose states get label rows")
+    val_fraction: float = _f(
+        0.2, "share of tasks in validation when episodes.parquet gives no split"
+    )
+    test_fraction: float = _f(0.2, "share of tasks in test when episodes.parquet gives no split")
+    split_seed: int = _f(0, "seed of the task-hash split (prm.data.hash_split)")
+    max_solves: int = _f(200, "most solves one budget search may use")
+    quiet: bool = _f(False, "print only the summary lines")
+
+
+def register() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="label_schema", node=LabelConfig)
+    register_help("label", LabelConfig, "python -m helpdp.label")
+
+
+def task_split(ds: Dataset, *, val_fraction=0.2, test_fraction=0.2, seed=0) -> pd.Series:
+    """``task_id -> split`` (episodes.parquet's column, else a hash of the task)."""
+    from prm.data import task_splits
+
+    return task_splits(ds, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed)
+
+
+def _components(ds: Dataset, sub: Dataset, budget, kw: dict, max_solves: int, log):
+    """Search on ``sub``; return ``(components, summary)`` where components are
+    ``(r, weight)`` pairs, the deterministic (less-help) one first."""
+    mdp = sub.mdp
+    if mdp.n_actions == 2:
+        p_row = score_rows(sub) if kw["rule"] == "paper" else None
+        res = search_budget(mdp, float(budget), p_row=p_row, max_solves=max_solves, log=log, **kw)
+        w = res.weight_more_help or 0.0
+        comps = [(res.policy.r, 1.0 - w)]
+        if res.more_help is not None:
+            comps.append((res.more_help.r, w))
+        return comps, res.to_json()
+    if kw["rule"] != "exact":
+        raise ValueError("per-intervention budgets are searched with rule=exact")
+    b = np.asarray(budget, np.float64)
+    skw = {k: v for k, v in kw.items() if k not in ("rule", "dm_tol")}
+    pols, w, solves = mix_budgets(mdp, b, max_solves=max_solves, log=log, **skw)
+    fits = [i for i, p in enumerate(pols) if np.all(p.expected_usage <= b + 1e-12)]
+    det = max(fits, key=lambda i: pols[i].expected_success)
+    order = [det] + [i for i in range(len(pols)) if i != det]
+    comps = [(pols[i].r, float(w[i])) for i in order]
+    summary = {
+        "budget": b.tolist(),
+        "r": pols[det].r.tolist(),
+        "expected_usage": np.sum([wi * p.expected_usage for wi, p in zip(w, pols)], 0).tolist(),
+        "expected_success": float(sum(wi * p.expected_success for wi, p in zip(w, pols))),
+        "components": [{"weight": float(w[i]), "r": pols[i].r.tolist()} for i in order],
+        "solves": solves,
+    }
+    return comps, summary
+
+
+def label_frame(
+    ds: Dataset,
+    sols: list[tuple[Solution, float]],
+    splits: pd.Series,
+    *,
+    strategy: str,
+    label_splits,
+) -> pd.DataFrame:
+    """Label rows of the policies ``sols`` (``(solution, weight)``, the less-help /
+    deterministic one first) solved on the whole of ``ds``."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    from helpdp._src.forecast import deterministic_rows, reachable
+
+    mdp = ds.mdp
+    na = mdp.n_actions
+    det = sols[0][0]
+    probs = np.zeros((mdp.n_states, na))
+    for sol, w in sols:
+        ok = sol.action >= 0
+        probs[np.flatnonzero(ok), sol.action[ok].astype(np.int64)] += w
+    on_path = np.zeros(mdp.n_states, bool)
+    for sol, w in sols:
+        if w <= 0 and sol is not det:
+            continue
+        pi = deterministic_rows(mdp.sa_ptr, mdp.sa_action, sol.action)
+        on_path |= reachable(mdp.start_weight > 0, mdp.sa_ptr, mdp.tr_ptr, mdp.tr_next, pi)
+    keep = det.action >= 0
+    if strategy == "trajectory_only":
+        keep &= on_path
+    idx = np.flatnonzero(keep)
+    if len(sols) == 2:
+        more = sols[1][0].action[idx]
+        w_more = sols[1][1]
+    elif len(sols) > 2:
+        more = np.argmax(probs[idx], axis=1).astype(np.int8)
+        w_more = float("nan")
+    else:
+        more = det.action[idx]
+        w_more = 0.0
+    visits = np.bincount(
+        np.repeat(np.arange(mdp.n_states), np.diff(mdp.sa_ptr)),
+        weights=mdp.sa_count,
+        minlength=mdp.n_states,
+    )
+    sid = ds.state_ids[idx]
+    st = ds.states.set_index("state_id").loc[sid]
+    task = st["task_id"].astype(str).to_numpy()
+    split = splits.reindex(task).to_numpy()
+    df = pd.DataFrame(
+        {
+            "state_id": sid.astype(np.int64),
+            "task_id": task,
+            "split": split,
+            "depth": st["depth"].to_numpy(np.int32),
+            "text": st["text"].astype(str).to_numpy(),
+            "label": det.action[idx].astype(np.int8),
+            "label_more_help": more.astype(np.int8),
+            "weight_more_help": np.float64(w_more),
+        }
+    )
+    for a, name in enumerate(ds.actions):
+        df[f"p_{name}"] = probs[idx, a]
+    df["on_path"] = on_path[idx]
+    df["visits"] = visits[idx].astype(np.int64)
+    df["success"] = det.values[idx, 1]
+    df["usage"] = det.values[idx, 2:].sum(axis=1)
+    df = df[df["split"].isin(list(label_splits))]
+    return df.sort_values("state_id", ignore_index=True)
+
+
+def make_labels(ds: Dataset, cfg) -> tuple[pd.DataFrame, dict]:
+    """Label rows for every budget of ``cfg`` (a ``LabelConfig``-shaped mapping) and
+    a summary (``labels.json``)."""
+    say = (lambda *a: None) if cfg.quiet else print
+    splits = task_split(
+        ds, val_fraction=cfg.val_fraction, test_fraction=cfg.test_fraction, seed=cfg.split_seed
+    )
+    search_tasks = splits.index[splits.isin(list(cfg.search_splits))]
+    if len(search_tasks) == 0:
+        raise ValueError(f"{ds.path}: no task in search_splits {list(cfg.search_splits)}")
+    sub = ds if len(search_tasks) == len(splits) else task_subset(ds, search_tasks)
+    kw = dict(
+        gamma=ds.gamma, rule=cfg.rule, tol=cfg.tol, max_iters=cfg.max_iters,
+        tie_tol=cfg.tie_tol, dm_tol=cfg.dm_tol,
+    )  # fmt: skip
+    p_row_full = score_rows(ds) if cfg.rule == "paper" else None
+    if ds.mdp.n_actions > 2:
+        names = ds.actions[1:]
+        missing = [n for n in names if n not in (cfg.budgets or {})]
+        if missing:
+            raise ValueError(f"give budgets.<name>=C for {missing} (interventions {names})")
+        budget_list = [np.array([float(cfg.budgets[n]) for n in names])]
+    else:
+        b = cfg.budget
+        budget_list = [float(x) for x in (b if not isinstance(b, (int, float)) else [b])]
+    frames, per_budget = [], []
+    for b in budget_list:
+        t0 = time.perf_counter()
+        comps, summary = _components(ds, sub, b, kw, cfg.max_solves, say if not cfg.quiet else None)
+        sols = [
+            (solve(ds.mdp, r, p_row=p_row_full, **kw), w) for r, w in comps
+        ]  # fmt: skip
+        df = label_frame(ds, sols, splits, strategy=cfg.strategy, label_splits=cfg.label_splits)
+        df["r"] = float(np.asarray(summary["r"]).ravel()[0])
+        df["budget"] = float(np.sum(b))
+        if ds.mdp.n_actions > 2:
+            for name, bk in zip(ds.actions[1:], np.asarray(b)):
+                df[f"budget_{name}"] = float(bk)
+        df["strategy"] = cfg.strategy
+        df["rule"] = cfg.rule
+        counts = {
+            split: {ds.actions[a]: int((g["label"] == a).sum()) for a in range(len(ds.actions))}
+            for split, g in df.groupby("split")
+        }
+        per_budget.append({**summary, "label_counts": counts, "rows": len(df)})
+        frames.append(df)
+        help_rate = float((df["label"] > 0).mean()) if len(df) else float("nan")
+        print(
+            f"budget {np.round(np.asarray(b), 6).tolist()}: r={df['r'].iloc[0] if len(df) else float('nan'):.6g} "
+            f"E[U]={np.sum(summary['expected_usage']):.4f} E[S]={summary['expected_success']:.4f} "
+            f"(search tasks: {len(search_tasks)})  {len(df)} rows, help label on {help_rate:.1%}  "
+            f"[{time.perf_counter() - t0:.2f}s]"
+        )
+    labels = pd.concat(frames, ignore_index=True)
+    meta = {
+        "data": None if ds.path is None else str(ds.path),
+        "actions": list(ds.actions),
+        "strategy": cfg.strategy,
+        "rule": cfg.rule,
+        "gamma": ds.gamma,
+        "search_splits": list(cfg.search_splits),
+        "label_splits": list(cfg.label_splits),
+        "search_tasks": int(len(search_tasks)),
+        "budgets": per_budget,
+        "training_target": "p_<action> (the mixture's action distribution, soft labels)",
+    }
+    return labels, meta
+
+
+def write_labels(labels: pd.DataFrame, meta: dict, out) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    labels.to_parquet(out / "labels.parquet", index=False)
+    (out / "labels.json").write_text(json.dumps(meta, indent=2, default=float) + "\n")
+    return out
+
+
+def read_labels(path) -> tuple[pd.DataFrame, dict]:
+    """``labels.parquet`` and ``labels.json`` from a label directory (or the
+    Parquet file itself, with its sibling JSON when present)."""
+    path = Path(path)
+    pq_file = path / "labels.parquet" if path.is_dir() else path
+    if not pq_file.exists():
+        raise FileNotFoundError(f"{pq_file}: no labels (write them with python -m helpdp.label)")
+    js = pq_file.with_suffix(".json")
+    meta = json.loads(js.read_text()) if js.exists() else {}
+    return pd.read_parquet(pq_file), meta
+
+
+def run_label(cfg) -> tuple[pd.DataFrame, dict]:
+    """The body of ``python -m helpdp.label``."""
+    from helpdp.data import load_dataset
+    from helpdp.demo import demo_dataset_path
+
+    data = Path(cfg.data) if cfg.data else demo_dataset_path()
+    ds = load_dataset(data, gamma=cfg.gamma)
+    labels, meta = make_labels(ds, cfg)
+    out = write_labels(labels, meta, cfg.out)
+    print(f"{len(labels)} label rows -> {out / 'labels.parquet'}")
+    return labels, meta
+
+
+register()
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="label")
+def main(cfg) -> None:
+    run_label(cfg)
+
+
+if __name__ == "__main__":
+    main()

