@@ -292,15 +292,27 @@ def _budget_dir(b: float) -> str:
 
 def run_search(cfg) -> list[dict]:
     """The body of ``python -m helpdp.search``: load once, search each budget, write."""
+    from helpdp.cli import UsageError, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
     from helpdp.solve import score_rows
 
     say = (lambda *a: None) if cfg.quiet else print
+    per_name = {str(k): parse_budgets(v, f"budgets.{k}")[0] for k, v in (cfg.budgets or {}).items()}
+    sweep = not isinstance(cfg.budget, int | float)  # a list sweeps from one load
+    budgets = parse_budgets(cfg.budget)  # before the data loads: a typo costs nothing
     data = Path(cfg.data) if cfg.data else demo_dataset_path()
     t0 = time.perf_counter()
     ds = load_dataset(data, gamma=cfg.gamma)
     mdp = ds.mdp
+    unknown = sorted(set(per_name) - set(ds.actions[1:]))
+    if unknown:
+        raise UsageError(
+            f"budgets.{unknown[0]}: the dataset has no intervention {unknown[0]!r} (its "
+            f"interventions: {ds.actions[1:]})"
+        )
+    if per_name and mdp.n_actions == 2:  # budgets.<the one intervention>=C is budget=C
+        budgets, sweep = [per_name[ds.actions[1]]], False
     say(
         f"loaded {data}: {mdp.n_states} states, {mdp.n_transitions} transitions, "
         f"actions {ds.actions}, gamma {ds.gamma}, "
@@ -315,12 +327,12 @@ def run_search(cfg) -> list[dict]:
     summaries = []
     if mdp.n_actions > 2:
         names = ds.actions[1:]
-        missing = [n for n in names if n not in (cfg.budgets or {})]
+        missing = [n for n in names if n not in per_name]
         if missing:
             raise ValueError(
                 f"this dataset has {len(names)} interventions {names}: give budgets.<name>=C for {missing}"
             )
-        b = np.array([float(cfg.budgets[n]) for n in names])
+        b = np.array([per_name[n] for n in names])
         t1 = time.perf_counter()
         if cfg.rule != "exact":
             raise ValueError("per-intervention budgets are searched with rule=exact")
@@ -364,8 +376,6 @@ def run_search(cfg) -> list[dict]:
               f"E[S]={summary['expected_success']:.4f} ({len(pols)} policies mixed, {solves} solves) "
               f"-> {out}")  # fmt: skip
         return [summary]
-    sweep = not isinstance(cfg.budget, (int, float))  # a list sweeps from one load
-    budgets = list(cfg.budget) if sweep else [cfg.budget]
     for b in budgets:
         res = search_budget(mdp, float(b), max_solves=cfg.max_solves, log=say, **kw)
         where = write_result(ds, res, out / _budget_dir(float(b)) if sweep else out)

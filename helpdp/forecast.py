@@ -389,6 +389,7 @@ def _main() -> None:
     import hydra
     from hydra.core.config_store import ConfigStore
 
+    from helpdp.cli import check_argv, guard
     from helpdp.config import register_help
 
     ConfigStore.instance().store(name="forecast_schema", node=ForecastConfig)
@@ -396,8 +397,9 @@ def _main() -> None:
 
     @hydra.main(version_base=None, config_path="../conf", config_name="forecast")
     def app(cfg) -> None:
-        run_forecast(cfg)
+        guard("helpdp.forecast", run_forecast, cfg)
 
+    check_argv("helpdp.forecast", ForecastConfig)
     app()
 
 

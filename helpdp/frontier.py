@@ -5,7 +5,8 @@ Fields: helpdp/config.py (FrontierConfig), or `--help`. The work is in helpdp.pa
 
 import hydra
 
-from helpdp.config import register
+from helpdp.cli import check_argv, guard
+from helpdp.config import FrontierConfig, register
 from helpdp.pareto import run_frontier
 
 register()
@@ -13,8 +14,9 @@ register()
 
 @hydra.main(version_base=None, config_path="../conf", config_name="frontier")
 def main(cfg) -> None:
-    run_frontier(cfg)
+    guard("helpdp.frontier", run_frontier, cfg)
 
 
 if __name__ == "__main__":
+    check_argv("helpdp.frontier", FrontierConfig)
     main()

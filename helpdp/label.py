@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from helpdp.budget import mix_budgets, search_budget
+from helpdp.cli import check_argv, guard
 from helpdp.config import SolverConfig, register_help
 from helpdp.config import doc_field as _f
 from helpdp.data import Dataset
@@ -317,8 +318,9 @@ register()
 
 @hydra.main(version_base=None, config_path="../conf", config_name="label")
 def main(cfg) -> None:
-    run_label(cfg)
+    guard("helpdp.label", run_label, cfg)
 
 
 if __name__ == "__main__":
+    check_argv("helpdp.label", LabelConfig)
     main()

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -41,6 +40,7 @@ import hydra
 import numpy as np
 import pandas as pd
 
+from helpdp.cli import check_argv, guard
 from helpdp.helper.config import MODES, HelperModelConfig, HelperTrainConfig, register
 
 HELPER_JSON = "helper.json"
@@ -314,11 +314,9 @@ register()
 
 @hydra.main(version_base=None, config_path="../../conf", config_name="helper_train")
 def main(cfg) -> None:
-    try:
-        run_train(cfg)
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"helpdp.helper.train: error: {e}") from e
+    guard("helpdp.helper.train", run_train, cfg)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    check_argv("helpdp.helper.train", HelperTrainConfig, groups=("helper",))
+    main()

@@ -1,0 +1,164 @@
+"""The command boundary: every ``python -m ...`` command checks its arguments before
+Hydra sees them, and turns the project's own errors into one line.
+
+* :func:`check_argv`: each ``key=value`` (also ``+key``/``++key``) must name a field
+  of the command's schema, nested through dataclass fields; an unknown key is
+  refused with the closest field ("did you mean"), ``+`` or not (Hydra would accept
+  ``+budjet=1`` and ignore it). Keys below a ``dict`` field (``budgets.expert=1``)
+  are open: they are passed on as ``++key``, so the README's spelling works without
+  a ``+``.
+* :func:`guard`: runs a command's body; a :class:`~helpdp.data.DatasetError`,
+  ``ValueError``, ``FileNotFoundError`` or ``KeyError`` prints
+  ``<command>: error: <message>`` on stderr and exits with status 2.
+  ``HYDRA_FULL_ERROR=1`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import sys
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["UsageError", "check_argv", "guard", "parse_budgets"]
+
+ERRORS = (ValueError, FileNotFoundError, KeyError)
+
+
+class UsageError(ValueError):
+    """A command-line argument the command cannot take."""
+
+
+def _fields(schema: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(schema)}
+
+
+def _field_type(schema: type, f: dataclasses.Field) -> Any:
+    try:
+        return typing.get_type_hints(schema)[f.name]
+    except Exception:  # noqa: BLE001 - unresolvable annotation: treat as open
+        return Any
+
+
+def _is_open(tp: Any) -> bool:
+    origin = typing.get_origin(tp) or tp
+    return tp is Any or origin in (dict, typing.Dict)  # noqa: UP006
+
+
+def _check_key(schema: type, key: str, value: str = "") -> tuple[str | None, bool]:
+    """(error, open): ``error`` names what is wrong with ``key=value``; ``open`` says the
+    key is below a dict field (passed on with ``++``)."""
+    node, done = schema, []
+    parent: type = schema
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(node):
+            return None, True
+        fields = _fields(node)
+        if part not in fields:
+            where = ".".join(done)
+            close = difflib.get_close_matches(part, list(fields), n=1, cutoff=0.6)
+            hint = f" (did you mean '{'.'.join([*done, close[0]])}'?)" if close else ""
+            scope = f"'{where}'" if where else "this command"
+            return f"unknown key '{key}': {scope} has no field '{part}'{hint}", False
+        tp = _field_type(node, fields[part])
+        done.append(part)
+        parent = node
+        if dataclasses.is_dataclass(tp):
+            node = tp
+        elif _is_open(tp):
+            return None, len(done) < len(key.split("."))
+        else:
+            node = tp
+    if value.startswith("[") and node in (int, float, str, bool):
+        lists = [
+            f.name
+            for f in dataclasses.fields(parent)
+            if (typing.get_origin(_field_type(parent, f)) or _field_type(parent, f)) is list
+        ]
+        close = difflib.get_close_matches(done[-1], lists, n=1, cutoff=0.6)
+        hint = f" (did you mean '{'.'.join([*done[:-1], close[0]])}'?)" if close else ""
+        return f"'{key}' takes one value, not a list{hint}", False
+    return None, False
+
+
+def check_argv(
+    command: str,
+    schema: type,
+    argv: Sequence[str] | None = None,
+    *,
+    groups: Sequence[str] = (),
+) -> list[str]:
+    """Check and normalise ``argv`` (default ``sys.argv[1:]``, rewritten in place).
+
+    ``groups``: config group names the command accepts (``helper=minilm``,
+    ``collect/actor=openai``). Exits with status 2 and one line on an unknown key.
+    """
+    in_place = argv is None
+    args = list(sys.argv[1:] if argv is None else argv)
+    out = []
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            out.append(arg)
+            continue
+        key, value = arg.split("=", 1)
+        bare = key.lstrip("+~")
+        if bare.startswith("hydra.") or bare == "hydra" or bare in groups or "/" in bare:
+            out.append(arg)
+            continue
+        error, is_open = _check_key(schema, bare, value)
+        if error:
+            _exit(command, error)
+        if "=" in value and not value.startswith(("'", '"', "[", "{")):
+            value = (
+                '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            )  # a path like out/budget=1
+        key = f"++{bare}" if is_open and not key.startswith("~") else key
+        out.append(f"{key}={value}")
+    if in_place:
+        sys.argv[1:] = out
+    return out
+
+
+def parse_budgets(value: Any, name: str = "budget") -> list[float]:
+    """A budget or a list of budgets as floats >= 0 (checked before any data loads)."""
+    items = value if isinstance(value, list | tuple) or _is_listconfig(value) else [value]
+    out = []
+    for v in items:
+        try:
+            b = float(v)
+        except (TypeError, ValueError):
+            raise UsageError(
+                f"{name}={value!r}: not a number or a list of numbers (e.g. {name}=1.0 or "
+                f"{name}=[0.5,1,2])"
+            ) from None
+        if not b >= 0:
+            raise UsageError(f"{name}={v!r}: a budget is a number of calls, at least 0")
+        out.append(b)
+    if not out:
+        raise UsageError(f"{name}: no budget given")
+    return out
+
+
+def _is_listconfig(value: Any) -> bool:
+    return type(value).__name__ == "ListConfig"
+
+
+def _exit(command: str, message: str) -> typing.NoReturn:
+    print(f"{command}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def guard(command: str, body: Callable[..., Any], *args, **kwargs) -> Any:
+    """``body(*args, **kwargs)``; the project's errors become one line and exit 2."""
+    from helpdp.data import DatasetError
+
+    try:
+        return body(*args, **kwargs)
+    except (DatasetError, *ERRORS) as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        message = e.args[0] if isinstance(e, KeyError) and e.args else e
+        _exit(command, str(message))
