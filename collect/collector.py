@@ -26,11 +26,11 @@ import json
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from collect.clock import WorldClock, clock_field
 from collect.env import EnvConfig, EnvPool
 from collect.executors import ExecutorConfig, execute, resolve_workers
 from collect.interventions import INTERVENTION_KINDS, InterventionConfig, build_interventions
-from collect.policy import HelpPolicy
+from collect.policy import evaluation_line
 from collect.rollout import RunContext, TextRenderer, episode_tables, run_episodes
 from collect.schedule import (
     EpisodeSpec,
@@ -59,6 +59,7 @@ from collect.statekey import STATE_KEYS, make_keys
 from collect.worlds import WORLDS_DIR
 from helpdp.config import doc_field as _f
 from helpdp.config import field_help_lines, register_help
+from helpdp.policies import TablePolicy
 
 __all__ = [
     "CollectConfig",
@@ -278,6 +279,7 @@ def _validate(cfg: CollectConfig) -> None:
             raise ValueError(f"interventions.{name}.kind must be one of {INTERVENTION_KINDS}")
         if iv.kind == "expert_llm" and not (iv.base_url and iv.model):
             raise ValueError(f"interventions.{name}: expert_llm needs base_url and model")
+    _scratch_root(cfg)  # a configured work_root that is not ours alone is refused up front
 
 
 # ---------------------------------------------------------------------------
@@ -341,13 +343,41 @@ def _token_counter(name: Any):
     return lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
 
 
+#: name prefix of a worker's private scratch directory: ``helpdp-collect-<pid>-<random>``
+_SCRATCH_PREFIX = "helpdp-collect-"
+
+
+def _private_dir_problem(st: os.stat_result) -> str | None:
+    """Why a directory with this ``lstat`` result is not ours alone (None: it is)."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not by us (uid {os.getuid()})"
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        return "is writable by every user (and not sticky)"
+    return None
+
+
 def _scratch_root(cfg: CollectConfig) -> Path:
-    """Where workers put databases and sandboxes: ``env.work_root``, else tmpfs or /tmp."""
-    if cfg.env.work_root:
-        return Path(cfg.env.work_root)
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
-    return base / "helpdp-collect"
+    """The parent of the workers' private scratch directories: ``env.work_root``
+    (created if missing; refused if it is a symlink, owned by another uid or
+    world-writable), else tmpfs or /tmp (system directories, where each worker makes
+    its own ``mkdtemp``)."""
+    if not cfg.env.work_root:
+        shm = Path("/dev/shm")
+        return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    root = Path(cfg.env.work_root)
+    with contextlib.suppress(FileExistsError):
+        root.mkdir(parents=True, mode=0o700)
+    problem = _private_dir_problem(os.lstat(root))
+    if problem:
+        raise ValueError(
+            f"env.work_root={root} {problem}: refusing it as scratch space (another local "
+            "user could swap the databases built there); use a directory you own"
+        )
+    return root
 
 
 def _pid_alive(pid: int) -> bool:
@@ -362,12 +392,15 @@ def _pid_alive(pid: int) -> bool:
 
 def sweep_scratch(root: Path) -> int:
     """Remove the scratch directories of dead workers under ``root`` (killed runs, Ray
-    workers stopped without cleanup); returns how many were removed."""
+    workers stopped without cleanup); returns how many were removed. Only directories
+    that are ours alone are touched (never a symlink or another user's entry)."""
     removed = 0
-    for d in root.glob("worker-*-*") if root.is_dir() else []:
+    for d in root.glob(f"{_SCRATCH_PREFIX}*-*") if root.is_dir() else []:
         try:
-            pid = int(d.name.split("-")[1])
-        except ValueError:
+            pid = int(d.name[len(_SCRATCH_PREFIX) :].split("-")[0])
+            if _private_dir_problem(os.lstat(d)):
+                continue
+        except (ValueError, OSError):
             continue
         if pid != os.getpid() and not _pid_alive(pid):
             shutil.rmtree(d, ignore_errors=True)
@@ -378,11 +411,11 @@ def sweep_scratch(root: Path) -> int:
 class _Worker:
     """Environments, actor and interventions of one process (kept across shards)."""
 
-    def __init__(self, cfg: CollectConfig, actor: Any = None):
+    def __init__(self, cfg: CollectConfig, actor: Any = None, help_policy: Any = None):
         root = _scratch_root(cfg)
         sweep_scratch(root)
-        self._scratch = root / f"worker-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self._scratch.mkdir(parents=True)
+        # private (0700, ours, a fresh name): nobody else can plant or swap databases here
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", dir=root))
         env_cfg = dataclasses.replace(cfg.env, work_root=str(self._scratch))
         self.pool = EnvPool(
             _worlds_dir(cfg),
@@ -398,7 +431,9 @@ class _Worker:
             self.interventions,
             make_keys(cfg.state_key),
             TextRenderer(cfg.text.max_tokens, _token_counter(cfg.text.tokenizer)),
-            policy=HelpPolicy.load(cfg.policy) if cfg.policy else None,
+            policy=help_policy
+            if help_policy is not None
+            else (TablePolicy.load(cfg.policy) if cfg.policy else None),
         )
         self.batch_size = cfg.executor.batch_size
         self.names = list(cfg.interventions)
@@ -427,13 +462,17 @@ def _close_workers() -> None:
 atexit.register(_close_workers)
 
 
-def run_shard(task: ShardTask, *, actor: Any = None, on_episode=None) -> ShardResult:
+def run_shard(
+    task: ShardTask, *, actor: Any = None, help_policy: Any = None, on_episode=None
+) -> ShardResult:
     """Run one shard's episodes; its tables as Parquet bytes and its counts."""
-    key = task.fingerprint if actor is None else f"{task.fingerprint}/{id(actor)}"
+    key = (
+        f"{task.fingerprint}/{id(actor) if actor else ''}/{id(help_policy) if help_policy else ''}"
+    )
     worker = _WORKERS.get(key)
     if worker is None:
         _close_workers()
-        worker = _WORKERS[key] = _Worker(task.config, actor)
+        worker = _WORKERS[key] = _Worker(task.config, actor, help_policy)
     logs = run_episodes(
         task.specs, worker.actor, worker.ctx, batch_size=worker.batch_size, on_episode=on_episode
     )
@@ -472,6 +511,14 @@ def versions(cfg: CollectConfig) -> dict[str, str | None]:
         names.append("ray")
     out: dict[str, str | None] = {"python": platform.python_version()}
     out.update({n: _version(n) for n in names})
+    if "os" in (cfg.env.sandbox.isolation, cfg.env.verifier_sandbox.isolation):
+        from collect.sandbox.confine import IsolationUnavailable, probe
+
+        try:
+            tool, _, version = probe().partition(" ")
+            out[tool] = version
+        except IsolationUnavailable:
+            pass
     return out
 
 
@@ -536,8 +583,20 @@ def summarize(tables: dict[str, pa.Table]) -> dict[str, Any]:
     }
 
 
+def _isolation(cfg: CollectConfig) -> dict[str, Any]:
+    """What confined the dataset code (``source.isolation``): app and verifier workers."""
+    from collect.sandbox import describe
+
+    app, verifier = cfg.env.sandbox.isolation, cfg.env.verifier_sandbox.isolation
+    return {**describe(app), **({"verifier_mode": verifier} if verifier != app else {})}
+
+
 def manifest(
-    cfg: CollectConfig, summary: dict[str, Any], skipped: list[str], clock: WorldClock
+    cfg: CollectConfig,
+    summary: dict[str, Any],
+    skipped: list[str],
+    clock: WorldClock,
+    help_policy: Any = None,
 ) -> dict[str, Any]:
     """``manifest.json``: actions, gamma, format and the provenance in ``source``."""
     return {
@@ -550,7 +609,9 @@ def manifest(
             "actor_kind": cfg.actor.kind,
             "interventions": {name: iv.kind for name, iv in cfg.interventions.items()},
             "state_key": cfg.state_key,
+            **({"help_policy": help_policy.name} if help_policy is not None else {}),
             "clock": clock.describe(),
+            "isolation": _isolation(cfg),
             "config": source_config(cfg),
             "versions": versions(cfg),
             "git_sha": git_sha(),
@@ -595,11 +656,15 @@ class _Progress:
             self.bar.close()
 
 
-def collect(config: Any, *, actor: Any = None) -> CollectResult:
+def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> CollectResult:
     """Collect a dataset as ``config`` says (resuming finished shards); see the module doc.
 
     ``actor``: an actor object to use instead of building ``config.actor`` (runs in
     this process; ``config.actor`` still names it in the manifest).
+    ``help_policy``: a :class:`helpdp.policies.HelpPolicy` that decides every call of
+    the expert instead of the random schedule (runs in this process; its ``name`` is
+    part of the shards' fingerprint and of the manifest). Use fresh seeds and one
+    probability in ``schedule``; ``config.policy`` (a search output) is the CLI's way.
     """
     started = time.perf_counter()
     cfg = as_config(config)
@@ -608,8 +673,8 @@ def collect(config: Any, *, actor: Any = None) -> CollectResult:
     # so a resumed run keeps the recorded clock (a different one is refused).
     clock = WorldClock.resolve(cfg.clock, _worlds_dir(cfg))
     cfg = dataclasses.replace(cfg, clock=clock.iso())
-    if actor is not None and cfg.executor.kind == "ray":
-        raise ValueError("an actor object runs in this process: use executor.kind=local")
+    if (actor is not None or help_policy is not None) and cfg.executor.kind == "ray":
+        raise ValueError("an actor or policy object runs in this process: use executor.kind=local")
     tasks, skipped = runnable_tasks(cfg)
     if not tasks:
         raise ValueError("no task can run: " + "; ".join(skipped[:5]))
@@ -620,6 +685,8 @@ def collect(config: Any, *, actor: Any = None) -> CollectResult:
         )
     shards = shard_episodes(specs, cfg.executor.shard_size)
     fp_config = _fingerprint_config(cfg)
+    if help_policy is not None:
+        fp_config["help_policy"] = help_policy.name
     ids = hashlib.sha256(json.dumps([s.episode_id for s in specs]).encode()).hexdigest()
     fingerprint = hashlib.sha256(
         json.dumps({"config": fp_config, "episodes": ids}, sort_keys=True, default=str).encode()
@@ -646,7 +713,9 @@ def collect(config: Any, *, actor: Any = None) -> CollectResult:
         )
 
     inline = cfg.executor.kind == "local" and (
-        actor is not None or resolve_workers(cfg.executor, len(todo)) == 1
+        actor is not None
+        or help_policy is not None
+        or resolve_workers(cfg.executor, len(todo)) == 1
     )
 
     def on_result(res: ShardResult) -> None:
@@ -660,7 +729,7 @@ def collect(config: Any, *, actor: Any = None) -> CollectResult:
             [ShardTask(i, shards[i], cfg, fingerprint) for i in todo],
             cfg.executor,
             on_result,
-            inline_kwargs={"actor": actor, "on_episode": on_episode},
+            inline_kwargs={"actor": actor, "help_policy": help_policy, "on_episode": on_episode},
             force_inline=inline,
         )
     finally:
@@ -676,7 +745,8 @@ def collect(config: Any, *, actor: Any = None) -> CollectResult:
     for name in ("states", "transitions", "episodes", "steps"):
         write_table(tables[name], out / f"{name}.parquet")
     write_text(
-        json.dumps(manifest(cfg, summary, skipped, clock), indent=2, sort_keys=False) + "\n",
+        json.dumps(manifest(cfg, summary, skipped, clock, help_policy), indent=2, sort_keys=False)
+        + "\n",
         out / "manifest.json",
     )
     if not cfg.keep_shards:
@@ -737,5 +807,5 @@ def run_cli(cfg: Any) -> CollectResult:
     if cfg.policy:
         episodes = pd.read_parquet(Path(cfg.out) / "episodes.parquet")
         steps = pd.read_parquet(Path(cfg.out) / "steps.parquet", columns=["state_id"])
-        print(HelpPolicy.load(cfg.policy).summary(episodes, steps), flush=True)
+        print(evaluation_line(TablePolicy.load(cfg.policy), episodes, steps), flush=True)
     return result

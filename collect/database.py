@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "BuildAborted",
     "BuildReport",
     "StatementFailure",
     "build_database",
@@ -52,6 +53,32 @@ class StatementFailure:
     def __str__(self) -> str:
         snippet = " ".join(self.statement.split())[:120]
         return f"{self.location}: {self.error} [{snippet}]"
+
+
+class BuildAborted(RuntimeError):
+    """The seed data went past a build limit (time, value size, file size): no database."""
+
+
+# SQLite errors that mean a limit was reached, not a bad row: the build stops there.
+_LIMIT_ERRORS = (
+    "interrupted",
+    "string or blob too big",
+    "database or disk is full",
+    "disk I/O error",  # a write past RLIMIT_FSIZE (EFBIG)
+)
+
+
+def _limit_error(e: sqlite3.Error, where: str, deadline: float | None) -> BuildAborted | None:
+    text = str(e)
+    if not any(marker in text for marker in _LIMIT_ERRORS):
+        return None
+    if "interrupted" in text and deadline is not None:
+        text = "time limit of the build reached (a runaway statement, e.g. a recursive CTE)"
+    elif "disk is full" in text or "disk I/O error" in text:
+        text = "the database grew past the build's file size limit (RLIMIT_FSIZE)"
+    elif "too big" in text:
+        text = "a value is larger than the build's value size limit"
+    return BuildAborted(f"database build stopped at {where}: {text}")
 
 
 _COUNTS = ("tables_created", "tables_failed", "rows_total", "rows_loaded", "rows_repaired")
@@ -124,12 +151,23 @@ def build_database(
     *,
     schema_source: str = "gen_db.jsonl",
     sample_source: str = "gen_sample.jsonl",
+    deadline: float | None = None,
+    max_value_bytes: int | None = None,
 ) -> BuildReport:
     """Create a fresh SQLite database at ``path`` from an AWM schema and sample data.
 
     ``schema_source``/``sample_source`` prefix the failure locations (e.g.
     ``"gen_db.jsonl:3"``). Never raises for bad data: see ``report.failures``.
+    Past a limit — ``deadline`` (``time.monotonic()``), ``max_value_bytes`` (SQLite's
+    length limit) or the process's file size limit — it raises :class:`BuildAborted`.
     """
+    import time
+
+    def limit_check(e: sqlite3.Error, where: str) -> None:
+        aborted = _limit_error(e, where, deadline)
+        if aborted is not None:
+            raise aborted from None
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-journal", "-wal", "-shm"):
@@ -138,6 +176,10 @@ def build_database(
     report = BuildReport(path=path)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.set_authorizer(_authorizer)
+    if max_value_bytes:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, int(max_value_bytes))
+    if deadline is not None:
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
         conn.execute("PRAGMA synchronous=OFF")
         cur = conn.cursor()
@@ -161,6 +203,7 @@ def build_database(
             try:
                 _execute(cur, table.get("ddl"))
             except sqlite3.Error as e:
+                limit_check(e, f"{where} ddl")
                 report.tables_failed += 1
                 report.failures.append(
                     StatementFailure("ddl", name, 0, str(table.get("ddl")), str(e), f"{where} ddl")
@@ -172,12 +215,17 @@ def build_database(
                     try:
                         _execute(cur, stmt)
                     except sqlite3.Error as e:
+                        limit_check(e, f"{where} {key}[{s_i}]")
                         report.failures.append(
                             StatementFailure(
                                 kind, name, s_i, str(stmt), str(e), f"{where} {key}[{s_i}]"
                             )
                         )
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            limit_check(e, f"{schema_source} (commit)")
+            raise
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("BEGIN")
         for t_i, table in enumerate((sample_data or {}).get("tables") or []):
@@ -192,6 +240,7 @@ def build_database(
                     report.rows_loaded += 1
                     continue
                 except sqlite3.Error as e:
+                    limit_check(e, f"{where} insert_statements[{s_i}]")
                     error = str(e)
                 repaired = repair_statement(stmt) if isinstance(stmt, str) else stmt
                 if repaired != stmt:
@@ -201,13 +250,18 @@ def build_database(
                         report.rows_repaired += 1
                         continue
                     except sqlite3.Error as e:
+                        limit_check(e, f"{where} insert_statements[{s_i}]")
                         error = f"{e} (also after repairing \\' escapes)"
                 report.failures.append(
                     StatementFailure(
                         "insert", name, s_i, str(stmt), error, f"{where} insert_statements[{s_i}]"
                     )
                 )
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            limit_check(e, f"{sample_source} (commit)")
+            raise
     finally:
         conn.close()
     return report

@@ -57,7 +57,10 @@ from collect.sandbox import (
     VerifierOutcome,
     VerifierPool,
     Worker,
+    check_isolation,
+    copy_file_nofollow,
     default_work_root,
+    ensure_private_dir,
 )
 from collect.tools import (
     DEFAULT_HIDDEN_TOOLS,
@@ -132,6 +135,11 @@ class EnvConfig:
     sandbox: SandboxLimits = _f(SandboxLimits(), "limits of the app worker")
     verifier_sandbox: SandboxLimits = _f(
         SandboxLimits(memory_mb=1024, call_timeout_s=30.0), "limits of verifier workers"
+    )
+    verify_budget_s: float = _f(
+        60.0,
+        "wall-clock seconds all verifier runs of one episode may take together "
+        "(each run also stops at verifier_sandbox.call_timeout_s)",
     )
     rewards: RewardConfig = _f(RewardConfig(), "reward of each episode outcome")
     judge: JudgeConfig = _f(JudgeConfig(), "LLM judge for SQL-mode verifiers")
@@ -259,12 +267,16 @@ def build_scenario_database(
     rows that say ``datetime('now', ...)`` get the clock's date; default: the fixed
     :data:`~collect.clock.DEFAULT_CLOCK`), never here.
     """
-    directory = Path(directory)
+    directory = ensure_private_dir(Path(directory))
     clock = clock if clock is not None else WorldClock.resolve(None, None)
     schema_loc = scenario.locations.get("db")
     sample_loc = scenario.locations.get("sample")
     limits = limits or SandboxLimits()
-    worker = Worker("build", limits, workdir=directory, name=f"build {scenario.name}", clock=clock)
+    # The worker writes in a directory of its own; the result is copied out (a regular
+    # file only) to where no worker ever sees it.
+    build_dir = directory / f"build-{uuid.uuid4().hex[:8]}"
+    worker = Worker("build", limits, workdir=build_dir, name=f"build {scenario.name}", clock=clock)
+    path = directory / "initial.db"
     try:
         worker.start()
         reply = worker.request(
@@ -275,18 +287,31 @@ def build_scenario_database(
                 "sample_data": scenario.sample_data,
                 "schema_source": str(schema_loc) if schema_loc else "gen_db.jsonl",
                 "sample_source": str(sample_loc) if sample_loc else "gen_sample.jsonl",
+                "time_limit_s": limits.build_timeout_s,
+                "max_value_bytes": int(limits.build_value_mb) * 1024 * 1024,
             },
-            timeout=limits.start_timeout_s,
+            timeout=limits.build_timeout_s + 10.0,
         )
+        worker.close()
+        if not reply.get("ok"):
+            kind = "build_limit" if reply.get("error") == "build_limit" else "crashed"
+            raise SandboxError(kind, f"build {scenario.name}: {reply.get('message')}")
+        try:
+            report = BuildReport.from_json(reply["report"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise SandboxError(
+                "protocol", f"build {scenario.name}: malformed report: {e}"
+            ) from None
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path, 0o600)
+            path.unlink()
+        try:
+            copy_file_nofollow(build_dir / "initial.db", path, int(limits.build_file_mb) << 20)
+        except OSError as e:
+            raise SandboxError("crashed", f"build {scenario.name}: no database: {e}") from None
     finally:
         worker.close()
-    if not reply.get("ok"):
-        raise SandboxError("crashed", f"build {scenario.name}: {reply.get('message')}")
-    try:
-        report = BuildReport.from_json(reply["report"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise SandboxError("protocol", f"build {scenario.name}: malformed report: {e}") from None
-    path = directory / "initial.db"
+        shutil.rmtree(build_dir, ignore_errors=True)
     report.path = path
     os.chmod(path, 0o444)
     return path, report
@@ -318,10 +343,12 @@ class AWMEnv:
             raise ValueError(f"scenario {scenario.name!r} cannot run: missing {', '.join(missing)}")
         self.scenario = scenario
         self.config = config or EnvConfig()
+        check_isolation(self.config.sandbox)
+        check_isolation(self.config.verifier_sandbox)
         root = work_root or (Path(self.config.work_root) if self.config.work_root else None)
         self._own_root = root is None
         self.work_root = Path(root) if root is not None else default_work_root()
-        self.work_root.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(self.work_root)
         self._instance = uuid.uuid4().hex[:8]
         self.clock = clock if clock is not None else WorldClock.resolve(None, None)
         if initial_db is None:
@@ -371,6 +398,7 @@ class AWMEnv:
         self.trajectory: list[dict[str, Any]] = []
         self.outcome: str | None = None
         self.last_verification: Verification | None = None
+        self.verify_seconds = 0.0  # spent by this episode's verifier runs
 
     def start(self) -> None:
         """Start the app worker (idempotent); raises :class:`SandboxError` if the app cannot run."""
@@ -388,20 +416,21 @@ class AWMEnv:
                 name=f"app {self.scenario.name}",
                 clock=self.clock,
             )
-            try:
+            try:  # tools first: an app whose OpenAPI document is refused never serves
                 openapi = app.load(self.scenario.env_code or "", self.initial_db)
-            except SandboxError:
+                tools = tools_from_openapi(
+                    openapi,
+                    hidden=self.config.hidden_tools,
+                    describe_responses=self.config.describe_responses,
+                )
+            except SandboxError:  # OpenAPIError included
                 app.close()
                 shutil.rmtree(app.workdir, ignore_errors=True)
                 raise
             if self._workers_started > 1:
                 self.restarts += 1
             self.app = app
-            self.tools = tools_from_openapi(
-                openapi,
-                hidden=self.config.hidden_tools,
-                describe_responses=self.config.describe_responses,
-            )
+            self.tools = tools
             self._tools_by_name = {t.name: t for t in self.tools}
             self._tools_text = format_tools(self.tools)
 
@@ -672,6 +701,15 @@ class AWMEnv:
                 return Verification(
                     "server_error", mode, status="server_error", message="app worker is not running"
                 )
+            budget = float(self.config.verify_budget_s) - self.verify_seconds
+            if budget <= 0:
+                return Verification(
+                    "verifier_error",
+                    mode,
+                    status="timeout",
+                    message=f"the episode's verifier time budget "
+                    f"({self.config.verify_budget_s:g} s, verify_budget_s) is spent",
+                )
             try:
                 final_db = self.app.export(f"final-{uuid.uuid4().hex[:8]}.db")
             except SandboxError as e:
@@ -686,10 +724,17 @@ class AWMEnv:
                     mode=mode,
                     function_name=record.function_name,
                     final_from_worker=True,
+                    timeout=min(float(self.config.verifier_sandbox.call_timeout_s), budget),
                 )
             finally:
                 with contextlib.suppress(OSError):
                     final_db.unlink()
+            self.verify_seconds += outcome.seconds
+            if outcome.status == "export_error":  # the app left no regular file: its fault
+                self._discard_app()
+                return Verification(
+                    "server_error", mode, status="server_error", message=outcome.message
+                )
             if not outcome.ok:
                 return Verification(
                     "verifier_error",
@@ -817,12 +862,14 @@ class EnvPool:
     ):
         self.dataset = dataset if isinstance(dataset, AWMDataset) else AWMDataset(dataset)
         self.config = config or EnvConfig()
+        check_isolation(self.config.sandbox)  # refused here, once, with what to do
+        check_isolation(self.config.verifier_sandbox)
         self.clock = clock if clock is not None else self.dataset.clock()
         self._own_root = not self.config.work_root
         self.work_root = (
             Path(self.config.work_root) if self.config.work_root else default_work_root()
         )
-        self.work_root.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(self.work_root)
         self.verifier_pool = VerifierPool(
             self.config.verifier_workers,
             self.config.verifier_sandbox,

@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from collect.schedule import EpisodeSpec, draw_action, episode_rng
 from collect.statekey import canonical_action, digest_code
+from helpdp.policies import HelpPolicy, StateView, safe_decide
 
 __all__ = [
     "END_REASONS",
@@ -228,7 +229,7 @@ class RunContext:
     interventions: list[Any]  # collect.interventions.Intervention, action k = index + 1
     keys: Any  # collect.statekey.HistoryKeys | DbKeys
     renderer: TextRenderer
-    policy: Any = None  # collect.policy.HelpPolicy: call the expert as it says, not at random
+    policy: HelpPolicy | None = None  # call the expert as it says, not at random
 
 
 @dataclass
@@ -255,7 +256,7 @@ class EpisodeRunner:
         self.entries: list[tuple[str, str]] = []
         self.messages: list[dict[str, str]] = []
         self.calls = [0] * len(ctx.interventions)
-        self.blind = self.recovery = self.errors = self.format_errors = 0
+        self.blind = self.recovery = self.errors = self.format_errors = self.policy_errors = 0
         self.prompt_tokens = self.completion_tokens = self.expert_tokens = 0
         self.outcome = "server_error"
         self.end_reason = "server_error"
@@ -290,8 +291,6 @@ class EpisodeRunner:
         ]
         self.entries = [("user", reset.task)]
         self.state_id, self.chain = self.ctx.keys.start(spec.task_id, digest)
-        if self.ctx.policy is not None:
-            self.policy_table = self.ctx.policy.for_episode(episode_rng(spec, "policy", 0))
         self._record_state(self.state_id, 0, is_start=True)
         self.view = EpisodeView(
             spec,
@@ -310,9 +309,9 @@ class EpisodeRunner:
             action = draw_action(
                 episode_rng(self.spec, "trigger", t), self.spec.trigger_p, available
             )
-        else:  # evaluating a policy: its action here, nohelp where it has none
-            action = self.policy_table.get(self.state_id, 0)
-            action = action if action == 0 or available[action - 1] else 0
+        else:  # evaluating a policy: its action here (nohelp if it fails or is out of calls)
+            action = self._policy_action(t)
+            action = action if 0 < action <= len(ints) and available[action - 1] else 0
         help_ = None
         if action:
             iv = ints[action - 1]
@@ -410,6 +409,21 @@ class EpisodeRunner:
         )
 
     # -- helpers ------------------------------------------------------------------------
+    def _policy_action(self, t: int) -> int:
+        last = self.history[-1].failure if self.history else None
+        view = StateView(
+            state_id=self.state_id,
+            task_id=self.spec.task_id,
+            depth=t,
+            text=self.states[-1]["text"],  # the current state's, as states.parquet has it
+            episode_id=self.spec.episode_id,
+            last_failure=last,
+            errors=self.errors,
+        )
+        actions, error = safe_decide(self.ctx.policy, [view])
+        self.policy_errors += error is not None  # counted in episodes.parquet; nohelp used
+        return int(actions[0])
+
     def _digest(self) -> str:
         env = self.env
         if env.app is None or not env.app.alive:
@@ -505,6 +519,7 @@ class EpisodeRunner:
             "recovery_calls": self.recovery,
             "format_errors": self.format_errors,
             "errors": self.errors,
+            "policy_errors": self.policy_errors,
             "tokens": self.completion_tokens,
             "prompt_tokens": self.prompt_tokens,
             "expert_tokens": self.expert_tokens,
@@ -641,6 +656,7 @@ _EPISODE_FIELDS = [
     ("recovery_calls", pa.int32()),
     ("format_errors", pa.int32()),
     ("errors", pa.int32()),
+    ("policy_errors", pa.int32()),
     ("tokens", pa.int64()),
     ("prompt_tokens", pa.int64()),
     ("expert_tokens", pa.int64()),

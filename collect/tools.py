@@ -4,7 +4,8 @@ Mirrors what ``fastapi_mcp`` exposes to AWM agents: one tool per operation,
 named by its ``operationId``; description = summary (or ``METHOD path``) plus
 the operation description; input schema = one flat JSON object merging path,
 query and body parameters (body properties are flattened; a body that is not
-an object becomes a single ``body`` argument). ``$ref`` pointers are resolved.
+an object becomes a single ``body`` argument). ``$ref`` pointers are resolved
+(within a node budget and a depth limit: the document is dataset code's output).
 
 Pure functions only (no I/O): :func:`tools_from_openapi`,
 :func:`validate_arguments`, :func:`build_request`, :func:`format_tools`.
@@ -12,16 +13,20 @@ Pure functions only (no I/O): :func:`tools_from_openapi`,
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from collect.sandbox import SandboxError
+
 __all__ = [
     "DEFAULT_HIDDEN_TOOLS",
     "HttpRequest",
+    "MAX_EXPANDED_DEPTH",
+    "MAX_EXPANDED_NODES",
+    "OpenAPIError",
     "Tool",
     "build_request",
     "canonical_tool_name",
@@ -105,24 +110,72 @@ class HttpRequest:
     has_body: bool
 
 
-def _resolve(node: Any, root: dict[str, Any], seen: tuple[str, ...] = ()) -> Any:
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/"):
-            if ref in seen:  # recursive model: stop expanding
-                return {"type": "object", "description": f"(recursive {ref.rsplit('/', 1)[-1]})"}
-            target: Any = root
-            for part in ref[2:].split("/"):
-                target = target.get(part, {}) if isinstance(target, dict) else {}
-            merged = {k: v for k, v in node.items() if k != "$ref"}
-            resolved = _resolve(copy.deepcopy(target), root, (*seen, ref))
-            if isinstance(resolved, dict):
-                resolved = {**resolved, **_resolve(merged, root, seen)}
-            return resolved
-        return {k: _resolve(v, root, seen) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_resolve(v, root, seen) for v in node]
-    return node
+class OpenAPIError(SandboxError):
+    """An app's OpenAPI document cannot be turned into tools (e.g. its ``$ref`` expansion
+    exceeds the node budget or the depth limit). Subclasses :class:`SandboxError` so
+    that callers report it as the app failing to start, naming the app."""
+
+    def __init__(self, message: str):
+        super().__init__("openapi", message)
+
+
+#: most nodes (objects, arrays, scalars) that ``$ref`` expansion of one document may
+#: produce; the demo worlds need about 6 000. A self-referencing or exponentially
+#: nested document is refused instead of growing the process.
+MAX_EXPANDED_NODES = 200_000
+#: deepest nesting of an expanded operation (the demo worlds reach 18)
+MAX_EXPANDED_DEPTH = 64
+
+
+class _Expander:
+    """Resolves local ``$ref`` pointers within a node budget and a depth limit.
+
+    A ref already being expanded on the current path becomes a placeholder (recursive
+    models terminate); every produced node counts against the budget of the whole
+    document, so mutually recursive or fan-out refs cannot blow up either.
+    """
+
+    def __init__(self, root: dict[str, Any], max_nodes: int, max_depth: int):
+        self.root = root
+        self.max_nodes = max_nodes
+        self.max_depth = max_depth
+        self.nodes = 0
+        self.where = "the document"
+
+    def _fail(self, what: str, seen: tuple[str, ...]) -> OpenAPIError:
+        schema = f" (schema {seen[-1].rsplit('/', 1)[-1]!r})" if seen else ""
+        return OpenAPIError(
+            f"OpenAPI document refused: expanding $ref pointers of {self.where}{schema} "
+            f"{what}; a self-referencing or exponentially nested schema?"
+        )
+
+    def resolve(self, node: Any, seen: tuple[str, ...] = (), depth: int = 0) -> Any:
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            raise self._fail(f"exceeds the budget of {self.max_nodes} nodes", seen)
+        if depth > self.max_depth:
+            raise self._fail(f"nests deeper than {self.max_depth} levels", seen)
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/"):
+                if ref in seen:  # recursive model: stop expanding
+                    return {
+                        "type": "object",
+                        "description": f"(recursive {ref.rsplit('/', 1)[-1]})",
+                    }
+                target: Any = self.root
+                for part in ref[2:].split("/"):
+                    target = target.get(part, {}) if isinstance(target, dict) else {}
+                merged = {k: v for k, v in node.items() if k != "$ref"}
+                # resolve() builds new containers, so the target needs no copy
+                resolved = self.resolve(target, (*seen, ref), depth + 1)
+                if isinstance(resolved, dict):
+                    resolved = {**resolved, **self.resolve(merged, seen, depth + 1)}
+                return resolved
+            return {k: self.resolve(v, seen, depth + 1) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self.resolve(v, seen, depth + 1) for v in node]
+        return node
 
 
 def _simple_type(schema: dict[str, Any]) -> str:
@@ -152,11 +205,23 @@ def tools_from_openapi(
     *,
     hidden: tuple[str, ...] | list[str] = DEFAULT_HIDDEN_TOOLS,
     describe_responses: bool = False,
+    max_nodes: int = MAX_EXPANDED_NODES,
+    max_depth: int = MAX_EXPANDED_DEPTH,
 ) -> list[Tool]:
-    """One :class:`Tool` per operation with an ``operationId`` (hidden names dropped)."""
+    """One :class:`Tool` per operation with an ``operationId`` (hidden names dropped).
+
+    Raises :class:`OpenAPIError` when the document is not an object or its ``$ref``
+    expansion exceeds ``max_nodes`` (for the whole document) or ``max_depth``.
+    """
+    if not isinstance(openapi, dict):
+        raise OpenAPIError("OpenAPI document refused: not a JSON object")
+    paths = openapi.get("paths")
+    if not isinstance(paths or {}, dict):
+        raise OpenAPIError("OpenAPI document refused: 'paths' is not an object")
+    expander = _Expander(openapi, max_nodes, max_depth)
     tools: list[Tool] = []
     seen: set[str] = set()
-    for path, item in (openapi.get("paths") or {}).items():
+    for path, item in (paths or {}).items():
         if not isinstance(item, dict):
             continue
         shared_params = item.get("parameters") or []
@@ -168,14 +233,15 @@ def tools_from_openapi(
             if name in seen or is_hidden_tool(name, hidden):
                 continue
             seen.add(name)
-            op = _resolve(op, openapi)
+            expander.where = f"operation {name!r} ({method.upper()} {path})"
+            op = expander.resolve(op)
             properties: dict[str, Any] = {}
             required: list[str] = []
             tool = Tool(
                 name=name, description="", input_schema={}, method=method.upper(), path=path
             )
             for param in [
-                *(_resolve(p, openapi) for p in shared_params),
+                *(expander.resolve(p) for p in shared_params),
                 *(op.get("parameters") or []),
             ]:
                 if not isinstance(param, dict):

@@ -9,6 +9,7 @@ from helpdp.budget import InfeasibleBudget, SearchResult, mix_budgets, search_bu
 from helpdp.data import MDP, Dataset, DatasetError, from_frames, load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.pareto import Frontier, frontier
+from helpdp.policies import HelpPolicy, StateView, TablePolicy
 from helpdp.solve import Solution, behavior_values, score_rows, solve, state_success
 from helpdp.synthetic import generate_synthetic, write_synthetic
 
@@ -17,9 +18,12 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "Frontier",
+    "HelpPolicy",
     "InfeasibleBudget",
     "SearchResult",
     "Solution",
+    "StateView",
+    "TablePolicy",
     "behavior_values",
     "demo_dataset_path",
     "from_frames",

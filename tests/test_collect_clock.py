@@ -18,9 +18,10 @@ from collect.awm import AWMDataset
 from collect.clock import DEFAULT_CLOCK, WorldClock, faketime_library
 from collect.collector import collect, collect_config
 from collect.env import build_scenario_database
-from collect.policy import HelpPolicy
+from collect.policy import coverage, evaluation_line
 from collect.sandbox import AppWorker
 from collect.worlds import WORLDS_DIR
+from helpdp.policies import TablePolicy
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("states", "transitions", "episodes", "steps")
@@ -213,11 +214,11 @@ def test_awm_style_world_keeps_its_ids_and_its_policy_finds_them(tmp_path):
             ]  # fmt: skip
         )
     ).out
-    policy = HelpPolicy.load(tmp_path / "s")
+    policy = TablePolicy.load(tmp_path / "s")
     ev_states = pd.read_parquet(ev / "states.parquet")
     starts = set(ev_states.loc[ev_states["is_start"], "state_id"])
     assert starts and starts <= policy.known()
     steps = pd.read_parquet(ev / "steps.parquet")
-    line = policy.summary(pd.read_parquet(ev / "episodes.parquet"), steps)
-    assert f"coverage {policy.coverage(steps):.1%}" in line
-    assert policy.coverage(steps) >= steps["t"].eq(0).mean()  # every first decision is known
+    line = evaluation_line(policy, pd.read_parquet(ev / "episodes.parquet"), steps)
+    assert f"coverage {coverage(policy, steps):.1%}" in line
+    assert coverage(policy, steps) >= steps["t"].eq(0).mean()  # every first decision is known

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from collect.collector import collect, collect_config
-from collect.policy import HelpPolicy
+from collect.policy import coverage, evaluation_line
+from helpdp.policies import StateView, TablePolicy
 
 SMALL = ["schedule.scenarios=[smart_home_1]", "schedule.max_tasks=3", "schedule.probabilities=[0.0]",
          "schedule.seeds=[0,1]", "state_key=db", "progress=false", "executor.workers=1"]  # fmt: skip
@@ -56,12 +57,15 @@ def test_mixture_is_drawn_per_episode(tmp_path):
     _write_search(
         tmp_path / "mix", {"state_id": [1], "action": [0]}, {"state_id": [1], "action": [1]}, 0.3
     )
-    pol = HelpPolicy.load(tmp_path / "mix")
-    picks = [pol.for_episode(np.random.default_rng(i)) is pol.more_help for i in range(2000)]
+    pol = TablePolicy.load(tmp_path / "mix")
+    picks = [pol.decide([StateView(1, "w/0", 0, "", episode_id=i)])[0] for i in range(2000)]
     assert abs(np.mean(picks) - 0.3) < 0.04
+    # the draw is per episode: every state of one episode follows the same table
+    assert {pol.table_for(7) is pol.table_for(7) for _ in range(3)} == {True}
     episodes = pd.DataFrame({"success": [True, False], "expert_calls": [1, 0]})
-    line = pol.summary(episodes, pd.DataFrame({"state_id": [1, 1, 1, 2]}))
+    line = evaluation_line(pol, episodes, pd.DataFrame({"state_id": [1, 1, 1, 2]}))
     assert "success 0.500" in line and "E[S] 0.700 predicted" in line
     assert "coverage 75.0%" in line and "warning" not in line
-    low = pol.summary(episodes, pd.DataFrame({"state_id": [1, 2, 3]}))
+    low = evaluation_line(pol, episodes, pd.DataFrame({"state_id": [1, 2, 3]}))
     assert "coverage 33.3%" in low and "warning: the policy knows only 33.3%" in low
+    assert coverage(pol, pd.DataFrame({"state_id": [2]})) == 0.0

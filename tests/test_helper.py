@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from helpdp.helper.minilm import SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
-from helpdp.helper.policy import StateView
 from helpdp.helper.train import examples, pick_thresholds
+from helpdp.policies import StateView
 
 BUDGETS = (0.5, 1.0, 2.0)
 WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()

@@ -9,7 +9,8 @@ from importlib import import_module
 
 from helpdp.helper.config import HelperModelConfig, HelperTrainConfig
 from helpdp.helper.minilm import MiniLMUnavailable, minilm_dir
-from helpdp.helper.policy import HelperPolicy, StateView
+from helpdp.helper.policy import HelperPolicy
+from helpdp.policies import StateView
 
 _LAZY = {"train_helper": "helpdp.helper.train", "HelperNet": "helpdp.helper.model"}
 

@@ -15,20 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class StateView:
-    """What a help policy sees at a state."""
-
-    state_id: int
-    task_id: str
-    depth: int
-    text: str
+from helpdp.policies import StateView
 
 
 class HelperPolicy:
@@ -51,6 +42,7 @@ class HelperPolicy:
         self.batch_size = int(batch_size or cfg.get("eval_batch_size", 64))
         self.budgets = [float(b) for b in self.meta["budgets"]]
         self.budget = float(budget) if budget is not None else self._default_budget()
+        self.name = f"helper ({cfg.get('backbone', '?')}, budget {self.budget:g})"
 
     @property
     def classes(self) -> list[str]:

@@ -1,0 +1,99 @@
+"""Worker processes that run untrusted dataset code (AWM apps, verifiers, database builds).
+
+Nothing from a dataset runs in the caller's process. A :class:`Worker` is a
+separate ``python -I -B collect/sandbox/child.py`` that imports only the
+standard library (and, for apps, the web framework) and talks to the parent
+over two private pipes with length-prefixed JSON frames (:mod:`.framing`).
+
+Layers, outermost first:
+
+1. **The kernel** (``isolation=os``, the default; :mod:`.confine`). Every worker
+   runs under bubblewrap: uid 65534 in a user namespace without capabilities,
+   its own PID, network, IPC and UTS namespaces, a mount namespace that holds
+   only the Python runtime (read-only), its code (read-only) and its own run
+   directory, a seccomp filter (no ptrace, mount, unshare/setns, keyring, bpf,
+   perf; no execve once started), hard rlimits equal to the soft ones.
+   When bubblewrap cannot confine a worker here, dataset code is refused with
+   one message; ``sandbox.isolation=python`` opts out explicitly.
+2. **The process.** A wall-clock limit per request; a worker that times out,
+   crashes, runs out of memory or breaks the protocol (a frame that does not
+   decode, is too large or nests too deeply; a reply without the request's
+   random nonce) is killed with everything it started, and replaced.
+3. **The Python-level guard** (:mod:`.guard`, rules in the pure :mod:`.policy`):
+   an audit hook refusing files outside the worker's directories, processes,
+   sockets and SQLite extensions; restricted builtins and imports; a SQLite
+   authorizer (no ATTACH; read-only for verifiers). It gives clear errors for
+   plain attempts; it is not a boundary.
+
+Verifier workers are fork servers (:mod:`.ops`): each run is a fresh child of a
+process that never ran dataset code, cannot reach the control pipe, and
+everything it started is killed before the answer goes back.
+
+The parent: :mod:`.worker` (:class:`Worker`, :class:`AppWorker`),
+:mod:`.verifier` (:class:`VerifierPool`), :mod:`.files` (scratch directories,
+reading what workers wrote). The child: :mod:`.child` (``main``), :mod:`.ops`,
+:mod:`.guard`, :mod:`.policy`, :mod:`.framing`.
+"""
+
+from __future__ import annotations
+
+from collect.sandbox.confine import IsolationUnavailable, describe
+from collect.sandbox.files import (
+    UnsafeDirectory,
+    copy_file_nofollow,
+    default_work_root,
+    ensure_private_dir,
+    private_mkdtemp,
+)
+from collect.sandbox.framing import MAX_MESSAGE_BYTES
+from collect.sandbox.verifier import VerifierOutcome, VerifierPool
+from collect.sandbox.worker import (
+    AppWorker,
+    SandboxError,
+    SandboxLimits,
+    Worker,
+    check_isolation,
+)
+
+__all__ = [
+    "KNOWN_LIMITATIONS",
+    "MAX_MESSAGE_BYTES",
+    "AppWorker",
+    "IsolationUnavailable",
+    "SandboxError",
+    "SandboxLimits",
+    "UnsafeDirectory",
+    "VerifierOutcome",
+    "VerifierPool",
+    "Worker",
+    "check_isolation",
+    "copy_file_nofollow",
+    "default_work_root",
+    "describe",
+    "ensure_private_dir",
+    "private_mkdtemp",
+]
+
+KNOWN_LIMITATIONS = (
+    "The Python-level guard (audit hook, import guard, restricted builtins, SQLite "
+    "authorizer) can be switched off by code that reaches the interpreter's internals "
+    "(frame walking, subclass lists, __code__ assignment). It is a first layer for clear "
+    "errors; the boundary is the kernel (isolation=os). With isolation=python there is no "
+    "boundary: use it only for data you trust.",
+    "Inside its namespaces a broken-out worker can still do anything its own view allows: "
+    "rewrite its own run directory (an app's working database, its exported database, its "
+    "log), spin on its CPU and memory up to the rlimits, and answer its own requests "
+    "wrongly. Its own episode's observations and outcome are therefore only as trustworthy "
+    "as its app; other episodes, tasks, the master database and the parent are not reachable.",
+    "The kernel is shared: a local privilege escalation through a syscall the seccomp filter "
+    "allows (the filter is a deny list) escapes every layer. bubblewrap runs as the caller's "
+    "uid when the Python runtime is not reachable by nobody (here: under /root), so the "
+    "worker is uid 65534 only inside its user namespace.",
+    "Resource use is bounded per worker (RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE, "
+    "wall clock), not machine-wide: many workers at their limits can still exhaust the host; "
+    "there are no cgroups, and a worker's writes to its tmpfs run directory count against "
+    "/dev/shm.",
+    "Verifiers read the databases through SQLite in their own process; a verifier that "
+    "hangs the SQLite C code is stopped only by the wall clock (the per-episode verifier "
+    "budget).",
+)

@@ -1,0 +1,291 @@
+"""OpenAPI ``$ref`` expansion has a node budget and a depth limit (issue 9, item 11).
+
+The app's OpenAPI document is produced by dataset code, so a hostile app can serve a
+self-referencing or exponentially nested one. Expansion must fail that scenario with
+one clear error naming the operation and schema, terminate on cyclic refs, and leave
+the tools of honest worlds exactly as they were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from collect.awm import AWMDataset
+from collect.check import CheckConfig, check_dataset
+from collect.env import EnvConfig, EnvPool
+from collect.sandbox import AppWorker, SandboxError, SandboxLimits
+from collect.tools import OpenAPIError, format_tools, tools_from_openapi
+from collect.worlds import WORLDS_DIR
+
+FIXTURES = Path(__file__).parent / "fixtures" / "awm"
+
+# sha256 of (the tools' fields, format_tools) with describe_responses off / on, captured
+# with the unbudgeted expansion before the budget was added. If a world's app changes,
+# recapture them; a change of collect/tools.py alone must never change them.
+EXPECTED = {
+    "workflow_automation_1": (
+        34,
+        "cc6d8ce386f69d0e8215810eb8cbebb331c986d83237e256f40bb4be5fc19a5a",
+        "26f7ac3c7d2b75ba53189e12ee6e03c1ab7b60f9e6a56a9710618da5b325d257",
+    ),
+    "e_commerce_admin_1": (
+        31,
+        "070664b67f27a90e68fbd5d84f198980e584258c08af819c708f3843e7f71f1b",
+        "8b69bf7240561c32cf3abefa944af761e9ba645b6870b4bf4ec9a131f4d50a6d",
+    ),
+    "smart_home_1": (
+        29,
+        "1bb8b84c6d7a972366b78dba9df438d6a128dcd9b276e23a50091325c8187853",
+        "f6f888846895b9b955694c76c84e1f33a111134149c7f097cc6821e4598ad80d",
+    ),
+    "content_platform_1": (
+        34,
+        "4ab5e06610dfe2ce77a1db5ecbda2cf99a0319a5289dc272b72505482ff7c20c",
+        "283bebb92ce230e8aff52cde1fcc4b90e8cd48a15d3fc734c19c2b6dc4481a75",
+    ),
+}
+
+
+def _digest(tools) -> str:
+    blob = json.dumps([dataclasses.asdict(t) for t in tools], sort_keys=True)
+    return hashlib.sha256((blob + "\n" + format_tools(tools)).encode()).hexdigest()
+
+
+def _openapi_docs(tmp_path: Path) -> dict[str, dict]:
+    """The apps' OpenAPI documents (the database does not shape them: none is built)."""
+    scenarios = [
+        AWMDataset(data).get(name)
+        for data in (WORLDS_DIR, FIXTURES)
+        for name in AWMDataset(data).names()
+        if name in EXPECTED
+    ]
+
+    def load(scenario) -> dict:
+        app = AppWorker(SandboxLimits(), workdir=tmp_path / scenario.name, name=scenario.name)
+        try:
+            return app.load(scenario.env_code, None)
+        finally:
+            app.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        return dict(zip([s.name for s in scenarios], pool.map(load, scenarios), strict=True))
+
+
+def test_tools_of_demo_worlds_and_awm_samples_are_unchanged(tmp_path):
+    docs = _openapi_docs(tmp_path)
+    assert sorted(docs) == sorted(EXPECTED)
+    for name, doc in docs.items():
+        count, plain, described = EXPECTED[name]
+        tools = tools_from_openapi(doc)
+        assert len(tools) == count, name
+        assert _digest(tools) == plain, name
+        assert _digest(tools_from_openapi(doc, describe_responses=True)) == described, name
+
+
+def _doc(schemas: dict, ref: str) -> dict:
+    body = {"content": {"application/json": {"schema": {"$ref": ref}}}}
+    return {
+        "paths": {"/bomb": {"post": {"operationId": "plant", "requestBody": body}}},
+        "components": {"schemas": schemas},
+    }
+
+
+def _fan_out(levels: int) -> dict:
+    """S0 holds two S1, each two S2, ...: 2**levels nodes when fully expanded."""
+    schemas = {
+        f"S{i}": {
+            "type": "object",
+            "properties": {
+                "a": {"$ref": f"#/components/schemas/S{i + 1}"},
+                "b": {"$ref": f"#/components/schemas/S{i + 1}"},
+            },
+        }
+        for i in range(levels)
+    }
+    schemas[f"S{levels}"] = {"type": "string"}
+    return schemas
+
+
+def _mutual(n: int) -> dict:
+    """n schemas that each refer to all n: cyclic, with n! distinct expansion paths."""
+    return {
+        f"M{i}": {
+            "type": "object",
+            "properties": {f"p{j}": {"$ref": f"#/components/schemas/M{j}"} for j in range(n)},
+        }
+        for i in range(n)
+    }
+
+
+@pytest.mark.parametrize(
+    ("schemas", "ref", "why"),
+    [
+        (_fan_out(17), "#/components/schemas/S0", "budget of"),
+        (_fan_out(100), "#/components/schemas/S0", "deeper than"),
+        (_mutual(12), "#/components/schemas/M0", "budget of"),
+    ],
+    ids=["fan-out", "deep", "mutual-recursion"],
+)
+def test_ref_bombs_fail_with_one_clear_error(schemas, ref, why):
+    started = time.monotonic()
+    with pytest.raises(OpenAPIError) as err:
+        tools_from_openapi(_doc(schemas, ref))
+    assert time.monotonic() - started < 10
+    message = str(err.value)
+    assert why in message and "operation 'plant' (POST /bomb)" in message
+    assert "schema '" in message
+    assert isinstance(err.value, SandboxError) and err.value.kind == "openapi"
+    # the limits are parameters: a larger budget is a choice of the caller
+    with pytest.raises(OpenAPIError, match="budget of 1000 nodes"):
+        tools_from_openapi(_doc(_fan_out(12), "#/components/schemas/S0"), max_nodes=1000)
+
+
+def test_cyclic_refs_terminate_with_a_placeholder():
+    node = {"type": "object", "properties": {"next": {"$ref": "#/components/schemas/Node"}}}
+    doc = _doc({"Node": node}, "#/components/schemas/Node")
+    (tool,) = tools_from_openapi(doc)
+    assert tool.input_schema["properties"]["next"] == {
+        "type": "object",
+        "description": "(recursive Node)",
+        "title": "next",
+    }
+    mutual = tools_from_openapi(_doc(_mutual(3), "#/components/schemas/M0"))
+    assert mutual[0].body_params == ["p0", "p1", "p2"]
+
+
+def test_not_a_document_is_refused():
+    with pytest.raises(OpenAPIError, match="not a JSON object"):
+        tools_from_openapi(["paths"])  # type: ignore[arg-type]
+    with pytest.raises(OpenAPIError, match="'paths' is not an object"):
+        tools_from_openapi({"paths": ["/x"]})
+
+
+# ---------------------------------------------------------------------------
+# end to end: an app that serves a bomb fails its scenario; the next one runs
+# ---------------------------------------------------------------------------
+
+HONEST_APP = """
+import os
+from fastapi import FastAPI
+from sqlalchemy import create_engine, text
+
+engine = create_engine(os.getenv("DATABASE_PATH"))
+app = FastAPI()
+
+
+@app.get("/notes", operation_id="list_notes", summary="List notes")
+def list_notes():
+    with engine.connect() as c:
+        return {"notes": [r[0] for r in c.execute(text("SELECT body FROM notes"))]}
+"""
+
+BOMB_APP = (
+    HONEST_APP
+    + """
+
+def _bomb():
+    schemas = {
+        f"M{i}": {
+            "type": "object",
+            "properties": {f"p{j}": {"$ref": f"#/components/schemas/M{j}"} for j in range(14)},
+        }
+        for i in range(14)
+    }
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/M0"}}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "bomb", "version": "1"},
+        "paths": {"/plant": {"post": {"operationId": "plant", "requestBody": body}}},
+        "components": {"schemas": schemas},
+    }
+
+
+app.openapi = _bomb
+"""
+)
+
+VERIFIER = """
+def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
+    import sqlite3
+    rows = sqlite3.connect(final_db_path).execute("SELECT body FROM notes").fetchall()
+    return {"result": "complete" if ("done",) in rows else "others"}
+"""
+
+
+def _world(root: Path) -> Path:
+    rows: dict[str, list[dict]] = {}
+    for name, code in (("bomb_1", BOMB_APP), ("notes_1", HONEST_APP)):
+        records = {
+            "gen_tasks.jsonl": {"scenario": name, "tasks": ["Read the notes."]},
+            "gen_db.jsonl": {
+                "scenario": name,
+                "db_schema": {
+                    "tables": [
+                        {
+                            "name": "notes",
+                            "ddl": "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)",
+                            "indexes": [],
+                        }
+                    ]
+                },
+            },
+            "gen_sample.jsonl": {
+                "scenario": name,
+                "sample_data": {
+                    "tables": [
+                        {
+                            "table_name": "notes",
+                            "insert_statements": ["INSERT INTO notes (body) VALUES ('first')"],
+                        }
+                    ]
+                },
+            },
+            "gen_envs.jsonl": {"scenario": name, "db_path": "n.db", "full_code": code},
+            "gen_verifier.pure_code.jsonl": {
+                "scenario": name,
+                "task_idx": 0,
+                "task": "Read the notes.",
+                "verification": {"code": VERIFIER},
+            },
+        }
+        for file, record in records.items():
+            rows.setdefault(file, []).append(record)
+    root.mkdir(parents=True, exist_ok=True)
+    for file, records in rows.items():
+        (root / file).write_text("".join(json.dumps(r) + "\n" for r in records))
+    return root
+
+
+def test_hostile_app_fails_its_scenario_and_the_next_one_runs(tmp_path):
+    data = _world(tmp_path / "data")
+    out = io.StringIO()
+    report = check_dataset(CheckConfig(data=str(data), jobs=1), out)
+    by_name = {r.name: r for r in report.scenarios}
+    bomb = by_name["bomb_1"]
+    assert bomb.status == "failed" and len(bomb.errors) == 1, bomb
+    assert "app did not start: OpenAPI document refused" in bomb.errors[0]
+    assert "operation 'plant'" in bomb.errors[0] and "gen_envs.jsonl" in bomb.errors[0]
+    assert by_name["notes_1"].status == "ok" and by_name["notes_1"].tools == 1
+
+    with EnvPool(data, EnvConfig(work_root=str(tmp_path / "work"))) as pool:
+        env = pool.acquire("bomb_1")
+        with pytest.raises(OpenAPIError, match="budget of"):
+            env.reset(0)
+        honest = pool.acquire("notes_1")
+        honest.reset(0)
+        result = honest.act(honest_action())
+        assert json.loads(result.observation) == {"notes": ["first"]}
+
+
+def honest_action():
+    from collect.protocol import Action
+
+    return Action("call_tool", tool_name="list_notes", arguments={})
