@@ -1,0 +1,413 @@
+"""`python -m helpdp.evaluate`: every help policy, in the environments, on held-out tasks.
+
+What the DP forecasts is not evidence; this is. For each policy and each split
+(``test``: tasks no policy was fitted on; ``train``: the tasks it was), fresh
+episodes are collected with the collector's own loop, the expert called exactly
+where the policy says (:class:`helpdp.policies.HelpPolicy`). Every policy runs on
+the same (task, seed) pairs with the same actor draws (common random numbers:
+the actor's randomness is a function of the episode and the turn), so differences
+between policies are **paired**: a confidence interval is the paired t interval
+of the per-episode differences.
+
+Policies (fitted on the train tasks of ``data`` only):
+
+* ``never``, ``always``; random state-wise help at each ``random_p``, random
+  episode-wise help at ``episode_p``;
+* the hand-written rules: turn 0, after a failed turn, both;
+* the DP's pi* at ``budget`` (searched on the train tasks; unseen states: nohelp);
+* the helper (``helper_dir=DIR``, from ``python -m helpdp.helper.train``), deployed at
+  ``budget``.
+
+**Equal spend.** A policy is compared with random state-wise help at *its own
+realised* calls per episode U: the two random runs whose U bracket it are mixed
+per episode pair with weights that match U (linear interpolation of the
+random-help curve, paired), so "beats random" means at the same spend.
+
+Metrics (paper Tables 2-4): SR (success rate), U (expert calls per episode), L
+(mean turns), SPL (success weighted by reference turns / max(turns, reference
+turns); a task's reference is its solution's calls plus the final answer), seen
+(train) vs unseen (test) tasks. Writes ``OUT/results.parquet`` (one row per
+episode and policy), ``OUT/summary.parquet``, ``OUT/report.md`` and
+``OUT/usage_success.png`` (each policy a point, the DP's forecast frontier a line).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+import pandas as pd
+
+from helpdp.cli import check_argv, guard
+from helpdp.config import doc_field as _f
+from helpdp.config import register_help
+from helpdp.policies import (
+    AfterFailure,
+    Always,
+    HelpPolicy,
+    Never,
+    RandomEpisodes,
+    RandomStates,
+    TablePolicy,
+    TurnZero,
+    TurnZeroOrAfterFailure,
+)
+
+__all__ = ["EvaluateConfig", "compare", "evaluate", "paired_ci", "run_evaluate", "summarize"]
+
+
+@dataclass
+class EvaluateConfig:
+    """`python -m helpdp.evaluate`: help policies in the environments, on held-out tasks."""
+
+    data: Any = _f(None, "collected dataset the policies are fitted on; null: the demo dataset")
+    worlds: Any = _f(
+        None, "AWM directory the data was collected in; null: as the data's manifest says"
+    )
+    budget: float = _f(1.0, "expert calls per episode for the DP's policy and the helper")
+    helper_dir: Any = _f(
+        None, "a trained helper directory (python -m helpdp.helper.train); null: no helper"
+    )
+    seeds: list = _f(list(range(100, 120)), "evaluation seeds: one episode per (task, seed)")
+    splits: list = _f(["test", "train"], "task splits to evaluate on (test: unseen tasks)")
+    random_p: list = _f(
+        [0.05, 0.1, 0.2, 0.3, 0.5], "random state-wise help probabilities (the equal-spend curve)"
+    )
+    episode_p: float = _f(0.5, "random episode-wise help: share of episodes helped at every turn")
+    max_tasks: Any = _f(None, "evaluate at most the first N tasks of each scenario (smoke runs)")
+    seed: int = _f(0, "seed of the random policies' draws and of the DP mixture's draw")
+    out: str = _f("outputs/evaluate", "output directory (results, report.md, plot)")
+    progress: bool = _f(True, "progress bars")
+
+
+def register() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
+    register_help("evaluate", EvaluateConfig, "python -m helpdp.evaluate")
+
+
+# ---------------------------------------------------------------------------
+# statistics (pure)
+# ---------------------------------------------------------------------------
+
+
+def paired_ci(diff: np.ndarray, z: float = 1.96) -> tuple[float, float, float]:
+    """Mean of paired differences and its 95% interval (normal approximation)."""
+    d = np.asarray(diff, np.float64)
+    if len(d) == 0:
+        return float("nan"), float("nan"), float("nan")
+    m = float(d.mean())
+    half = z * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else float("inf")
+    return m, m - half, m + half
+
+
+def equal_spend_baseline(
+    usage: float, curve: dict[float, pd.DataFrame], key: str = "success"
+) -> tuple[pd.Series, str] | None:
+    """The random-help outcome per pair, interpolated to realised ``usage``.
+
+    ``curve``: p -> per-pair frame (index: pair) with ``expert_calls`` and ``key``.
+    Returns (per-pair baseline, description), or None when ``usage`` lies outside
+    the curve's range of realised usage.
+    """
+    pts = sorted((float(f["expert_calls"].mean()), p) for p, f in curve.items())
+    for (u0, p0), (u1, p1) in zip(pts, pts[1:]):
+        if u0 - 1e-12 <= usage <= u1 + 1e-12 and u1 > u0:
+            lam = (usage - u0) / (u1 - u0)
+            base = (1 - lam) * curve[p0][key] + lam * curve[p1][key]
+            return base, f"random p={p0:g}/{p1:g} mixed {1 - lam:.2f}/{lam:.2f}"
+    return None
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """SR, U, L, SPL and their 95% half-widths per (split, policy)."""
+    g = results.groupby(["split", "policy"], sort=False)
+    out = g.agg(
+        episodes=("success", "size"),
+        SR=("success", "mean"),
+        U=("expert_calls", "mean"),
+        L=("steps", "mean"),
+        SPL=("spl", "mean"),
+        policy_errors=("policy_errors", "sum"),
+        invalid=("valid", lambda v: int((~v.astype(bool)).sum())),
+    ).reset_index()
+    out["SR_ci"] = 1.96 * np.sqrt(out["SR"] * (1 - out["SR"]) / out["episodes"].clip(lower=1))
+    return out
+
+
+def compare(results: pd.DataFrame, policy: str, split: str, random_p: list[float]) -> dict:
+    """``policy`` against random help at equal spend, never, and each rule, paired."""
+    r = results[results["split"] == split].set_index("pair")
+    mine = r[r["policy"] == policy]
+    out: dict[str, Any] = {
+        "policy": policy,
+        "split": split,
+        "U": float(mine["expert_calls"].mean()),
+    }
+    names = {0.0: "never", 1.0: "always", **{p: f"random p={p:g}" for p in random_p}}
+    curve = {p: r[r["policy"] == name] for p, name in names.items()}  # never/always: p = 0, 1
+    curve = {p: f.reindex(mine.index) for p, f in curve.items() if len(f)}
+    eq = equal_spend_baseline(out["U"], curve) if curve else None
+    if eq is not None:
+        base, how = eq
+        out["vs_random_equal_spend"] = paired_ci(mine["success"] - base)
+        out["random_equal_spend"] = how
+    for other in r["policy"].unique():
+        if other == policy or other.startswith("random p="):
+            continue
+        o = r[r["policy"] == other].reindex(mine.index)
+        out[f"vs {other}"] = paired_ci(mine["success"].astype(float) - o["success"])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# running
+# ---------------------------------------------------------------------------
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.=]+", "_", name).strip("_")
+
+
+def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list[HelpPolicy]:
+    """Every policy of the evaluation, fitted on ``train_tasks`` of ``ds``."""
+    from helpdp.budget import search_budget, write_result
+    from helpdp.subset import task_subset
+
+    sub = task_subset(ds, train_tasks)
+    res = search_budget(sub.mdp, float(cfg.budget), gamma=ds.gamma)
+    search_dir = write_result(sub, res, out / "dp_search")
+    pols: list[HelpPolicy] = [
+        Never(),
+        Always(),
+        *(RandomStates(float(p), seed=cfg.seed) for p in cfg.random_p),
+        RandomEpisodes(float(cfg.episode_p), seed=cfg.seed),
+        TurnZero(),
+        AfterFailure(),
+        TurnZeroOrAfterFailure(),
+        TablePolicy.load(search_dir, seed=cfg.seed, name=f"dp table (budget {cfg.budget:g})"),
+    ]
+    if cfg.helper_dir:
+        from helpdp.helper import HelperPolicy
+
+        pols.append(HelperPolicy(cfg.helper_dir, budget=float(cfg.budget)))
+    return pols
+
+
+def _collect_config(manifest: dict, cfg: EvaluateConfig, split: str, out: Path) -> dict:
+    """The data's own collection config, re-aimed: fresh seeds, one split, no random help."""
+    c = json.loads(json.dumps(manifest["source"]["config"]))
+    if cfg.worlds:
+        c["worlds"] = str(cfg.worlds)
+    elif str(c.get("worlds", "")).startswith("collect/worlds"):
+        c["worlds"] = None  # the shipped demo worlds
+    c.update(out=str(out), overwrite=True, keep_shards=False, progress=False)
+    c["executor"] = {**c.get("executor", {}), "workers": 1, "kind": "local"}
+    n_iv = len(manifest["actions"]) - 1
+    c["schedule"] = {
+        **c["schedule"],
+        "probabilities": [[0.0] * n_iv] if n_iv > 1 else [0.0],
+        "seeds": [int(s) for s in cfg.seeds],
+        "splits": [split],
+        "max_tasks": cfg.max_tasks,
+    }
+    c.pop("policy", None)
+    return c
+
+
+def _reference_turns(worlds: Path | None) -> dict[str, int]:
+    from collect.awm import AWMDataset
+    from collect.worlds import WORLDS_DIR
+
+    ds = AWMDataset(worlds or WORLDS_DIR)
+    ref = {}
+    for name in ds.names():
+        sc = ds.get(name)
+        for idx, sol in sc.solutions.items():
+            ref[f"{name}/{idx}"] = len(sol.calls) + 1  # the calls, then the final answer
+    return ref
+
+
+def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """Run every policy on every split; write the results, the report and the plot."""
+    from collect.collector import collect
+    from helpdp.data import load_dataset
+    from helpdp.demo import demo_dataset_path
+    from prm.data import task_splits
+
+    t0 = time.perf_counter()
+    data = Path(cfg.data) if cfg.data else demo_dataset_path()
+    ds = load_dataset(data)
+    manifest = ds.manifest
+    if manifest.get("source", {}).get("generator") != "collect":
+        raise ValueError(f"{data}: not collected in the environments (manifest source.generator)")
+    splits = task_splits(ds)
+    train_tasks = sorted(splits.index[splits == "train"])
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pols = policies(cfg, ds, train_tasks, out)
+    worlds = cfg.worlds or manifest["source"]["config"].get("worlds")
+    worlds = None if str(worlds).startswith("collect/worlds") else worlds
+    ref = _reference_turns(Path(worlds) if worlds else None)
+    rows = []
+    runs = out / "runs"
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(pols) * len(cfg.splits), desc="evaluate", unit="run",
+               disable=not cfg.progress)  # fmt: skip
+    for split in cfg.splits:
+        for pol in pols:
+            bar.set_postfix(split=split, policy=pol.name, refresh=True)
+            run_dir = runs / split / _slug(pol.name)
+            collect(_collect_config(manifest, cfg, split, run_dir), help_policy=pol)
+            ep = pd.read_parquet(run_dir / "episodes.parquet")
+            ep = ep.assign(policy=pol.name, split=split)
+            rows.append(ep)
+            shutil.rmtree(run_dir / "shards", ignore_errors=True)
+            bar.update(1)
+    bar.close()
+    results = pd.concat(rows, ignore_index=True)
+    results["pair"] = results["task_id"].astype(str) + "#" + results["seed"].astype(str)
+    refs = results["task_id"].map(ref).fillna(results["steps"]).astype(float)
+    results["spl"] = results["success"] * refs / np.maximum(results["steps"], refs)
+    keep = ["policy", "split", "pair", "task_id", "seed", "success", "valid", "expert_calls",
+            "steps", "spl", "policy_errors", "format_errors", "errors", "blind_calls",
+            "recovery_calls"]  # fmt: skip
+    results = results[keep]
+    results.to_parquet(out / "results.parquet", index=False)
+    summary = summarize(results)
+    summary.to_parquet(out / "summary.parquet", index=False)
+    comparisons = [
+        compare(results, p.name, split, [float(x) for x in cfg.random_p])
+        for split in cfg.splits
+        for p in pols
+        if not p.name.startswith(("random p=", "never", "always"))
+    ]
+    search = json.loads((out / "dp_search" / "search.json").read_text())
+    frontier = _frontier(ds, train_tasks)
+    _plot(summary, frontier, out / "usage_success.png")
+    (out / "report.md").write_text(
+        report(summary, comparisons, search, cfg, time.perf_counter() - t0, len(train_tasks))
+    )
+    return results, summary, comparisons
+
+
+def _frontier(ds, train_tasks) -> pd.DataFrame | None:
+    from helpdp.pareto import frontier
+    from helpdp.subset import task_subset
+
+    try:
+        return frontier(task_subset(ds, train_tasks).mdp, gamma=ds.gamma, progress=False).table
+    except ValueError:
+        return None
+
+
+def _plot(summary: pd.DataFrame, frontier: pd.DataFrame | None, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = list(dict.fromkeys(summary["split"]))
+    fig, axes = plt.subplots(1, len(splits), figsize=(6.5 * len(splits), 5), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        s = summary[summary["split"] == split]
+        if frontier is not None:
+            ax.plot(frontier["expected_usage"], frontier["expected_success"], "-", color="0.6",
+                    label="DP forecast frontier (train data)")  # fmt: skip
+        rnd = s[s["policy"].str.startswith("random p=")].sort_values("U")
+        ax.plot(rnd["U"], rnd["SR"], "o--", color="tab:blue", label="random state-wise help")
+        for r in s.itertuples():
+            if r.policy.startswith("random p="):
+                continue
+            ax.errorbar(r.U, r.SR, yerr=r.SR_ci, fmt="s", capsize=3, label=r.policy)
+        ax.set_xlabel("expert calls per episode (realised)")
+        ax.set_ylabel("success rate")
+        ax.set_title(f"{split} tasks ({'unseen' if split == 'test' else 'seen'})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fmt_ci(t) -> str:
+    if t is None or not isinstance(t, tuple) or math.isnan(t[0]):
+        return "n/a"
+    return f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]"
+
+
+def report(summary, comparisons, search, cfg, seconds, n_train) -> str:
+    """``report.md``: the tables, with paired 95% intervals."""
+    lines = [
+        "# Help policies in the environments",
+        "",
+        f"Budget {cfg.budget:g}; seeds {cfg.seeds[0]}..{cfg.seeds[-1]} ({len(cfg.seeds)}), one "
+        f"episode per (task, seed); every policy on the same pairs. Policies fitted on "
+        f"{n_train} train tasks. The DP forecast at this budget: E[S] = "
+        f"{search['expected_success']:.3f}, E[U] = {search['expected_usage']:.3f}. "
+        f"{seconds:.0f} s.",
+        "",
+    ]
+    for split in dict.fromkeys(summary["split"]):
+        s = summary[summary["split"] == split]
+        lines += [
+            f"## {split} tasks ({'unseen by every policy' if split == 'test' else 'seen'})",
+            "",
+            "| policy | episodes | SR ± 95% | U (calls/ep) | L (turns) | SPL | policy errors "
+            "| invalid |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in s.itertuples():
+            lines.append(
+                f"| {r.policy} | {r.episodes} | {r.SR:.3f} ± {r.SR_ci:.3f} | {r.U:.2f} | "
+                f"{r.L:.2f} | {r.SPL:.3f} | {r.policy_errors} | {r.invalid} |"
+            )
+        if s["invalid"].sum():
+            lines += ["", f"**Warning:** {int(s['invalid'].sum())} episodes had no valid verdict "
+                      "(server or verifier errors); they count as failures."]  # fmt: skip
+        lines += ["", "Paired differences in SR (95% interval):", ""]
+        lines += ["| policy | vs random at equal spend | vs never | vs rule: turn 0 |", "|---|---|---|---|"]  # fmt: skip
+        for c in comparisons:
+            if c["split"] != split:
+                continue
+            lines.append(
+                f"| {c['policy']} (U {c['U']:.2f}) | {_fmt_ci(c.get('vs_random_equal_spend'))} "
+                f"({c.get('random_equal_spend', 'outside the random curve')}) | "
+                f"{_fmt_ci(c.get('vs never'))} | {_fmt_ci(c.get('vs rule: turn 0'))} |"
+            )
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def run_evaluate(cfg) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """The body of ``python -m helpdp.evaluate``."""
+    from omegaconf import OmegaConf
+
+    if not isinstance(cfg, EvaluateConfig):
+        cfg = EvaluateConfig(**OmegaConf.to_container(cfg, resolve=True))
+    results, summary, comparisons = evaluate(cfg)
+    print((Path(cfg.out) / "report.md").read_text())
+    return results, summary, comparisons
+
+
+register()
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="evaluate")
+def main(cfg) -> None:
+    guard("helpdp.evaluate", run_evaluate, cfg)
+
+
+if __name__ == "__main__":
+    check_argv("helpdp.evaluate", EvaluateConfig)
+    main()
