@@ -129,32 +129,27 @@ class RandomStates:
     seed: int = 0
     action: int = 1
     name: str = ""
+    label = "random p={p:g}"
 
     def __post_init__(self):
         if not self.name:
-            object.__setattr__(self, "name", f"random p={self.p:g}")
+            object.__setattr__(self, "name", self.label.format(p=self.p))
+
+    def draw(self, v: StateView) -> float:
+        return uniform(self.seed, "state", v.episode_id, v.depth)
 
     def decide(self, views: Sequence[StateView]) -> np.ndarray:
-        u = [uniform(self.seed, "state", v.episode_id, v.depth) for v in views]
-        return _actions([self.action if x < self.p else 0 for x in u])
+        return _actions([self.action if self.draw(v) < self.p else 0 for v in views])
 
 
 @dataclass(frozen=True)
-class RandomEpisodes:
+class RandomEpisodes(RandomStates):
     """Help at every turn of a random share ``p`` of the episodes ("task-wise" random)."""
 
-    p: float
-    seed: int = 0
-    action: int = 1
-    name: str = ""
+    label = "random episodes p={p:g}"
 
-    def __post_init__(self):
-        if not self.name:
-            object.__setattr__(self, "name", f"random episodes p={self.p:g}")
-
-    def decide(self, views: Sequence[StateView]) -> np.ndarray:
-        u = [uniform(self.seed, "episode", v.episode_id) for v in views]
-        return _actions([self.action if x < self.p else 0 for x in u])
+    def draw(self, v: StateView) -> float:
+        return uniform(self.seed, "episode", v.episode_id)
 
 
 @dataclass(frozen=True)
