@@ -61,6 +61,10 @@ from helpdp.policies import (
     TurnZeroOrAfterFailure,
 )
 
+#: outcomes without a verdict on the agent (the environment or verifier failed); a
+#: format error is the agent's own failure and counts as one
+INVALID_OUTCOMES = ("server_error", "verifier_error", "no_verifier")
+
 __all__ = ["EvaluateConfig", "compare", "evaluate", "paired_ci", "run_evaluate", "summarize"]
 
 
@@ -138,7 +142,7 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         L=("steps", "mean"),
         SPL=("spl", "mean"),
         policy_errors=("policy_errors", "sum"),
-        invalid=("valid", lambda v: int((~v.astype(bool)).sum())),
+        invalid=("invalid", "sum"),
     ).reset_index()
     out["SR_ci"] = 1.96 * np.sqrt(out["SR"] * (1 - out["SR"]) / out["episodes"].clip(lower=1))
     return out
@@ -279,7 +283,9 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     results["pair"] = results["task_id"].astype(str) + "#" + results["seed"].astype(str)
     refs = results["task_id"].map(ref).fillna(results["steps"]).astype(float)
     results["spl"] = results["success"] * refs / np.maximum(results["steps"], refs)
-    keep = ["policy", "split", "pair", "task_id", "seed", "success", "valid", "expert_calls",
+    results["invalid"] = results["outcome"].isin(INVALID_OUTCOMES)
+    keep = ["policy", "split", "pair", "task_id", "seed", "success", "outcome", "invalid",
+            "expert_calls",
             "steps", "spl", "policy_errors", "format_errors", "errors", "blind_calls",
             "recovery_calls"]  # fmt: skip
     results = results[keep]

@@ -17,7 +17,7 @@ def test_paired_ci_by_hand():
 def _runs(policy, success, calls, n=4):
     return pd.DataFrame({"policy": policy, "split": "test", "pair": [f"t#{i}" for i in range(n)],
                          "success": success, "expert_calls": calls, "steps": 3, "spl": 0.5,
-                         "policy_errors": 0, "valid": True})  # fmt: skip
+                         "policy_errors": 0, "invalid": False})  # fmt: skip
 
 
 def test_equal_spend_interpolates_the_random_curve_per_pair():
