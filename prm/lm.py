@@ -1,10 +1,12 @@
-"""The language-model PRM: a causal LM with a scalar head, fine-tuned with LoRA.
+"""The language-model PRM: a pretrained LM with a scalar head, fine-tuned with LoRA.
 
-Architecture. Any causal LM that ``AutoModelForSequenceClassification`` wraps
-(Qwen3 here), ``num_labels=1``: the head reads the hidden state of the last
-non-padding token and gives one logit, trained with binary cross-entropy on the
-soft Monte-Carlo label (``prm.data``). The backbone is adapted with LoRA (peft);
-the head is trainable through ``modules_to_save``.
+Architecture. Any model that ``AutoModelForSequenceClassification`` wraps,
+``num_labels=1``: a causal LM (Qwen3: the head reads the hidden state of the last
+non-padding token) or, with ``backbone=minilm``, the BERT encoder
+all-MiniLM-L6-v2 (the head reads the pooled ``[CLS]`` token). It gives one logit,
+trained with binary cross-entropy on the soft Monte-Carlo label (``prm.data``).
+The backbone is adapted with LoRA (peft); the head (``score`` or ``classifier``)
+is trainable through ``modules_to_save``.
 
 The action is marked in the input, not by a second head: the model reads
 ``"<state text>\\n[action=<name>]"``. Why one head with an action suffix:
@@ -16,16 +18,23 @@ matters because help is observed far less often than nohelp; (3) it extends to
 K interventions without changing the architecture. The price is one forward pass
 per (state, action) when scoring, i.e. 2 per state for one intervention.
 
-Long texts are cut from the left (the most recent history is kept) so the action
-suffix always survives truncation. The pad token (and ``config.pad_token_id``,
-which the head uses to find the last real token) is always set.
+Long texts are cut so that the action suffix always survives truncation: the
+first ``head_tokens`` tokens (the task statement; 0 for the Qwen configs) plus the
+latest tokens (the most recent history). A tokenizer with ``[CLS]``/``[SEP]``
+(BERT's WordPiece) gets them around the sequence, ``[CLS] head tail
+[action=...] [SEP]``; the WordPiece tokenizer reads the marker as ``[ action =
+expert ]``, five ordinary tokens. The pad token (and ``config.pad_token_id``,
+which a causal head uses to find the last real token) is always set.
 
 On GPU: bf16 autocast (the frozen backbone is loaded in bf16, LoRA weights and
 head stay fp32) and gradient checkpointing. On CPU: fp32.
 
 A PRM directory of this kind holds ``adapter/`` (LoRA weights + head),
 ``tokenizer/``, ``base/`` (only when the backbone was built from a config with
-random weights, so it can be rebuilt exactly) and ``prm.json``.
+random weights, so it can be rebuilt exactly) and ``prm.json``. A ``minilm`` PRM
+holds no copy of the 90 MB backbone: ``prm.json`` names the pinned package and the
+sha256 of its ``model.safetensors``, and loading checks both
+(``helpdp.helper.minilm.minilm_dir``).
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ from prm.data import Examples, state_rows
 log = logging.getLogger(__name__)
 
 DEFAULT_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+BERT_TARGETS = ["query", "key", "value", "dense"]  # attention, FFN and pooler projections
+BACKBONES = ("minilm",)
 
 
 def action_suffix(name: str) -> str:
@@ -95,6 +106,13 @@ class LMPRM(PRM):
         self.device = device
         self._base_state = base_state  # state of a from-config backbone, to save it
         self._suffix_ids = [self._encode_plain(action_suffix(a)) for a in self.actions]
+        # [CLS] ... [SEP] for an encoder's tokenizer (BERT); nothing for Qwen's or the tiny BPE
+        cls_id, sep_id = (
+            getattr(tokenizer, "cls_token_id", None),
+            getattr(tokenizer, "sep_token_id", None),
+        )
+        both = cls_id is not None and sep_id is not None
+        self._pre, self._post = ([cls_id], [sep_id]) if both else ([], [])
 
     # --- construction ---------------------------------------------------------
     @property
@@ -111,7 +129,8 @@ class LMPRM(PRM):
     def create(
         cls, cfg: dict, *, actions, actor, texts, device: str = "auto", meta: dict | None = None
     ) -> LMPRM:
-        """A fresh PRM: the backbone (hub/local checkpoint ``cfg["base_model"]``, or a
+        """A fresh PRM: the backbone (``cfg["backbone"]="minilm"``: the pinned
+        all-MiniLM-L6-v2; else the hub/local checkpoint ``cfg["base_model"]``, or a
         Qwen3 built from ``cfg`` with random weights and a tokenizer trained on
         ``texts``) wrapped with LoRA."""
         from peft import LoraConfig, TaskType, get_peft_model
@@ -125,7 +144,11 @@ class LMPRM(PRM):
         )
         dtype = torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
         base_state = None
-        if cfg.get("base_model"):
+        backbone = cfg.get("backbone")
+        extra_meta = {}
+        if backbone:
+            tok, base, extra_meta = _pinned_backbone(backbone, dtype)
+        elif cfg.get("base_model"):
             kw = {
                 "revision": cfg.get("revision") or None,
                 "trust_remote_code": bool(cfg.get("trust_remote_code")),
@@ -165,8 +188,10 @@ class LMPRM(PRM):
             r=int(cfg["lora_r"]),
             lora_alpha=float(cfg["lora_alpha"]),
             lora_dropout=float(cfg["lora_dropout"]),
-            target_modules=list(cfg.get("target_modules") or DEFAULT_TARGETS),
-            modules_to_save=["score"],
+            target_modules=list(
+                cfg.get("target_modules") or (BERT_TARGETS if backbone else DEFAULT_TARGETS)
+            ),
+            modules_to_save=[_head_name(base)],
         )
         with _quiet_peft():
             model = get_peft_model(base, lora)
@@ -179,9 +204,13 @@ class LMPRM(PRM):
             {
                 "actions": list(actions),
                 "actor": actor,
-                "base_model": cfg.get("base_model") or "qwen3-from-config",
+                "base_model": extra_meta.get("package")
+                or cfg.get("base_model")
+                or "qwen3-from-config",
             }
         )
+        if extra_meta:
+            meta["backbone"] = extra_meta
         meta["config"] = dict(cfg)
         return cls(meta, model, tok, dev, base_state)
 
@@ -190,15 +219,21 @@ class LMPRM(PRM):
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def encode(self, texts, actions) -> list[list[int]]:
-        """Token ids of ``text + action suffix``, the text cut from the left to fit
-        ``max_length``."""
+        """Token ids of ``[CLS] text + action suffix [SEP]`` (the special tokens only
+        for an encoder's tokenizer), the text cut to fit ``max_length``: its first
+        ``head_tokens`` tokens (at most half the room) plus its latest ones."""
         max_len = int(self.cfg["max_length"])
-        enc = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        enc = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
         out = []
         for ids, a in zip(enc, np.asarray(actions).tolist(), strict=True):
-            suf = self._suffix_ids[a]
-            keep = max(max_len - len(suf), 0)
-            out.append((list(ids[-keep:]) if keep else []) + suf)
+            suf = self._suffix_ids[a] + self._post
+            room = max(max_len - len(self._pre) - len(suf), 0)
+            ids = list(ids)
+            if len(ids) > room:
+                head = min(int(self.cfg.get("head_tokens") or 0), room // 2)
+                tail = room - head
+                ids = ids[:head] + (ids[len(ids) - tail :] if tail else [])
+            out.append(self._pre + ids + suf)
         return out
 
     def _batch(self, seqs: list[list[int]]):
@@ -374,7 +409,16 @@ class LMPRM(PRM):
         dtype = torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
         tok = AutoTokenizer.from_pretrained(path / "tokenizer")
         base_state = None
-        if (path / "base").exists():
+        if cfg.get("backbone"):
+            recorded, pinned = meta.get("backbone") or {}, _pins(cfg["backbone"])
+            for key in ("package", "model_safetensors_sha256"):
+                if recorded.get(key) != pinned[key]:
+                    raise ValueError(
+                        f"{path}: trained on backbone {key}={recorded.get(key)!r} but this "
+                        f"installation pins {pinned[key]!r}; retrain the PRM"
+                    )
+            _, base, _ = _pinned_backbone(cfg["backbone"], dtype)  # checks the file's sha256
+        elif (path / "base").exists():
             base = AutoModelForSequenceClassification.from_pretrained(
                 path / "base", **_dtype_kw(dtype)
             )
@@ -396,6 +440,48 @@ class LMPRM(PRM):
         model.to(dev)
         model.eval()
         return cls(meta, model, tok, dev, base_state)
+
+
+def _pins(name: str) -> dict:
+    """The provenance recorded in ``prm.json`` for a pinned backbone (no file access)."""
+    if name not in BACKBONES:
+        raise ValueError(f"backbone must be one of {BACKBONES} or null, got {name!r}")
+    from helpdp.helper.minilm import DIST, SAFETENSORS_SHA256
+
+    return {"name": name, "package": DIST, "model_safetensors_sha256": SAFETENSORS_SHA256}
+
+
+def _pinned_backbone(name: str, dtype):
+    """(tokenizer, sequence-classification model with 1 label, provenance) of a
+    backbone pinned in this repository, loaded from local files only."""
+    info = _pins(name)
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from helpdp.helper.minilm import MiniLMUnavailable, minilm_dir
+
+    try:
+        d = minilm_dir()  # unpacks once; checks model.safetensors against the pinned sha256
+    except MiniLMUnavailable as e:
+        raise ValueError(str(e)) from e
+    tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
+    level, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # the fresh classifier is "missing" from the checkpoint
+    hf_logging.disable_progress_bar()
+    try:
+        base = AutoModelForSequenceClassification.from_pretrained(
+            d, num_labels=1, local_files_only=True, **_dtype_kw(dtype)
+        )
+    finally:
+        hf_logging.set_verbosity(level)
+        if bar:
+            hf_logging.enable_progress_bar()
+    return tok, base, info
+
+
+def _head_name(model) -> str:
+    """The scalar head's module name: ``classifier`` (BERT) or ``score`` (causal LMs)."""
+    return "classifier" if hasattr(model, "classifier") else "score"
 
 
 def _dtype_kw(dtype) -> dict:
