@@ -445,7 +445,12 @@ class _Guard:
 
     async def _http(self, scope: dict, receive: Any, send: Any) -> None:
         if not self._authorized(scope):
-            await _refuse(send, 401, "missing or wrong bearer token", bearer=True)
+            # read (and drop) a body within the limit first: closing a connection with an
+            # unread request body in it resets it, and the client may never see the 401
+            drained = await _drain(receive, self.max_bytes)
+            await _refuse(
+                send, 401, "missing or wrong bearer token", bearer=True, close=not drained
+            )
             return
         length = None
         for name, value in scope.get("headers") or []:
@@ -507,8 +512,27 @@ class _Guard:
         await self.app(scope, bounded, send)
 
 
-async def _refuse(send: Any, status: int, message: str, *, bearer: bool = False) -> None:
-    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+async def _drain(receive: Any, limit: int) -> bool:
+    """Read a request body to its end and drop it; False when it exceeds ``limit``
+    bytes or the client went away (then the connection is closed instead)."""
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return False
+        size += len(message.get("body", b""))
+        if size > limit:
+            return False
+        if not message.get("more_body", False):
+            return True
+
+
+async def _refuse(
+    send: Any, status: int, message: str, *, bearer: bool = False, close: bool = True
+) -> None:
+    headers = [(b"content-type", b"application/json")]
+    if close:
+        headers.append((b"connection", b"close"))
     if bearer:
         headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

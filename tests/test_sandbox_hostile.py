@@ -33,8 +33,9 @@ from collect.sandbox import (
 WORLDS = Path(__file__).resolve().parent.parent / "collect" / "worlds"
 SCENARIO = "workflow_automation_1"
 SECRET = "canary-secret-4f1c0a9e"
-LIMITS = SandboxLimits(memory_mb=1024, call_timeout_s=5.0, start_timeout_s=60)
-VLIMITS = SandboxLimits(memory_mb=512, call_timeout_s=5.0)
+# generous wall clocks: a loaded CI machine must not turn a slow call into a failed test
+LIMITS = SandboxLimits(memory_mb=1024, call_timeout_s=30.0, start_timeout_s=60)
+VLIMITS = SandboxLimits(memory_mb=512, call_timeout_s=30.0)
 
 BREAKOUT = '''
 def _breakout():
