@@ -16,7 +16,7 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-# bubblewrap confines every piece of dataset code (collect/sandbox); installed when we are root
+# bubblewrap confines every piece of dataset code (collect/awm/sandbox); installed when we are root
 sandbox-tools:
 	@command -v bwrap >/dev/null || (test "$$(id -u)" = 0 && (apt-get install -y -q bubblewrap \
 	  || (apt-get update -qq && apt-get install -y -q bubblewrap))) \

@@ -37,9 +37,9 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collect.awm import AWMDataset  # noqa: E402
+from collect.awm.dataset import AWMDataset  # noqa: E402
+from collect.awm.env import EnvPool  # noqa: E402
 from collect.collector import collect, collect_config  # noqa: E402
-from collect.env import EnvPool  # noqa: E402
 from collect.rollout import STATE_SCHEMA, STEP_SCHEMA, episode_schema  # noqa: E402
 from collect.shards import ShardStore, aggregate, table_bytes, write_table  # noqa: E402
 from collect.worlds import WORLDS_DIR  # noqa: E402
@@ -84,7 +84,7 @@ def env_only(repeats: int) -> dict:
     ds = AWMDataset(WORLDS_DIR)
     times, steps = [], 0
     with tempfile.TemporaryDirectory() as tmp:
-        from collect.env import EnvConfig
+        from collect.awm.env import EnvConfig
 
         pool = EnvPool(ds, EnvConfig(work_root=tmp, expert_enabled=False))
         try:

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from collect.awm import AWMDataset  # noqa: E402
-from collect.env import EnvConfig, EnvPool  # noqa: E402
+from collect.awm.dataset import AWMDataset  # noqa: E402
+from collect.awm.env import EnvConfig, EnvPool  # noqa: E402
 
 
 def _call_text(tool: str, arguments: dict) -> str:

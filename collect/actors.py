@@ -13,7 +13,7 @@ round). Kinds:
   only when built).
 
 The turn format is the seed's: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``
-(see :mod:`collect.protocol`); the system prompt that explains it comes from the
+(see :mod:`collect.awm.protocol`); the system prompt that explains it comes from the
 environment.
 """
 

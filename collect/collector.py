@@ -40,9 +40,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collect.actors import ACTOR_KINDS, ActorConfig, actor_name, build_actor
-from collect.awm import AWMDataset
-from collect.clock import WorldClock, clock_field
-from collect.env import EnvConfig, EnvPool
+from collect.awm.clock import WorldClock, clock_field
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import EnvConfig, EnvPool
 from collect.executors import ExecutorConfig, execute, resolve_workers
 from collect.interventions import INTERVENTION_KINDS, InterventionConfig, build_interventions
 from collect.policy import evaluation_line
@@ -121,7 +121,9 @@ class CollectConfig:
         "digest of the database and the last observation (same world states merge)",
     )
     text: TextConfig = _f(TextConfig(), "state texts")
-    env: EnvConfig = _f(_default_env(), "episode rules, sandbox limits, rewards (collect/env.py)")
+    env: EnvConfig = _f(
+        _default_env(), "episode rules, sandbox limits, rewards (collect/awm/env.py)"
+    )
     executor: ExecutorConfig = _f(ExecutorConfig(), "processes, shards, Ray")
     clock: str = clock_field()
     gamma: float = _f(1.0, "discount written to the manifest")
@@ -512,7 +514,7 @@ def versions(cfg: CollectConfig) -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version()}
     out.update({n: _version(n) for n in names})
     if "os" in (cfg.env.sandbox.isolation, cfg.env.verifier_sandbox.isolation):
-        from collect.sandbox.confine import IsolationUnavailable, probe
+        from collect.awm.sandbox.confine import IsolationUnavailable, probe
 
         try:
             tool, _, version = probe().partition(" ")
@@ -585,7 +587,7 @@ def summarize(tables: dict[str, pa.Table]) -> dict[str, Any]:
 
 def _isolation(cfg: CollectConfig) -> dict[str, Any]:
     """What confined the dataset code (``source.isolation``): app and verifier workers."""
-    from collect.sandbox import describe
+    from collect.awm.sandbox import describe
 
     app, verifier = cfg.env.sandbox.isolation, cfg.env.verifier_sandbox.isolation
     return {**describe(app), **({"verifier_mode": verifier} if verifier != app else {})}

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from collect.actors import ChatClient
+from collect.awm.tools import format_tools
 from collect.rollout import EpisodeView, Help, reference_progress
-from collect.tools import format_tools
 from helpdp.config import doc_field as _f
 
 __all__ = [

@@ -18,7 +18,7 @@ terminal in one episode and not in another, and its success is fixed.
 
 Ids are the first 8 bytes of sha256 as a signed int64: the same on every run and
 machine. Dates that apps and seed data compute from "now" reach the hashes as they
-are: dataset code runs on the fixed world clock (:mod:`collect.clock`), so they are
+are: dataset code runs on the fixed world clock (:mod:`collect.awm.clock`), so they are
 the same on every day.
 """
 
@@ -61,7 +61,7 @@ def _sha(*parts: Any) -> bytes:
 def canonical_action(action: dict[str, Any], turn_text: str) -> dict[str, Any]:
     """What identifies an agent turn: the parsed action, not its wording.
 
-    ``action`` is :meth:`collect.protocol.Action.as_dict`. Tool calls are their tool
+    ``action`` is :meth:`collect.awm.protocol.Action.as_dict`. Tool calls are their tool
     and arguments (free text around the call is ignored), a final answer is its
     text, an invalid turn is its failure class and its raw text.
     """

@@ -229,7 +229,7 @@ def _collect_config(manifest: dict, cfg: EvaluateConfig, split: str, out: Path) 
 
 
 def _reference_turns(worlds: Path | None) -> dict[str, int]:
-    from collect.awm import AWMDataset
+    from collect.awm.dataset import AWMDataset
     from collect.worlds import WORLDS_DIR
 
     ds = AWMDataset(worlds or WORLDS_DIR)

@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collect.awm import AWMDataset
-from collect.env import AWMEnv, EnvConfig, EnvPool, Judge, JudgeConfig
-from collect.protocol import Failure, RewardConfig
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig, EnvPool, Judge, JudgeConfig
+from collect.awm.protocol import Failure, RewardConfig
 
 WORLDS = Path(__file__).resolve().parent.parent / "collect" / "worlds"
 

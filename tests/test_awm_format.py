@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from collect.awm import AWMDataset, decode_field, normalize_scenario_name
-from collect.database import build_database, copy_database, repair_statement, restore_database
-from collect.protocol import (
+from collect.awm.database import build_database, copy_database, repair_statement, restore_database
+from collect.awm.dataset import AWMDataset, decode_field, normalize_scenario_name
+from collect.awm.protocol import (
     FORMAT_ERRORS,
     Failure,
     RewardConfig,
@@ -20,7 +20,7 @@ from collect.protocol import (
     parse_turn,
     system_prompt,
 )
-from collect.tools import (
+from collect.awm.tools import (
     build_request,
     format_tools,
     is_hidden_tool,

@@ -1,4 +1,4 @@
-"""The real AWM sample records (tests/fixtures/awm) through the sandboxed runtime and collect.check."""
+"""The real AWM sample records (tests/fixtures/awm) through the sandboxed runtime and collect.awm.check."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from collect.awm import AWMDataset
-from collect.check import CheckConfig, check_dataset, run_check
-from collect.env import AWMEnv, EnvConfig
-from collect.protocol import Failure
-from collect.sandbox import SandboxLimits
+from collect.awm.check import CheckConfig, check_dataset, run_check
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig
+from collect.awm.protocol import Failure
+from collect.awm.sandbox import SandboxLimits
 
 FIXTURES = Path(__file__).parent / "fixtures" / "awm"
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,8 +89,8 @@ def test_reset_restores_the_seeded_database(content_env):
 
 
 def test_sample_code_verifiers_run_sandboxed_on_the_untouched_database(tmp_path):
-    from collect.env import build_scenario_database
-    from collect.sandbox import VerifierPool
+    from collect.awm.env import build_scenario_database
+    from collect.awm.sandbox import VerifierPool
 
     scenario = AWMDataset(FIXTURES).get("e_commerce_33")
     db, report = build_scenario_database(scenario, tmp_path / "db")
@@ -194,7 +194,7 @@ def test_check_command_line_exit_status(tmp_path):
         [
             sys.executable,
             "-m",
-            "collect.check",
+            "collect.awm.check",
             f"data={FIXTURES}",
             "scenarios=[e_commerce_33,marketplace_1]",
         ],

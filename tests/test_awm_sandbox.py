@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from collect.awm import AWMDataset
-from collect.env import AWMEnv, EnvConfig, build_scenario_database
-from collect.protocol import Failure
-from collect.sandbox import SandboxError, SandboxLimits, VerifierPool
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig, build_scenario_database
+from collect.awm.protocol import Failure
+from collect.awm.sandbox import SandboxError, SandboxLimits, VerifierPool
 
 HOSTILE_APP = """
 import os

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from collect.env import EnvConfig, EnvPool
-from collect.serve import AsyncEnvClient, EnvClient, ServeConfig, create_app
+from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.serve import AsyncEnvClient, EnvClient, ServeConfig, create_app
 
 APP = """
 import os

@@ -14,12 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collect.awm import AWMDataset
-from collect.clock import DEFAULT_CLOCK, WorldClock, faketime_library
+from collect.awm.clock import DEFAULT_CLOCK, WorldClock, faketime_library
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import build_scenario_database
+from collect.awm.sandbox import AppWorker
 from collect.collector import collect, collect_config
-from collect.env import build_scenario_database
 from collect.policy import coverage, evaluation_line
-from collect.sandbox import AppWorker
 from collect.worlds import WORLDS_DIR
 from helpdp.policies import TablePolicy
 

@@ -10,8 +10,8 @@ import pytest
 
 import helpdp
 from collect.actors import ActorConfig, HFActor
+from collect.awm.protocol import system_prompt
 from collect.collector import collect, collect_config
-from collect.protocol import system_prompt
 from collect.rollout import EpisodeView, TurnRequest
 from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
 

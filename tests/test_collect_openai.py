@@ -14,7 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 import helpdp
-from collect.awm import AWMDataset
+from collect.awm.dataset import AWMDataset
 from collect.collector import collect, collect_config
 from collect.interventions import CRITERIA_SYSTEM
 from collect.worlds import WORLDS_DIR

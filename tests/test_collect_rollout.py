@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from collect.actors import SimulatedActor
+from collect.awm.protocol import parse_turn
 from collect.interventions import InterventionConfig, Oracle
-from collect.protocol import parse_turn
 from collect.rollout import RunContext, TextRenderer, TurnReply, episode_tables, run_episodes
 from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
 from collect.statekey import make_keys

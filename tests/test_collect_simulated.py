@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collect.actors import SimulatedActor, SimulatedConfig, simulate_turn
-from collect.protocol import parse_turn
+from collect.awm.protocol import parse_turn
 from collect.rollout import EpisodeView, Help, Turn, TurnRequest, call_matches
 from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from collect.awm import AWMDataset
-from collect.env import AWMEnv, EnvConfig, build_scenario_database
-from collect.sandbox import (
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig, build_scenario_database
+from collect.awm.sandbox import (
     SandboxError,
     SandboxLimits,
     UnsafeDirectory,
@@ -527,7 +527,7 @@ def test_verifier_time_is_a_budget_per_episode(tmp_path):
     ids=["recursive_cte", "huge_randomblob", "grows_past_fsize"],
 )
 def test_sql_bombs_in_seed_data_fail_the_build_cleanly(tmp_path, insert, message):
-    from collect.check import CheckConfig, check_dataset
+    from collect.awm.check import CheckConfig, check_dataset
 
     data = _world(tmp_path / "data", extra_inserts=[insert])
     limits = SandboxLimits(build_timeout_s=2.0, build_file_mb=16, build_value_mb=4)
@@ -535,7 +535,7 @@ def test_sql_bombs_in_seed_data_fail_the_build_cleanly(tmp_path, insert, message
     with pytest.raises(SandboxError) as err:
         build_scenario_database(scenario, tmp_path / "db", limits=limits)
     assert err.value.kind == "build_limit" and message in err.value.message, err.value.message
-    if message == "time limit of the build":  # collect.check reports it and goes on
+    if message == "time limit of the build":  # collect.awm.check reports it and goes on
         report = check_dataset(
             CheckConfig(data=str(data), sandbox=limits, run_verifiers=False), out=None
         )
@@ -569,7 +569,7 @@ def test_scratch_directories_of_someone_else_or_symlinks_are_refused(tmp_path):
 
 
 def test_no_silent_downgrade_when_os_isolation_is_unavailable(tmp_path, monkeypatch):
-    from collect.sandbox import confine
+    from collect.awm.sandbox import confine
 
     monkeypatch.setattr(confine.shutil, "which", lambda name: None)
     confine.probe.cache_clear()

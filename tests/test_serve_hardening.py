@@ -19,8 +19,8 @@ import httpx
 import pytest
 import websockets
 
-from collect.env import EnvConfig, EnvPool
-from collect.serve import (
+from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.serve import (
     AsyncEnvClient,
     EnvClient,
     ServeConfig,
@@ -309,7 +309,7 @@ def test_per_client_session_cap(url):
 
 def test_global_and_per_client_caps_count_clients_apart():
     server = _Server(pool=None, config=ServeConfig(max_sessions=4, max_sessions_per_client=2))
-    from collect.serve import SessionError
+    from collect.awm.serve import SessionError
 
     server.open("10.0.0.1", "http")
     server.open("10.0.0.1", "ws")

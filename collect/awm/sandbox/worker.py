@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collect.clock import WorldClock
-from collect.sandbox import confine, framing
-from collect.sandbox.files import ensure_private_dir, open_regular, read_tail
+from collect.awm.clock import WorldClock
+from collect.awm.sandbox import confine, framing
+from collect.awm.sandbox.files import ensure_private_dir, open_regular, read_tail
 
 ISOLATION_MODES = ("os", "python")
 EXIT_MEMORY = 3

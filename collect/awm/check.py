@@ -1,4 +1,4 @@
-"""``python -m collect.check data=DIR``: load and exercise every scenario of an AWM directory.
+"""``python -m collect.awm.check data=DIR``: load and exercise every scenario of an AWM directory.
 
 For each scenario (every name found in any file) the check builds its database
 (reporting rows SQLite rejects after repair), starts its app in a sandboxed
@@ -37,10 +37,10 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from collect.awm import CORE_PIECES, FILES, AWMDataset, Scenario
-from collect.clock import WorldClock, clock_field
-from collect.env import build_scenario_database
-from collect.sandbox import (
+from collect.awm.clock import WorldClock, clock_field
+from collect.awm.dataset import CORE_PIECES, FILES, AWMDataset, Scenario
+from collect.awm.env import build_scenario_database
+from collect.awm.sandbox import (
     AppWorker,
     SandboxError,
     SandboxLimits,
@@ -48,7 +48,8 @@ from collect.sandbox import (
     check_isolation,
     default_work_root,
 )
-from collect.tools import tools_from_openapi
+from collect.awm.tools import tools_from_openapi
+from collect.worlds import WORLDS_DIR
 from helpdp.config import doc_field as _f
 from helpdp.config import register_help
 
@@ -61,12 +62,10 @@ __all__ = [
     "run_check",
 ]
 
-WORLDS_DIR = Path(__file__).resolve().parent / "worlds"
-
 
 @dataclass
 class CheckConfig:
-    """``python -m collect.check``: check that an AWM-format directory loads and runs."""
+    """``python -m collect.awm.check``: check that an AWM-format directory loads and runs."""
 
     data: str | None = _f(
         None, "AWM-format directory (gen_*.jsonl); null: the demo worlds in collect/worlds/"
@@ -331,7 +330,7 @@ def run_check(config: CheckConfig, out: TextIO | None = sys.stdout) -> int:
         check_isolation(config.sandbox)
         check_isolation(config.verifier_sandbox)
     except SandboxError as e:  # no dataset code runs with less isolation than asked for
-        _print(sys.stderr if out is not None else None, f"collect.check: {e.message}")
+        _print(sys.stderr if out is not None else None, f"collect.awm.check: {e.message}")
         return 2
     report = check_dataset(config, out)
     return report.exit_code(config.defects_fail)
@@ -339,13 +338,13 @@ def run_check(config: CheckConfig, out: TextIO | None = sys.stdout) -> int:
 
 def register() -> None:
     ConfigStore.instance().store(name="check_schema", node=CheckConfig)
-    register_help("check", CheckConfig, "python -m collect.check [KEY=VALUE ...]")
+    register_help("check", CheckConfig, "python -m collect.awm.check [KEY=VALUE ...]")
 
 
 register()
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="check")
+@hydra.main(version_base=None, config_path="../../conf", config_name="check")
 def main(cfg: Any) -> None:
     sys.exit(run_check(OmegaConf.to_object(cfg)))
 

@@ -1,7 +1,7 @@
 """Episodes in an AWM scenario: ``reset(task) -> observation``, ``step(text)``, ``verify``.
 
-:class:`AWMEnv` owns one sandboxed app worker (:class:`~collect.sandbox.AppWorker`)
-and uses a shared :class:`~collect.sandbox.VerifierPool`. Typical collector loop::
+:class:`AWMEnv` owns one sandboxed app worker (:class:`~collect.awm.sandbox.AppWorker`)
+and uses a shared :class:`~collect.awm.sandbox.VerifierPool`. Typical collector loop::
 
     pool = EnvPool("collect/worlds")            # or AWMEnv(dataset.get(name))
     env = pool.acquire("smart_home_1")
@@ -19,7 +19,7 @@ Outcomes: ``complete``/``incomplete``/``others`` (verified), ``format_error``
 (ended on a protocol violation), ``server_error`` (the app's worker died: the
 episode is not the agent's fault and ``info["valid"]`` is False),
 ``verifier_error`` and ``no_verifier`` (also invalid). Rewards come from
-:class:`~collect.protocol.RewardConfig`.
+:class:`~collect.awm.protocol.RewardConfig`.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from collect.awm import AWMDataset, Scenario
-from collect.clock import WorldClock
-from collect.database import BuildReport
-from collect.protocol import (
+from collect.awm.clock import WorldClock
+from collect.awm.database import BuildReport
+from collect.awm.dataset import AWMDataset, Scenario
+from collect.awm.protocol import (
     Action,
     Failure,
     RewardConfig,
@@ -50,7 +50,7 @@ from collect.protocol import (
     parse_turn,
     system_prompt,
 )
-from collect.sandbox import (
+from collect.awm.sandbox import (
     AppWorker,
     SandboxError,
     SandboxLimits,
@@ -62,7 +62,7 @@ from collect.sandbox import (
     default_work_root,
     ensure_private_dir,
 )
-from collect.tools import (
+from collect.awm.tools import (
     DEFAULT_HIDDEN_TOOLS,
     Tool,
     build_request,
@@ -199,7 +199,7 @@ class ToolResult:
 
 @dataclass
 class Verification:
-    """How an episode was verified. ``outcome`` feeds :func:`~collect.protocol.episode_reward`."""
+    """How an episode was verified. ``outcome`` feeds :func:`~collect.awm.protocol.episode_reward`."""
 
     outcome: str
     mode: str
@@ -265,7 +265,7 @@ def build_scenario_database(
 
     The dataset's SQL runs in a sandboxed build worker on the world ``clock`` (seed
     rows that say ``datetime('now', ...)`` get the clock's date; default: the fixed
-    :data:`~collect.clock.DEFAULT_CLOCK`), never here.
+    :data:`~collect.awm.clock.DEFAULT_CLOCK`), never here.
     """
     directory = ensure_private_dir(Path(directory))
     clock = clock if clock is not None else WorldClock.resolve(None, None)
@@ -479,12 +479,12 @@ class AWMEnv:
             )
 
     def step(self, text: str) -> StepResult:
-        """Apply one model turn (see :mod:`collect.protocol`)."""
+        """Apply one model turn (see :mod:`collect.awm.protocol`)."""
         action = parse_turn(text, expert_enabled=self.config.expert_enabled)
         return self.act(action, turn_text=text)
 
     def act(self, action: Action, *, turn_text: str | None = None) -> StepResult:
-        """Apply an already-parsed :class:`~collect.protocol.Action` (structured clients)."""
+        """Apply an already-parsed :class:`~collect.awm.protocol.Action` (structured clients)."""
         with self._lock:
             if self.done or not self.episode_id:
                 raise RuntimeError("episode is over: call reset() first")

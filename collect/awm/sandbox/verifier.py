@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collect.clock import WorldClock
-from collect.sandbox.files import (
+from collect.awm.clock import WorldClock
+from collect.awm.sandbox.files import (
     copy_file_nofollow,
     default_work_root,
     ensure_private_dir,
 )
-from collect.sandbox.worker import SandboxError, SandboxLimits, Worker, _copy_exclusive
+from collect.awm.sandbox.worker import SandboxError, SandboxLimits, Worker, _copy_exclusive
 
 # the fork server enforces the run's own time limit; the parent's is this much later
 _PARENT_MARGIN_S = 5.0

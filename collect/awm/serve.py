@@ -1,7 +1,7 @@
-"""``python -m collect.serve``: AWM environments over HTTP/WebSocket, OpenEnv-style.
+"""``python -m collect.awm.serve``: AWM environments over HTTP/WebSocket, OpenEnv-style.
 
 Lets a GPU trainer drive episodes on CPU hosts. The server owns an
-:class:`~collect.env.EnvPool`; every session holds one environment.
+:class:`~collect.awm.env.EnvPool`; every session holds one environment.
 
 HTTP (shapes follow OpenEnv's ``HTTPEnvServer``)::
 
@@ -65,16 +65,16 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fastapi import Body, FastAPI, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
-from collect.awm import AWMDataset
-from collect.clock import clock_field
-from collect.env import AWMEnv, EnvConfig, EnvPool, StepResult
-from collect.protocol import Action, Failure, parse_turn
+from collect.awm.clock import clock_field
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig, EnvPool, StepResult
+from collect.awm.protocol import Action, Failure, parse_turn
+from collect.worlds import WORLDS_DIR
 from helpdp.config import doc_field as _f
 from helpdp.config import register_help
 
@@ -83,21 +83,19 @@ __all__ = [
     "DEFAULT_TOKEN_ENV",
     "EnvClient",
     "ServeConfig",
-    "WORLDS_DIR",
     "create_app",
     "check_bind",
     "serve",
     "uvicorn_config",
 ]
 
-WORLDS_DIR = Path(__file__).resolve().parent / "worlds"
 DEFAULT_TOKEN_ENV = "HELPDP_SERVE_TOKEN"
-_log = logging.getLogger("collect.serve")
+_log = logging.getLogger("collect.awm.serve")
 
 
 @dataclass
 class ServeConfig:
-    """``python -m collect.serve``: serve AWM environments to remote trainers."""
+    """``python -m collect.awm.serve``: serve AWM environments to remote trainers."""
 
     data: str | None = _f(None, "AWM-format directory; null: the demo worlds in collect/worlds/")
     scenarios: list[str] = _f([], "serve only these scenarios; empty: all that can run")
@@ -925,7 +923,7 @@ def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="serve_schema", node=ServeConfig)
-    register_help("serve", ServeConfig, "python -m collect.serve [KEY=VALUE ...]")
+    register_help("serve", ServeConfig, "python -m collect.awm.serve [KEY=VALUE ...]")
 
 
 def main() -> None:
@@ -934,7 +932,7 @@ def main() -> None:
 
     register()
 
-    @hydra.main(version_base=None, config_path="../conf", config_name="serve")
+    @hydra.main(version_base=None, config_path="../../conf", config_name="serve")
     def _main(cfg: Any) -> None:
         serve(OmegaConf.to_object(cfg))
 

@@ -3,7 +3,7 @@
 This is the *first* layer: it gives dataset code early, clear errors
 (``sandbox: opening of '/etc/passwd' (outside the allowed directories)
 refused``). It is not the boundary — code that reaches the interpreter's
-internals can switch it off — the kernel is (see :mod:`collect.sandbox.confine`).
+internals can switch it off — the kernel is (see :mod:`collect.awm.sandbox.confine`).
 Nothing here has side effects: the worker's guard calls :meth:`Policy.audit`
 from its audit hook and :func:`import_refusal` from its ``__import__``; the
 tests call them directly.

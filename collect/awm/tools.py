@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from collect.sandbox import SandboxError
+from collect.awm.sandbox import SandboxError
 
 __all__ = [
     "DEFAULT_HIDDEN_TOOLS",

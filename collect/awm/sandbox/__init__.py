@@ -1,7 +1,7 @@
 """Worker processes that run untrusted dataset code (AWM apps, verifiers, database builds).
 
 Nothing from a dataset runs in the caller's process. A :class:`Worker` is a
-separate ``python -I -B collect/sandbox/child.py`` that imports only the
+separate ``python -I -B collect/awm/sandbox/child.py`` that imports only the
 standard library (and, for apps, the web framework) and talks to the parent
 over two private pipes with length-prefixed JSON frames (:mod:`.framing`).
 
@@ -37,17 +37,17 @@ reading what workers wrote). The child: :mod:`.child` (``main``), :mod:`.ops`,
 
 from __future__ import annotations
 
-from collect.sandbox.confine import IsolationUnavailable, describe
-from collect.sandbox.files import (
+from collect.awm.sandbox.confine import IsolationUnavailable, describe
+from collect.awm.sandbox.files import (
     UnsafeDirectory,
     copy_file_nofollow,
     default_work_root,
     ensure_private_dir,
     private_mkdtemp,
 )
-from collect.sandbox.framing import MAX_MESSAGE_BYTES
-from collect.sandbox.verifier import VerifierOutcome, VerifierPool
-from collect.sandbox.worker import (
+from collect.awm.sandbox.framing import MAX_MESSAGE_BYTES
+from collect.awm.sandbox.verifier import VerifierOutcome, VerifierPool
+from collect.awm.sandbox.worker import (
     AppWorker,
     SandboxError,
     SandboxLimits,

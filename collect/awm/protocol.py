@@ -15,7 +15,7 @@ Failures (:class:`Failure`) are classified; the first three are *format
 errors* (the model broke the protocol), counted per episode.
 
 Everything here is pure (no I/O). The SQL-mode judge's prompt and answer
-parsing live here too; the HTTP call is in :mod:`collect.env`.
+parsing live here too; the HTTP call is in :mod:`collect.awm.env`.
 """
 
 from __future__ import annotations

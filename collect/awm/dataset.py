@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collect.clock import WorldClock
+from collect.awm.clock import WorldClock
 
 __all__ = [
     "CORE_PIECES",
@@ -58,7 +58,7 @@ FILES: dict[str, str] = {
     "sql_verifiers": "gen_verifier.jsonl",
     "solutions": "gen_solutions.jsonl",
 }
-#: pieces an episode needs to run (the default of ``collect.check``'s ``required``)
+#: pieces an episode needs to run (the default of ``collect.awm.check``'s ``required``)
 CORE_PIECES: tuple[str, ...] = ("tasks", "db", "sample", "env")
 _PER_TASK = ("verifiers", "sql_verifiers", "solutions")
 
@@ -266,7 +266,7 @@ class AWMDataset:
 
     def clock(self, spec: Any = None) -> WorldClock:
         """The world clock for ``clock=spec`` (unset: this dataset's ``clock.txt`` or the
-        fixed default; see :mod:`collect.clock`)."""
+        fixed default; see :mod:`collect.awm.clock`)."""
         return WorldClock.resolve(spec, self.root)
 
     def _index(self, piece: str) -> None:
