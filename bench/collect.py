@@ -41,8 +41,9 @@ from collect.awm.dataset import AWMDataset  # noqa: E402
 from collect.awm.env import EnvPool  # noqa: E402
 from collect.collector import collect, collect_config  # noqa: E402
 from collect.rollout import STATE_SCHEMA, STEP_SCHEMA, episode_schema  # noqa: E402
-from collect.shards import ShardStore, aggregate, table_bytes, write_table  # noqa: E402
+from collect.shards import ShardStore, aggregate, table_bytes  # noqa: E402
 from collect.worlds import WORLDS_DIR  # noqa: E402
+from helpdp.contract import write_table  # noqa: E402
 
 VLLM_STEP_S = (0.5, 2.0)  # documented assumption, see the module doc
 

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numba  # noqa: E402
 
 from helpdp import load_dataset, search_budget, solve  # noqa: E402
+from helpdp.contract import build_manifest, write_dataset  # noqa: E402
 from helpdp.solve import PARALLEL_MIN_LEVEL  # noqa: E402
 
 R = 0.3  # fixed help cost for single solves
@@ -94,22 +95,15 @@ def agent_like(n_transitions: int, seed: int = 0):
         }
     )
     trans = trans.sample(frac=1.0, random_state=seed, ignore_index=True)  # collection order
-    manifest = {
-        "actions": ["nohelp", "expert"],
-        "gamma": 1.0,
-        "format": 1,
-        "source": {"generator": "bench/dp.py"},
-    }
+    manifest = build_manifest(["nohelp", "expert"], gamma=1.0, source={"generator": "bench/dp.py"})
     return manifest, states, trans
 
 
 def write(path: Path, manifest, states, trans) -> None:
-    import json
-
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    states.to_parquet(path / "states.parquet", index=False)
-    trans.to_parquet(path / "transitions.parquet", index=False)
+    """Write the dataset as the collector does (the contract's writer; not checked here:
+    loading it is what the benchmark times)."""
+    tables = {"states": states, "transitions": trans}
+    write_dataset(path, manifest, tables, overwrite=True, check=False)
 
 
 def median_time(fn, repeats: int) -> float:

@@ -70,8 +70,9 @@ def main(argv=None) -> dict:
     )
     args = ap.parse_args(argv)
 
+    from cliconf import as_config, to_dict
     from helpdp import demo_dataset_path, load_dataset
-    from prm.config import PRMModelConfig, as_config, to_dict
+    from prm.config import PRMModelConfig
     from prm.data import build_examples, observed_pairs, state_rows, task_splits
     from prm.lm import LMPRM
 

@@ -1,19 +1,22 @@
 """Actors: the agent being taught, producing one turn of text per request.
 
-Every actor has a ``name`` (recorded as the manifest's ``source.actor``; a PRM
-refuses data of another actor) and ``generate(requests) -> replies`` for a batch
-of :class:`~collect.rollout.TurnRequest` (all the live episodes of a lock-step
-round). Kinds:
+Every actor is a :class:`collect.types.Actor`: a ``name`` (recorded as the
+manifest's ``source.actor``; a PRM refuses data of another actor) and
+``generate(requests) -> replies`` for a batch of :class:`~collect.types.TurnRequest`
+(all the live episodes of a lock-step round). Kinds, each with its config class
+(:data:`ACTOR_CONFIGS`; ``collect/actor=KIND`` selects it, and a field of another
+kind is refused):
 
 * ``simulated``: a seeded SIMULATION of a weak agent over the worlds' reference
   solutions (no model). For the embedded demo and tests; not an LLM.
-* ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint (httpx).
+* ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint
+  (:class:`collect.awm.llm.ChatClient`, the ``openai`` SDK).
 * ``hf``: local ``transformers`` generation (CPU or GPU), batched with left padding.
 * ``vllm``: offline batched generation with ``vllm.LLM`` on a GPU host (imported
   only when built).
 
-The turn format is the seed's: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``
-(see :mod:`collect.awm.protocol`); the system prompt that explains it comes from the
+The turn format is the seed's, written by :func:`collect.awm.protocol.format_tool_call`
+and read by :func:`~collect.awm.protocol.parse_turn`; the system prompt that explains it comes from the
 environment.
 """
 
@@ -21,35 +24,48 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from collect.rollout import EpisodeView, TurnReply, TurnRequest, reference_progress
+from cliconf import doc_field as _f
+from cliconf import to_dict
+from collect.awm.llm import ChatClient, EndpointConfig, EndpointError
+from collect.awm.protocol import (
+    TOOL_CALL_CLOSE,
+    format_call_tool,
+    format_tool_call,
+    tool_call_block,
+)
+from collect.rollout import reference_progress
 from collect.schedule import episode_rng
-from helpdp.config import doc_field as _f
+from collect.types import Actor, EpisodeView, TurnReply, TurnRequest
 
 __all__ = [
+    "ACTOR_CONFIGS",
     "ACTOR_KINDS",
     "ActorConfig",
     "ChatClient",
     "EndpointError",
     "HFActor",
+    "HFActorConfig",
     "OpenAIActor",
+    "OpenAIActorConfig",
     "SimulatedActor",
+    "SimulatedActorConfig",
     "SimulatedConfig",
     "VLLMActor",
+    "VLLMActorConfig",
+    "actor_config",
     "actor_name",
     "build_actor",
+    "check_actor",
+    "register_actor_schemas",
     "simulate_turn",
 ]
-
-ACTOR_KINDS = ("simulated", "openai", "hf", "vllm")
 
 
 @dataclass
@@ -81,49 +97,153 @@ class SimulatedConfig:
     )
 
 
+_KIND_HELP = "simulated | openai | hf | vllm: selected by the config group collect/actor=KIND"
+
+
+def _kind(default: str) -> Any:
+    return _f(default, _KIND_HELP)
+
+
 @dataclass
 class ActorConfig:
-    """The actor: kind, model and sampling (fields name the kinds that use them)."""
+    """What every actor has. Each kind has its own config class (:data:`ACTOR_CONFIGS`)."""
 
-    kind: str = _f(
-        "simulated",
-        "simulated (a seeded SIMULATION of a weak agent, not a model) | openai | hf | vllm",
-    )
+    kind: str = _kind("simulated")
     name: Any = _f(
         None, "actor name in the manifest (source.actor); null: the model, or 'simulated'"
     )
-    model: str = _f("", "openai: model name sent; hf/vllm: Hugging Face id or local directory")
+
+
+@dataclass
+class SimulatedActorConfig(ActorConfig):
+    """collect/actor=simulated: a seeded SIMULATION of a weak agent (not a model)."""
+
+    kind: str = _kind("simulated")
+    simulated: SimulatedConfig = _f(SimulatedConfig(), "the weak agent's rates")
+
+
+@dataclass
+class SamplingConfig:
+    """Sampling of the actors that run a model."""
+
     temperature: float = _f(0.7, "sampling temperature (0: greedy)")
     top_p: float = _f(1.0, "nucleus sampling")
     max_tokens: int = _f(1024, "most tokens generated per turn")
+
+
+@dataclass
+class OpenAIActorConfig(SamplingConfig, EndpointConfig, ActorConfig):
+    """collect/actor=openai: any OpenAI-compatible chat endpoint (base_url and model required)."""
+
+    kind: str = _kind("openai")
+    concurrency: int = _f(8, "requests in flight per worker (a lock-step batch is sent at once)")
+
+
+@dataclass
+class LocalModelConfig(SamplingConfig, ActorConfig):
+    """A model run in the worker process (the hf and vllm kinds)."""
+
+    model: str = _f("", "Hugging Face id or local directory (required)")
     stop_after_tool_call: bool = _f(
-        True, "hf/vllm: stop generating at the first </tool_call> (kept in the text)"
+        True, "stop generating at the first </tool_call> (kept in the text)"
     )
-    base_url: str = _f("", "openai: API root, e.g. http://127.0.0.1:8000/v1")
-    api_key_env: str = _f(
-        "OPENAI_API_KEY", "openai: environment variable holding the API key (may be unset)"
-    )
-    timeout_s: float = _f(120.0, "openai: HTTP timeout of one request, s")
-    retries: int = _f(3, "openai: retries of a failed request (transport errors, 408/409/429/5xx)")
-    retry_backoff_s: float = _f(1.0, "openai: first retry delay, s (doubles each retry)")
-    concurrency: int = _f(
-        8, "openai: requests in flight per worker (a lock-step batch is sent at once)"
-    )
-    device: str = _f("auto", "hf: auto | cpu | cuda | cuda:N")
-    dtype: str = _f("auto", "hf/vllm: auto | float32 | bfloat16 | float16")
-    local_files_only: bool = _f(True, "hf: never download (the model must be on disk)")
-    trust_remote_code: bool = _f(False, "hf/vllm: allow the model repository's own code")
-    max_prompt_tokens: int = _f(0, "hf: keep only the last N prompt tokens (0: all)")
+    dtype: str = _f("auto", "auto | float32 | bfloat16 | float16")
+    trust_remote_code: bool = _f(False, "allow the model repository's own code")
     chat_template_kwargs: dict = _f(
-        {}, "hf/vllm: extra chat-template arguments, e.g. enable_thinking: false"
+        {}, "extra chat-template arguments, e.g. enable_thinking: false"
     )
-    tensor_parallel_size: int = _f(1, "vllm: GPUs per model")
-    gpu_memory_utilization: float = _f(0.9, "vllm: share of GPU memory vLLM may take")
-    max_model_len: int = _f(32768, "vllm: context length (prompt + turn)")
-    enable_prefix_caching: bool = _f(
-        True, "vllm: reuse the KV cache of shared prefixes (the history)"
-    )
-    simulated: SimulatedConfig = _f(SimulatedConfig(), "simulated: the weak agent's rates")
+
+
+@dataclass
+class HFActorConfig(LocalModelConfig):
+    """collect/actor=hf: local transformers generation (CPU or GPU)."""
+
+    kind: str = _kind("hf")
+    device: str = _f("auto", "auto | cpu | cuda | cuda:N")
+    local_files_only: bool = _f(True, "never download (the model must be on disk)")
+    max_prompt_tokens: int = _f(0, "keep only the last N prompt tokens (0: all)")
+
+
+@dataclass
+class VLLMActorConfig(LocalModelConfig):
+    """collect/actor=vllm: offline batched generation with vllm.LLM on a GPU host."""
+
+    kind: str = _kind("vllm")
+    tensor_parallel_size: int = _f(1, "GPUs per model")
+    gpu_memory_utilization: float = _f(0.9, "share of GPU memory vLLM may take")
+    max_model_len: int = _f(32768, "context length (prompt + turn)")
+    enable_prefix_caching: bool = _f(True, "reuse the KV cache of shared prefixes (the history)")
+
+
+#: kind -> its config class (``conf/collect/actor/<kind>.yaml`` selects it)
+ACTOR_CONFIGS: dict[str, type[ActorConfig]] = {
+    "simulated": SimulatedActorConfig,
+    "openai": OpenAIActorConfig,
+    "hf": HFActorConfig,
+    "vllm": VLLMActorConfig,
+}
+ACTOR_KINDS = tuple(ACTOR_CONFIGS)
+
+
+def _field_names(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+def actor_config(config: Any = None) -> ActorConfig:
+    """The config of ``config``'s kind: its class in :data:`ACTOR_CONFIGS`, from an
+    instance, an OmegaConf node or a plain dict (None: the simulated actor). A field
+    that the kind does not have is refused, naming the kinds that have it."""
+    from omegaconf import OmegaConf
+
+    if config is None:
+        return SimulatedActorConfig()
+    if isinstance(config, ActorConfig) and type(config) is ACTOR_CONFIGS.get(config.kind):
+        return config
+
+    given = type(config) if isinstance(config, ActorConfig) else OmegaConf.get_type(config)
+    data = to_dict(config)
+    kind = data.get("kind") or "simulated"
+    cls = ACTOR_CONFIGS.get(kind)
+    if cls is None:
+        raise ValueError(f"actor.kind must be one of {ACTOR_KINDS}, got {kind!r}")
+    if given in ACTOR_CONFIGS.values() and given is not cls:
+        raise ValueError(
+            f"actor.kind={kind!r} in a {given.__name__}: choose the kind with collect/actor={kind}"
+        )
+    own = _field_names(cls)
+    for key in data:
+        if key in own:
+            continue
+        owners = [k for k, c in ACTOR_CONFIGS.items() if key in _field_names(c)]
+        where = (
+            f"a field of the {', '.join(owners)} actor{'s' if len(owners) > 1 else ''} "
+            f"(collect/actor={owners[0]})"
+            if owners
+            else "a field of no actor"
+        )
+        raise ValueError(
+            f"actor.{key}: the {kind} actor has no field {key!r}; it is {where}. "
+            f"Fields of the {kind} actor: {', '.join(own)}"
+        )
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), data))
+
+
+def check_actor(config: ActorConfig) -> None:
+    """Refuse an actor config that cannot run (before any work)."""
+    if config.kind != "simulated" and not getattr(config, "model", ""):
+        raise ValueError(f"actor.model is required for the {config.kind} actor")
+    if config.kind == "openai" and not config.base_url:
+        raise ValueError("actor.base_url is required for the openai actor")
+
+
+def register_actor_schemas() -> None:
+    """Store each kind's class as ``collect/actor_schema/<kind>`` in Hydra's ConfigStore
+    (the defaults list of ``conf/collect/actor/<kind>.yaml`` names it)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    for kind, cls in ACTOR_CONFIGS.items():
+        cs.store(group="collect/actor_schema", name=kind, node=cls)
 
 
 def actor_name(config: ActorConfig) -> str:
@@ -132,118 +252,7 @@ def actor_name(config: ActorConfig) -> str:
         return str(config.name)
     if config.kind == "simulated":
         return "simulated"
-    return config.model or config.kind
-
-
-# ---------------------------------------------------------------------------
-# OpenAI-compatible HTTP client (shared with the expert)
-# ---------------------------------------------------------------------------
-
-
-class EndpointError(RuntimeError):
-    """An endpoint failed after its retries."""
-
-
-@dataclass
-class ChatResult:
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-
-
-class ChatClient:
-    """``POST {base_url}/chat/completions`` with retries (httpx; one client per endpoint)."""
-
-    RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key_env: str = "",
-        timeout_s: float = 120.0,
-        retries: int = 3,
-        retry_backoff_s: float = 1.0,
-        transport: Any = None,
-    ):
-        import httpx
-
-        if not base_url:
-            raise ValueError("an OpenAI-compatible endpoint needs base_url")
-        headers = {}
-        key = os.environ.get(api_key_env or "", "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self.model = model
-        self.retries = int(retries)
-        self.backoff = float(retry_backoff_s)
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers, transport=transport
-        )
-
-    @classmethod
-    def from_config(cls, config: Any, *, transport: Any = None) -> ChatClient:
-        """A client from an endpoint config (an actor's or an intervention's)."""
-        return cls(
-            config.base_url,
-            config.model,
-            api_key_env=config.api_key_env,
-            timeout_s=config.timeout_s,
-            retries=config.retries,
-            retry_backoff_s=config.retry_backoff_s,
-            transport=transport,
-        )
-
-    def complete(
-        self,
-        messages: list[dict[str, str]],
-        *,
-        temperature: float,
-        max_tokens: int,
-        top_p: float = 1.0,
-        seed: int | None = None,
-    ) -> ChatResult:
-        import httpx
-
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-        }
-        if seed is not None:
-            body["seed"] = int(seed)
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                response = self._http.post("/chat/completions", json=body)
-            except httpx.TransportError as e:
-                last = f"{type(e).__name__}: {e}"
-                continue
-            if response.status_code in self.RETRY_STATUS:
-                last = f"HTTP {response.status_code}: {response.text[:300]}"
-                continue
-            if response.status_code >= 400:
-                raise EndpointError(f"HTTP {response.status_code}: {response.text[:500]}")
-            try:
-                data = response.json()
-                text = data["choices"][0]["message"]["content"] or ""
-            except (ValueError, KeyError, IndexError, TypeError) as e:
-                raise EndpointError(f"unreadable reply: {e!r}: {response.text[:300]}") from None
-            usage = data.get("usage") or {}
-            return ChatResult(
-                text,
-                int(usage.get("prompt_tokens") or 0),
-                int(usage.get("completion_tokens") or 0),
-            )
-        raise EndpointError(f"{self.retries + 1} attempts failed; last: {last}")
-
-    def close(self) -> None:
-        self._http.close()
+    return getattr(config, "model", "") or config.kind
 
 
 # ---------------------------------------------------------------------------
@@ -252,22 +261,11 @@ class ChatClient:
 
 
 def tool_call_text(tool_name: str, arguments: Any, thought: str = "") -> str:
-    """A turn in the seed's format calling ``tool_name`` (arguments as a JSON string)."""
-    call = {
-        "name": "call_tool",
-        "arguments": {
-            "tool_name": tool_name,
-            "arguments": json.dumps(arguments, ensure_ascii=False),
-        },
-    }
-    body = json.dumps(call, ensure_ascii=False)
-    return f"{thought}\n<tool_call>\n{body}\n</tool_call>".lstrip("\n")
+    """A turn calling the app's tool ``tool_name`` (:func:`~collect.awm.protocol.format_call_tool`)."""
+    return format_call_tool(tool_name, arguments, thought)
 
 
-_LIST_TOOLS = (
-    "Let me first see which tools are available.\n"
-    '<tool_call>\n{"name": "list_tools", "arguments": null}\n</tool_call>'
-)
+_LIST_TOOLS = format_tool_call("list_tools", None, "Let me first see which tools are available.")
 
 
 def _difficulty(view: EpisodeView, config: SimulatedConfig) -> float:
@@ -286,12 +284,14 @@ def _format_error(call: dict[str, Any], rng: np.random.Generator) -> str:
     name, args = call.get("tool_name", "list_tools"), call.get("arguments") or {}
     style = int(rng.integers(0, 3))
     if style == 0:  # no closing tag
-        return tool_call_text(name, args, "I'll call the tool.").rsplit("\n</tool_call>", 1)[0]
+        return tool_call_text(name, args, "I'll call the tool.").rsplit("\n" + TOOL_CALL_CLOSE, 1)[
+            0
+        ]
     if style == 1:  # broken JSON
         inner = json.dumps({"tool_name": name, "arguments": json.dumps(args)})
-        return f'<tool_call>\n{{"name": "call_tool", "arguments": {inner},}}\n</tool_call>'
+        return tool_call_block(f'{{"name": "call_tool", "arguments": {inner},}}')
     # the tool called as a function (not a meta-function)
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
+    return tool_call_block(json.dumps({"name": name, "arguments": args}))
 
 
 def _wrong_tool(call: dict[str, Any], tools: Sequence[str], rng: np.random.Generator) -> dict:
@@ -433,12 +433,12 @@ class OpenAIActor:
 
     needs_solutions = False
 
-    def __init__(self, config: ActorConfig, *, transport: Any = None):
+    def __init__(self, config: OpenAIActorConfig, *, transport: Any = None):
         if not config.model:
             raise ValueError("actor.model is required for the openai actor")
         self.config = config
         self.name = actor_name(config)
-        self.client = ChatClient.from_config(config, transport=transport)
+        self.client = ChatClient(config, transport=transport)
         self._threads = ThreadPoolExecutor(max(1, config.concurrency))
 
     def _one(self, req: TurnRequest) -> TurnReply:
@@ -470,8 +470,8 @@ class OpenAIActor:
 
 
 def _cut_after_call(text: str) -> str:
-    end = text.find("</tool_call>")
-    return text if end < 0 else text[: end + len("</tool_call>")]
+    end = text.find(TOOL_CALL_CLOSE)
+    return text if end < 0 else text[: end + len(TOOL_CALL_CLOSE)]
 
 
 def render_plain(messages: Sequence[dict[str, str]]) -> str:
@@ -485,7 +485,7 @@ class HFActor:
 
     needs_solutions = False
 
-    def __init__(self, config: ActorConfig, *, model: Any = None, tokenizer: Any = None):
+    def __init__(self, config: HFActorConfig, *, model: Any = None, tokenizer: Any = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -580,7 +580,7 @@ class VLLMActor:
 
     needs_solutions = False
 
-    def __init__(self, config: ActorConfig):
+    def __init__(self, config: VLLMActorConfig):
         from vllm import LLM, SamplingParams  # optional dependency: GPU hosts only
 
         self.config = config
@@ -599,7 +599,7 @@ class VLLMActor:
     def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
         if not requests:
             return []
-        stop = ["</tool_call>"] if self.config.stop_after_tool_call else None
+        stop = [TOOL_CALL_CLOSE] if self.config.stop_after_tool_call else None
         params = [
             self._sampling(
                 temperature=self.config.temperature,
@@ -627,14 +627,13 @@ class VLLMActor:
         pass
 
 
-def build_actor(config: ActorConfig) -> Any:
-    """The actor of ``config.kind``."""
+def build_actor(config: Any) -> Actor:
+    """The actor of ``config``'s kind (see :func:`actor_config`)."""
+    config = actor_config(config)
     if config.kind == "simulated":
         return SimulatedActor(config.simulated, actor_name(config))
     if config.kind == "openai":
         return OpenAIActor(config)
     if config.kind == "hf":
         return HFActor(config)
-    if config.kind == "vllm":
-        return VLLMActor(config)
-    raise ValueError(f"actor.kind must be one of {ACTOR_KINDS}, got {config.kind!r}")
+    return VLLMActor(config)

@@ -39,7 +39,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collect.actors import ACTOR_KINDS, ActorConfig, actor_name, build_actor
+from cliconf import as_config as _as_config
+from cliconf import compose_config, run_app, to_dict
+from cliconf import doc_field as _f
+from collect.actors import (
+    ActorConfig,
+    SimulatedActorConfig,
+    actor_config,
+    actor_name,
+    build_actor,
+    check_actor,
+    register_actor_schemas,
+)
 from collect.awm.clock import WorldClock, clock_field
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import EnvConfig, EnvPool
@@ -54,11 +65,10 @@ from collect.schedule import (
     build_schedule,
     shard_episodes,
 )
-from collect.shards import ShardStore, aggregate, table_bytes, write_table, write_text
+from collect.shards import ShardStore, aggregate, table_bytes
 from collect.statekey import STATE_KEYS, make_keys
 from collect.worlds import WORLDS_DIR
-from helpdp.config import doc_field as _f
-from helpdp.config import field_help_lines, register_help
+from helpdp.contract import build_manifest, write_dataset
 from helpdp.policies import TablePolicy
 
 __all__ = [
@@ -69,13 +79,12 @@ __all__ = [
     "collect",
     "collect_config",
     "collect_demo",
+    "main",
     "plan_episodes",
-    "register",
     "run_shard",
 ]
 
 REPO = Path(__file__).resolve().parents[1]
-CONF_DIR = REPO / "conf"
 
 
 def _default_env() -> EnvConfig:
@@ -103,7 +112,11 @@ class CollectConfig:
 
     out: str = _f("outputs/collect", "output dataset directory (shards/ inside while collecting)")
     worlds: Any = _f(None, "AWM-format directory of the scenarios; null: the shipped demo worlds")
-    actor: ActorConfig = _f(ActorConfig(), "the agent being taught (config group collect/actor)")
+    actor: Any = _f(
+        SimulatedActorConfig(),
+        "the agent being taught: the config class of its kind (collect/actors.py), selected by "
+        "the config group collect/actor=simulated|openai|hf|vllm",
+    )
     interventions: dict[str, InterventionConfig] = field(
         default_factory=lambda: {"oracle": InterventionConfig()},
         metadata={
@@ -196,32 +209,21 @@ class CollectResult:
 
 
 def as_config(config: Any) -> CollectConfig:
-    """A :class:`CollectConfig` from itself, an OmegaConf node or a plain dict."""
+    """A :class:`CollectConfig` from itself, an OmegaConf node or a plain dict (an
+    ``interventions`` given replaces the default oracle)."""
     if isinstance(config, CollectConfig):
-        return config
-    from omegaconf import DictConfig, OmegaConf
-
-    if isinstance(config, DictConfig):
-        obj = OmegaConf.to_object(config)
-        if isinstance(obj, CollectConfig):
-            return obj
-        config = obj
-    base = OmegaConf.structured(CollectConfig(interventions={}))
-    merged = OmegaConf.merge(base, OmegaConf.create(config))
-    cfg = OmegaConf.to_object(merged)
-    if not cfg.interventions:
-        cfg.interventions = {"oracle": InterventionConfig()}
+        actor = actor_config(config.actor)
+        return config if actor is config.actor else dataclasses.replace(config, actor=actor)
+    data = to_dict(config)
+    actor = actor_config(data.pop("actor", None))  # its kind picks its class
+    cfg = _as_config(CollectConfig, data, instance=True)
+    cfg.actor = actor
     return cfg
 
 
 def collect_config(overrides: list[str] | None = None) -> CollectConfig:
     """The configuration ``python -m collect`` would use with these overrides (Hydra compose)."""
-    from hydra import compose, initialize_config_dir
-
-    register()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = compose(config_name="collect", overrides=list(overrides or []))
-    return as_config(cfg)
+    return as_config(compose_config("collect", list(overrides or []), node=_schema_node()))
 
 
 def _config_dict(cfg: CollectConfig) -> dict[str, Any]:
@@ -254,7 +256,7 @@ def _fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
         d.pop(key, None)
     d["shard_size"] = cfg.executor.shard_size
     d["env"].pop("verifier_workers", None)
-    plumbing = ("timeout_s", "retries", "retry_backoff_s", "concurrency", "api_key_env")
+    plumbing = ("timeout_s", "retries", "concurrency", "api_key_env")
     for node in [d["actor"], *d["interventions"].values()]:
         for key in plumbing:
             node.pop(key, None)
@@ -270,12 +272,7 @@ def _validate(cfg: CollectConfig) -> None:
         raise ValueError(f"gamma must lie in (0, 1], got {cfg.gamma}")
     if cfg.executor.batch_size < 1:
         raise ValueError("executor.batch_size must be >= 1")
-    if cfg.actor.kind not in ACTOR_KINDS:
-        raise ValueError(f"actor.kind must be one of {ACTOR_KINDS}, got {cfg.actor.kind!r}")
-    if cfg.actor.kind != "simulated" and not cfg.actor.model:
-        raise ValueError(f"actor.model is required for the {cfg.actor.kind} actor")
-    if cfg.actor.kind == "openai" and not cfg.actor.base_url:
-        raise ValueError("actor.base_url is required for the openai actor")
+    check_actor(cfg.actor)
     for name, iv in cfg.interventions.items():
         if iv.kind not in INTERVENTION_KINDS:
             raise ValueError(f"interventions.{name}.kind must be one of {INTERVENTION_KINDS}")
@@ -600,12 +597,12 @@ def manifest(
     clock: WorldClock,
     help_policy: Any = None,
 ) -> dict[str, Any]:
-    """``manifest.json``: actions, gamma, format and the provenance in ``source``."""
-    return {
-        "actions": ["nohelp", *cfg.interventions],
-        "gamma": float(cfg.gamma),
-        "format": 1,
-        "source": {
+    """``manifest.json``: actions, gamma, format and the provenance in ``source``
+    (:func:`helpdp.contract.build_manifest`)."""
+    return build_manifest(
+        ["nohelp", *cfg.interventions],
+        gamma=float(cfg.gamma),
+        source={
             "generator": "collect",
             "actor": actor_name(cfg.actor),
             "actor_kind": cfg.actor.kind,
@@ -620,7 +617,7 @@ def manifest(
             "skipped_tasks": skipped,
             "summary": summary,
         },
-    }
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -660,6 +657,10 @@ class _Progress:
 
 def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> CollectResult:
     """Collect a dataset as ``config`` says (resuming finished shards); see the module doc.
+
+    The dataset is written by :func:`helpdp.contract.write_dataset`, which loads it
+    with :func:`helpdp.load_dataset` before publishing it: output that breaks the
+    contract raises the loader's ``DatasetError`` and replaces nothing.
 
     ``actor``: an actor object to use instead of building ``config.actor`` (runs in
     this process; ``config.actor`` still names it in the manifest).
@@ -744,12 +745,16 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
         count_invalid=cfg.invalid_episodes == "count",
     )
     summary = summarize(tables)
-    for name in ("states", "transitions", "episodes", "steps"):
-        write_table(tables[name], out / f"{name}.parquet")
-    write_text(
-        json.dumps(manifest(cfg, summary, skipped, clock, help_policy), indent=2, sort_keys=False)
-        + "\n",
-        out / "manifest.json",
+    # one atomic write through the contract, which loads the result with the loader
+    # before it replaces anything (self-check: a writer bug fails here, naming the
+    # file, column and row); out/ is this collection's (ShardStore checked the plan),
+    # so its previous dataset is replaced and shards/ carried over
+    write_dataset(
+        out,
+        manifest(cfg, summary, skipped, clock, help_policy),
+        {name: tables[name] for name in ("states", "transitions", "episodes", "steps")},
+        overwrite=True,
+        check=True,
     )
     if not cfg.keep_shards:
         shutil.rmtree(store.dir, ignore_errors=True)
@@ -780,24 +785,20 @@ def collect_demo(out: str | Path, overrides: list[str] | None = None) -> Collect
 # ---------------------------------------------------------------------------
 
 
-def register() -> None:
-    """Register the schema and the help page with Hydra's ConfigStore."""
-    from hydra.core.config_store import ConfigStore
+def _schema_node() -> CollectConfig:
+    """What conf/collect.yaml builds on: no interventions, so the group
+    ``collect/interventions`` chosen names all of them (not those plus the oracle), and
+    the bare :class:`~collect.actors.ActorConfig`, into which ``collect/actor=KIND``
+    merges its kind's class (``collect/actor_schema/KIND``, registered here)."""
+    register_actor_schemas()
+    return CollectConfig(interventions={}, actor=ActorConfig())
 
-    cs = ConfigStore.instance()
-    cs.store(name="collect_schema", node=CollectConfig(interventions={}))
-    register_help(
-        "collect",
-        CollectConfig,
-        "python -m collect out=DIR [KEY=VALUE ...]",
-        (
-            "  interventions.<name>.*: one intervention:",
-            *field_help_lines(InterventionConfig, "interventions.<name>.", "    "),
-            "",
-            "Config groups: collect/actor=simulated|openai|hf|vllm, "
-            "collect/interventions=oracle|expert_llm|oracle_expert, collect/schedule=paper|quick",
-        ),
-    )
+
+HELP = (
+    "",
+    "Config groups: collect/actor=simulated|openai|hf|vllm, "
+    "collect/interventions=oracle|expert_llm|oracle_expert, collect/schedule=paper|quick",
+)
 
 
 def run_cli(cfg: Any) -> CollectResult:
@@ -811,3 +812,16 @@ def run_cli(cfg: Any) -> CollectResult:
         steps = pd.read_parquet(Path(cfg.out) / "steps.parquet", columns=["state_id"])
         print(evaluation_line(TablePolicy.load(cfg.policy), episodes, steps), flush=True)
     return result
+
+
+def main() -> None:
+    """``python -m collect``."""
+    run_app(
+        "collect",
+        CollectConfig,
+        run_cli,
+        config_name="collect",
+        node=_schema_node(),
+        usage="python -m collect out=DIR [KEY=VALUE ...]",
+        extra_help=HELP,
+    )

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from helpdp.config import doc_field as _f
+from cliconf import doc_field as _f
+from collect.awm.sandbox.parentwatch import watch_parent
 
 __all__ = ["EXECUTOR_KINDS", "ExecutorConfig", "execute", "resolve_workers"]
 
@@ -56,15 +55,8 @@ def resolve_workers(config: ExecutorConfig, n_tasks: int) -> int:
 
 
 def _watch_parent(parent: int) -> None:
-    """Exit this worker when its parent process is gone (no orphans after a SIGKILL)."""
-
-    def loop() -> None:
-        while True:
-            if os.getppid() != parent:
-                os._exit(1)
-            time.sleep(0.5)
-
-    threading.Thread(target=loop, daemon=True, name="watch-parent").start()
+    """Exit this worker (status 1) when its parent process is gone (no orphans after a SIGKILL)."""
+    watch_parent(parent, interval=0.5, exit_code=1, name="watch-parent")
 
 
 def execute(

@@ -1,7 +1,7 @@
 """Interventions: what "help" does at a step where the schedule triggers it.
 
 Each intervention has a name (its entry in the manifest's ``actions``; action k
-is the k-th configured intervention) and returns a :class:`~collect.rollout.Help`
+is the k-th configured intervention) and returns a :class:`~collect.types.Help`
 whose text is put into the actor's context before it generates its turn.
 
 * ``oracle``: verifier-informed and knows the reference solution. It gives the
@@ -22,20 +22,27 @@ from __future__ import annotations
 import abc
 import ast
 import io
-import json
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collect.actors import ChatClient
+from cliconf import doc_field as _f
+from collect.awm.llm import ChatClient, EndpointConfig
+from collect.awm.protocol import format_call_tool
 from collect.awm.tools import format_tools
-from collect.rollout import EpisodeView, Help, reference_progress
-from helpdp.config import doc_field as _f
+from collect.rollout import reference_progress
+from collect.types import EpisodeView, Help
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from collect.awm.env import AWMEnv
 
 __all__ = [
     "CRITERIA_MODES",
     "INTERVENTION_KINDS",
+    "BaseIntervention",
     "ExpertLLM",
     "InterventionConfig",
     "Oracle",
@@ -48,8 +55,8 @@ CRITERIA_MODES = ("llm", "static", "code", "none")
 
 
 @dataclass
-class InterventionConfig:
-    """One intervention (fields name the kinds that use them)."""
+class InterventionConfig(EndpointConfig):
+    """One intervention (fields name the kinds that use them; the endpoint's are expert_llm's)."""
 
     kind: str = _f("oracle", "oracle | expert_llm")
     max_calls: Any = _f(
@@ -57,14 +64,8 @@ class InterventionConfig:
     )
     header: str = _f("Expert help:", "first line of the message put into the actor's context")
     use_verifier: bool = _f(True, "oracle: run the task's verifier to tell the actor it is done")
-    base_url: str = _f("", "expert_llm: OpenAI-compatible API root, e.g. http://host:8000/v1")
-    model: str = _f("", "expert_llm: model name sent to the endpoint")
-    api_key_env: str = _f("OPENAI_API_KEY", "expert_llm: environment variable holding the API key")
     temperature: float = _f(0.0, "expert_llm: sampling temperature")
     max_tokens: int = _f(512, "expert_llm: most tokens of one plan")
-    timeout_s: float = _f(120.0, "expert_llm: HTTP timeout of one request, s")
-    retries: int = _f(3, "expert_llm: retries of a failed request")
-    retry_backoff_s: float = _f(1.0, "expert_llm: first retry delay, s (doubles each retry)")
     criteria: str = _f(
         "llm",
         "expert_llm: success criteria from the verifier code: llm (the expert model "
@@ -76,18 +77,12 @@ class InterventionConfig:
 
 
 def _call_text(call: dict[str, Any]) -> str:
-    payload = {
-        "name": "call_tool",
-        "arguments": {
-            "tool_name": call.get("tool_name"),
-            "arguments": json.dumps(call.get("arguments") or {}, ensure_ascii=False),
-        },
-    }
-    return f"<tool_call>\n{json.dumps(payload, ensure_ascii=False)}\n</tool_call>"
+    return format_call_tool(call.get("tool_name"), call.get("arguments") or {})
 
 
-class Intervention(abc.ABC):
-    """Shared by all kinds: name, call budget; ``help`` gives the message."""
+class BaseIntervention(abc.ABC):
+    """Shared by the shipped kinds (each a :class:`collect.types.Intervention`): name,
+    call budget; ``help`` gives the message."""
 
     kind = ""
     needs_solutions = False
@@ -101,20 +96,20 @@ class Intervention(abc.ABC):
         return limit is None or calls_so_far < int(limit)
 
     @abc.abstractmethod
-    def help(self, view: EpisodeView, env: Any, rng: Any) -> Help:
+    def help(self, view: EpisodeView, env: AWMEnv, rng: np.random.Generator) -> Help:
         """The help at the view's state (``env``: the episode's environment)."""
 
     def close(self) -> None:  # noqa: B027 - nothing to release unless a kind holds a client
         """Release clients (HTTP connections)."""
 
 
-class Oracle(Intervention):
+class Oracle(BaseIntervention):
     """The next correct call from the reference solution, or "answer now" (verifier-informed)."""
 
     kind = "oracle"
     needs_solutions = True
 
-    def help(self, view: EpisodeView, env: Any, rng: Any) -> Help:
+    def help(self, view: EpisodeView, env: AWMEnv, rng: np.random.Generator) -> Help:
         head = self.config.header
         solution = view.solution
         if solution is None:
@@ -199,7 +194,7 @@ def static_criteria(code: str, max_items: int = 40) -> str:
     return "\n".join(lines) or "(no criteria could be read from the checker)"
 
 
-class ExpertLLM(Intervention):
+class ExpertLLM(BaseIntervention):
     """The seed's ``ask_expert``: a plan from an OpenAI-compatible model."""
 
     kind = "expert_llm"
@@ -210,7 +205,7 @@ class ExpertLLM(Intervention):
             raise ValueError(f"criteria must be one of {CRITERIA_MODES}, got {config.criteria!r}")
         if not config.model:
             raise ValueError(f"intervention {name!r}: model is required for expert_llm")
-        self.client = ChatClient.from_config(config, transport=transport)
+        self.client = ChatClient(config, transport=transport)
         self._criteria: dict[tuple[str, int], tuple[str, int]] = {}
 
     def criteria(self, scenario: Any, task_idx: int, task: str) -> tuple[str, int]:
@@ -241,7 +236,7 @@ class ExpertLLM(Intervention):
         self._criteria[key] = (text, tokens)
         return text, tokens
 
-    def messages(self, view: EpisodeView, env: Any, criteria: str) -> list[dict[str, str]]:
+    def messages(self, view: EpisodeView, env: AWMEnv, criteria: str) -> list[dict[str, str]]:
         trajectory = env.trajectory_text() or "(nothing yet)"
         limit = self.config.max_history_chars
         if limit and len(trajectory) > limit:
@@ -255,7 +250,7 @@ class ExpertLLM(Intervention):
         )
         return [{"role": "system", "content": EXPERT_SYSTEM}, {"role": "user", "content": user}]
 
-    def help(self, view: EpisodeView, env: Any, rng: Any) -> Help:
+    def help(self, view: EpisodeView, env: AWMEnv, rng: np.random.Generator) -> Help:
         criteria, spent = self.criteria(env.scenario, view.spec.task_idx, view.task)
         seed = int(rng.integers(0, 2**31 - 1))
         r = self.client.complete(
@@ -273,11 +268,11 @@ class ExpertLLM(Intervention):
         self.client.close()
 
 
-def build_interventions(configs: dict[str, InterventionConfig]) -> list[Intervention]:
+def build_interventions(configs: dict[str, InterventionConfig]) -> list[BaseIntervention]:
     """Interventions in configuration order (action k = the k-th)."""
     if not configs:
         raise ValueError("interventions is empty: a collection needs at least one")
-    out: list[Intervention] = []
+    out: list[BaseIntervention] = []
     for name, cfg in configs.items():
         if name == "nohelp" or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
             raise ValueError(f"intervention name {name!r}: use letters, digits, _ (not 'nohelp')")

@@ -30,13 +30,26 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from collect.schedule import EpisodeSpec, draw_action, episode_rng
-from collect.statekey import canonical_action, digest_code
+from collect.statekey import DbKeys, HistoryKeys, canonical_action
+from collect.types import (
+    Actor,
+    EpisodeView,
+    Help,
+    Intervention,
+    Turn,
+    TurnReply,
+    TurnRequest,
+)
+from helpdp.contract import EPISODES_SCHEMA, STATES_SCHEMA, STEPS_SCHEMA
 from helpdp.policies import HelpPolicy, StateView, safe_decide
+
+if TYPE_CHECKING:
+    from collect.awm.env import EnvPool
 
 __all__ = [
     "END_REASONS",
@@ -56,75 +69,6 @@ __all__ = [
 ]
 
 END_REASONS = ("final", "format_error", "max_turns", "server_error")
-
-
-# ---------------------------------------------------------------------------
-# data passed between the loop, actors and interventions
-# ---------------------------------------------------------------------------
-
-
-@dataclass
-class Help:
-    """What an intervention gives: ``text`` goes into the actor's context.
-
-    ``call``/``final``: the oracle's structured advice (next call, or "answer now"),
-    read only by the simulated actor.
-    """
-
-    name: str
-    kind: str
-    text: str
-    call: dict[str, Any] | None = None
-    final: bool = False
-    tokens: int = 0
-
-
-@dataclass
-class Turn:
-    """One past turn as the actor experienced it."""
-
-    t: int
-    action: int
-    help: Help | None
-    text: str
-    parsed: dict[str, Any]
-    failure: str | None
-    observation: str
-
-
-@dataclass
-class EpisodeView:
-    """Structured facts about an episode; the simulated actor and the oracle read them."""
-
-    spec: EpisodeSpec
-    task: str
-    tools: list[str]
-    solution: Any  # collect.awm.Solution or None
-    history: list[Turn]
-    help: Help | None = None
-
-    @property
-    def turn(self) -> int:
-        return len(self.history)
-
-
-@dataclass
-class TurnRequest:
-    """One generation: the chat ``messages``, a sampling ``seed`` and the episode's view."""
-
-    messages: list[dict[str, str]]
-    seed: int
-    view: EpisodeView
-
-
-@dataclass
-class TurnReply:
-    """The actor's turn text; ``error`` when the actor could not produce one."""
-
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    error: str | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -225,11 +169,22 @@ class TextRenderer:
 class RunContext:
     """What every episode of a worker shares (built once per worker process)."""
 
-    pool: Any  # collect.EnvPool
-    interventions: list[Any]  # collect.interventions.Intervention, action k = index + 1
-    keys: Any  # collect.statekey.HistoryKeys | DbKeys
+    pool: EnvPool
+    interventions: list[Intervention]  # action k = index + 1
+    keys: HistoryKeys | DbKeys
     renderer: TextRenderer
     policy: HelpPolicy | None = None  # call the expert as it says, not at random
+    # GRPO training (helpdp.train) sets these; the defaults are the collector's behaviour.
+    # ask_mode "agent": the policy is consulted only at the turn after the actor called
+    # ask_expert (a denied call gets ``denied_text``); "proactive": at every turn.
+    ask_mode: str = "proactive"
+    denied_text: str = "The expert is not available now; continue on your own."
+    # help_failure "nohelp": a failing intervention leaves the step without help (the
+    # error is counted and reported to on_decision); "end": the episode ends (server_error)
+    help_failure: str = "end"
+    # called after every help decision with the runner and a dict: episode_id, t, asked,
+    # gate (the policy's action), action (what ran), tokens, error
+    on_decision: Callable[[Any, dict[str, Any]], None] | None = None
 
 
 @dataclass
@@ -257,6 +212,8 @@ class EpisodeRunner:
         self.messages: list[dict[str, str]] = []
         self.calls = [0] * len(ctx.interventions)
         self.blind = self.recovery = self.errors = self.format_errors = self.policy_errors = 0
+        self.help_errors = 0  # failed interventions that became nohelp (help_failure)
+        self.policy_error: str | None = None  # the last failure of the policy, if any
         self.prompt_tokens = self.completion_tokens = self.expert_tokens = 0
         self.outcome = "server_error"
         self.end_reason = "server_error"
@@ -305,23 +262,44 @@ class EpisodeRunner:
         t = len(self.history)
         ints = self.ctx.interventions
         available = [iv.available(self.calls[i]) for i, iv in enumerate(ints)]
+        asked = True
+        gate = 0
         if self.ctx.policy is None:
             action = draw_action(
                 episode_rng(self.spec, "trigger", t), self.spec.trigger_p, available
             )
         else:  # evaluating a policy: its action here (nohelp if it fails or is out of calls)
-            action = self._policy_action(t)
-            action = action if 0 < action <= len(ints) and available[action - 1] else 0
+            if self.ctx.ask_mode == "agent":
+                asked = bool(self.history) and self.history[-1].parsed.get("kind") == "ask_expert"
+            gate = self._policy_action(t) if asked else 0
+            action = gate if 0 < gate <= len(ints) and available[gate - 1] else 0
         help_ = None
+        help_error = None
         if action:
             iv = ints[action - 1]
             self.view.help = None
             try:
                 help_ = iv.help(self.view, self.env, episode_rng(self.spec, "help", t))
             except Exception as e:  # noqa: BLE001 - a helper endpoint failed: record it
-                self.error = f"intervention {iv.name!r} failed: {e!r}"[:2000]
-                self._end_on_error(action, None, t)
-                return None
+                help_error = f"intervention {iv.name!r} failed: {e!r}"[:2000]
+                if self.ctx.help_failure != "nohelp":
+                    self.error = help_error
+                    self._end_on_error(action, None, t)
+                    return None
+                self.help_errors += 1
+                action = 0
+        if self.ctx.on_decision is not None:
+            event = {"episode_id": self.spec.episode_id, "t": t, "asked": asked, "gate": gate}
+            gate_error = self.policy_error if asked else None
+            event.update(action=action, tokens=help_.tokens if help_ else 0, error=help_error)
+            event["gate_error"] = gate_error
+            self.ctx.on_decision(self, event)
+        if self.ctx.ask_mode == "agent" and asked and not action and self.history:
+            self.messages[-1] = {
+                "role": self.messages[-1]["role"],
+                "content": self.messages[-1]["content"] + "\n\n" + self.ctx.denied_text,
+            }
+        if action:
             self.calls[action - 1] += 1
             self.expert_tokens += help_.tokens
             if self.errors:
@@ -422,27 +400,11 @@ class EpisodeRunner:
         )
         actions, error = safe_decide(self.ctx.policy, [view])
         self.policy_errors += error is not None  # counted in episodes.parquet; nohelp used
+        self.policy_error = error
         return int(actions[0])
 
     def _digest(self) -> str:
-        env = self.env
-        if env.app is None or not env.app.alive:
-            return "no-app"
-        path = env.app.export(f"digest-{self.spec.episode_id & 0xFFFFFFFF:08x}.db")
-        try:
-            outcome = env.verifier_pool.run(
-                digest_code(),
-                initial_db=env.initial_db,
-                final_db=path,
-                mode="sql",
-                function_name="helpdp_db_digest",
-                final_from_worker=True,
-            )
-        finally:
-            path.unlink(missing_ok=True)
-        if not outcome.ok:
-            raise RuntimeError(f"database digest failed: {outcome.status}: {outcome.message}")
-        return str(outcome.result["digest"])
+        return self.env.db_digest()
 
     def _record_state(
         self, state_id: int, depth: int, *, is_start=False, terminal=False, success=False
@@ -539,7 +501,7 @@ class EpisodeRunner:
 
 def run_episodes(
     specs: Sequence[EpisodeSpec],
-    actor: Any,
+    actor: Actor,
     ctx: RunContext,
     *,
     batch_size: int = 1,
@@ -603,13 +565,11 @@ def run_episodes(
 # shard tables
 # ---------------------------------------------------------------------------
 
+# The dataset's columns come from helpdp.contract (their one declaration); a shard
+# table adds the collector's own columns, and ``valid`` (dropped on aggregation).
 STEP_SCHEMA = pa.schema(
     [
-        ("episode_id", pa.int64()),
-        ("t", pa.int32()),
-        ("state_id", pa.int64()),
-        ("action", pa.int8()),
-        ("next_state_id", pa.int64()),
+        *STEPS_SCHEMA,  # episode_id, t, state_id, action, next_state_id
         ("help", pa.string()),
         ("kind", pa.string()),
         ("tool_name", pa.string()),
@@ -623,35 +583,30 @@ STEP_SCHEMA = pa.schema(
 
 STATE_SCHEMA = pa.schema(
     [
-        ("state_id", pa.int64()),
-        ("task_id", pa.string()),
-        ("depth", pa.int32()),
-        ("is_start", pa.bool_()),
-        ("terminal", pa.bool_()),
-        ("success", pa.bool_()),
-        ("text", pa.string()),
+        *STATES_SCHEMA,  # one row per visit here; aggregated into states.parquet
         ("episode_id", pa.int64()),
         ("t", pa.int32()),
         ("valid", pa.bool_()),
     ]
 )
 
+_E = {f.name: f.type for f in EPISODES_SCHEMA}  # the contract's episode columns
 _EPISODE_FIELDS = [
-    ("episode_id", pa.int64()),
-    ("task_id", pa.string()),
+    ("episode_id", _E["episode_id"]),
+    ("task_id", _E["task_id"]),
     ("scenario", pa.string()),
     ("task_idx", pa.int32()),
-    ("split", pa.string()),
-    ("seed", pa.int64()),
-    ("trigger_p", pa.float64()),
-    ("steps", pa.int32()),
-    ("success", pa.bool_()),
+    ("split", _E["split"]),
+    ("seed", _E["seed"]),
+    ("trigger_p", _E["trigger_p"]),
+    ("steps", _E["steps"]),
+    ("success", _E["success"]),
     ("outcome", pa.string()),
     ("end_reason", pa.string()),
-    ("reward", pa.float64()),
+    ("reward", _E["reward"]),
     ("reward_type", pa.string()),
     ("valid", pa.bool_()),
-    ("expert_calls", pa.int32()),
+    ("expert_calls", _E["expert_calls"]),
     ("blind_calls", pa.int32()),
     ("recovery_calls", pa.int32()),
     ("format_errors", pa.int32()),

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from helpdp.config import doc_field as _f
+from cliconf import doc_field as _f
 
 __all__ = [
     "SPLITS",

@@ -12,9 +12,10 @@ shards that exist. A directory with another collection's ``plan.json`` is
 refused (``overwrite=true`` starts over).
 
 :func:`aggregate` builds the dataset tables from all shards with DuckDB
-group-bys (no Python loop per row) and :func:`write_table` writes each one
-atomically; rows are sorted so the files do not depend on sharding, worker
-count or completion order.
+group-bys (no Python loop per row), typed as :mod:`helpdp.contract` declares them
+(the SQL casts to the contract's types, and each result is checked against its
+schema); rows are sorted so the files do not depend on sharding, worker count or
+completion order. The collector writes them with :func:`helpdp.contract.write_dataset`.
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from helpdp.contract import STATES_SCHEMA, TRANSITIONS_SCHEMA, conform
+
 __all__ = [
     "TABLES",
     "PlanMismatch",
     "ShardStore",
     "aggregate",
     "table_bytes",
-    "write_table",
 ]
 
 TABLES = ("steps", "states", "episodes")
@@ -68,21 +70,6 @@ def _write_file(path: Path, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def write_table(table: pa.Table, path: Path, *, row_group_size: int = 1 << 20) -> None:
-    """Write ``table`` to ``path`` atomically (temporary file in the same directory, rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        pq.write_table(table, tmp, compression="zstd", row_group_size=row_group_size)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    _fsync_dir(path.parent)
 
 
 def write_text(text: str, path: Path) -> None:
@@ -165,6 +152,22 @@ def _arrow(rel: Any) -> pa.Table:
     return fetch()
 
 
+#: DuckDB's name of each Arrow type the contract declares
+_SQL_TYPES = {
+    pa.int8(): "TINYINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.string(): "VARCHAR",
+    pa.float64(): "DOUBLE",
+}
+
+
+def _sql(schema: pa.Schema, column: str) -> str:
+    """The SQL type of ``column`` in a contract schema (for a ``CAST``)."""
+    return _SQL_TYPES[schema.field(column).type]
+
+
 def aggregate(
     steps_files: list[str],
     states_files: list[str],
@@ -189,6 +192,7 @@ def aggregate(
             con.execute(f"SET threads = {int(threads)}")
 
         keep = "TRUE" if count_invalid else "valid"
+        S, T = STATES_SCHEMA, TRANSITIONS_SCHEMA  # noqa: N806 (the contract's types)
 
         def src(files: list[str]) -> str:
             return (
@@ -198,13 +202,13 @@ def aggregate(
         states = _arrow(
             con.sql(
                 f"""
-                SELECT state_id,
-                       min(task_id) AS task_id,
-                       CAST(min(depth) AS INTEGER) AS depth,
-                       bool_or(is_start) AS is_start,
-                       bool_or(terminal) AS terminal,
-                       bool_or(success) AS success,
-                       arg_min(text, (depth, episode_id, t)) AS text,
+                SELECT CAST(state_id AS {_sql(S, "state_id")}) AS state_id,
+                       CAST(min(task_id) AS {_sql(S, "task_id")}) AS task_id,
+                       CAST(min(depth) AS {_sql(S, "depth")}) AS depth,
+                       CAST(bool_or(is_start) AS {_sql(S, "is_start")}) AS is_start,
+                       CAST(bool_or(terminal) AS {_sql(S, "terminal")}) AS terminal,
+                       CAST(bool_or(success) AS {_sql(S, "success")}) AS success,
+                       CAST(arg_min(text, (depth, episode_id, t)) AS {_sql(S, "text")}) AS text,
                        min(task_id) <> max(task_id) OR bool_or(terminal) <> bool_and(terminal)
                            OR bool_or(success) <> bool_and(success) AS clash
                 FROM {src(states_files)}
@@ -221,14 +225,14 @@ def aggregate(
                 f"state id {bad} names different tasks or terminal/non-terminal situations "
                 "(an id collision)"
             )
-        states = states.drop_columns(["clash"])
+        states = conform("states", states.drop_columns(["clash"]))
         transitions = _arrow(
             con.sql(
                 f"""
-                SELECT state_id,
-                       CAST(action AS TINYINT) AS action,
-                       next_state_id,
-                       CAST(count(*) AS BIGINT) AS count
+                SELECT CAST(state_id AS {_sql(T, "state_id")}) AS state_id,
+                       CAST(action AS {_sql(T, "action")}) AS action,
+                       CAST(next_state_id AS {_sql(T, "next_state_id")}) AS next_state_id,
+                       CAST(count(*) AS {_sql(T, "count")}) AS count
                 FROM {src(steps_files)}
                 WHERE {keep}
                 GROUP BY state_id, action, next_state_id
@@ -236,6 +240,7 @@ def aggregate(
                 """
             )
         )
+        transitions = conform("transitions", transitions)
         steps = _arrow(
             con.sql(
                 f"SELECT * EXCLUDE (valid) FROM {src(steps_files)} WHERE {keep} "

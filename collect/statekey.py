@@ -1,4 +1,5 @@
-"""State identities of the collected MDP (pure; the database digest runs sandboxed).
+"""State identities of the collected MDP (pure; the database digest is the environment's,
+:meth:`collect.awm.env.AWMEnv.db_digest`).
 
 A state is what the actor has seen before a decision. Two ways to name it:
 
@@ -29,13 +30,11 @@ import json
 from typing import Any
 
 __all__ = [
-    "DIGEST_FUNCTION",
     "DbKeys",
     "HistoryKeys",
     "STATE_KEYS",
     "canonical_action",
     "canonical_json",
-    "digest_code",
     "id_of",
     "make_keys",
 ]
@@ -158,38 +157,3 @@ def make_keys(name: str) -> HistoryKeys | DbKeys:
     if name == "db":
         return DbKeys()
     raise ValueError(f"state_key must be one of {STATE_KEYS}, got {name!r}")
-
-
-DIGEST_FUNCTION = "helpdp_db_digest"
-
-_DIGEST_CODE = '''
-def helpdp_db_digest(initial_db_path, final_db_path):
-    """sha256 over every table's rows (sorted; blobs by their own sha256)."""
-    import hashlib
-    import sqlite3
-
-    def value(v):
-        return "bytes:" + hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v
-
-    conn = sqlite3.connect("file:" + final_db_path + "?mode=ro", uri=True)
-    try:
-        h = hashlib.sha256()
-        names = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-        )]
-        for name in names:
-            quoted = '"' + name.replace('"', '""') + '"'
-            rows = sorted(repr(tuple(value(v) for v in r)) for r in conn.execute("SELECT * FROM " + quoted))
-            h.update(repr((name, len(rows))).encode())
-            for r in rows:
-                h.update(r.encode())
-                h.update(b"\\n")
-        return {"digest": h.hexdigest(), "tables": len(names)}
-    finally:
-        conn.close()
-'''.lstrip("\n")
-
-
-def digest_code() -> str:
-    """Source of the sandboxed database digest (run as a SQL-mode verifier)."""
-    return _DIGEST_CODE

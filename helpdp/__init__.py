@@ -6,6 +6,7 @@ usage-success frontier. Importing helpdp never imports torch.
 """
 
 from helpdp.budget import InfeasibleBudget, SearchResult, mix_budgets, search_budget
+from helpdp.contract import FORMAT_VERSION, build_manifest, write_dataset
 from helpdp.data import MDP, Dataset, DatasetError, from_frames, load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.pareto import Frontier, frontier
@@ -14,6 +15,7 @@ from helpdp.solve import Solution, behavior_values, score_rows, solve, state_suc
 from helpdp.synthetic import generate_synthetic, write_synthetic
 
 __all__ = [
+    "FORMAT_VERSION",
     "MDP",
     "Dataset",
     "DatasetError",
@@ -25,6 +27,7 @@ __all__ = [
     "StateView",
     "TablePolicy",
     "behavior_values",
+    "build_manifest",
     "demo_dataset_path",
     "from_frames",
     "frontier",
@@ -35,5 +38,6 @@ __all__ = [
     "search_budget",
     "solve",
     "state_success",
+    "write_dataset",
     "write_synthetic",
 ]

@@ -39,6 +39,59 @@ class InfeasibleBudget(ValueError):
     """No policy in the data meets the budget (some states only ever saw help)."""
 
 
+class Solves:
+    """``solves(r)``: the DP at help cost ``r`` (a number, or one per intervention),
+    counted, refused past ``max_solves``, each reported to ``log`` (a line)."""
+
+    def __init__(self, mdp: MDP, *, what: str, max_solves: int, log=None, **solve_kw):
+        self.mdp, self.what, self.max_solves, self.log = mdp, what, int(max_solves), log
+        self.solve_kw = solve_kw
+        self.count = 0
+        self.t0 = time.perf_counter()
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def __call__(self, r) -> Solution:
+        if self.count >= self.max_solves:
+            raise RuntimeError(
+                f"{self.what} used max_solves={self.max_solves} solves without converging"
+            )
+        self.count += 1
+        sol = solve(self.mdp, r, **self.solve_kw)
+        if self.log:
+            if np.ndim(r) == 0:
+                line = (
+                    f"r={r:.6g}  E[U]={sol.total_usage:.6f}  E[S]={sol.expected_success:.6f}  "
+                    f"({self.seconds():.3f}s)"
+                )
+            else:
+                line = (
+                    f"r={np.round(r, 6).tolist()}  E[U]={np.round(sol.expected_usage, 6).tolist()}"
+                    f"  E[S]={sol.expected_success:.6f}"
+                )
+            self.log(f"solve {self.count:3d}: {line}")
+        return sol
+
+
+def raise_until(at, r: float, sol: Solution, going_on, *, factor: float = 8.0, r_max=R_MAX):
+    """From ``sol = at(r)``, solve at ``r * factor``, ``r * factor**2``, ... while
+    ``going_on(previous, new)`` holds and r stays <= ``r_max``.
+
+    Returns ``(r_prev, prev, r_next, new)``: the last two help costs and their
+    solutions, ``new`` the first one for which ``going_on`` is false, or None (not
+    solved) when ``r_next`` passed ``r_max``.
+    """
+    while True:
+        r_next = r * factor
+        if r_next > r_max:
+            return r, sol, r_next, None
+        new = at(r_next)
+        if not going_on(sol, new):
+            return r, sol, r_next, new
+        r, sol = r_next, new
+
+
 @dataclass
 class SearchResult:
     budget: float
@@ -74,21 +127,98 @@ class SearchResult:
                 "more_help": _summary(self.more_help),
                 "less_help": _summary(self.policy),
             }
-        return {
-            "budget": self.budget,
-            "r": self.r,
-            "expected_usage": min(self.expected_usage, self.budget),
-            "expected_success": self.expected_success,
-            "mixture": mixture,
-            "solves": self.solves,
-            "seconds": self.seconds,
-            "rule": self.rule,
-            "gamma": self.gamma,
-        }
+        return _search_json(
+            self,
+            budget=self.budget,
+            r=self.r,
+            expected_usage=min(self.expected_usage, self.budget),
+            expected_success=self.expected_success,
+            mixture=mixture,
+        )
+
+
+def _search_json(res, **fields) -> dict:
+    """search.json (CONTRACT section 3): ``fields`` (budget, r, expected_usage,
+    expected_success, mixture), then the search's solves, seconds, rule and gamma."""
+    return {
+        **fields,
+        "solves": res.solves,
+        "seconds": res.seconds,
+        "rule": res.rule,
+        "gamma": res.gamma,
+    }
 
 
 def _summary(sol: Solution) -> dict:
     return {"expected_usage": sol.total_usage, "expected_success": sol.expected_success}
+
+
+@dataclass
+class MixResult:
+    """K > 1 interventions (``budgets.<name>=C``): the randomized policy of
+    ``mix_budgets``, per episode component i with probability ``weights[i]``."""
+
+    names: list[str]  # the interventions, in action order
+    budgets: np.ndarray  # one per intervention
+    policies: list[Solution]
+    weights: np.ndarray
+    solves: int
+    seconds: float
+    rule: str
+    gamma: float
+    least_help: Solution | None = None  # policy.parquet when no component fits alone
+
+    def fitting(self) -> list[int]:
+        """The components that meet every budget on their own."""
+        ok = [np.all(p.expected_usage <= self.budgets + USAGE_EPS) for p in self.policies]
+        return [i for i, fits in enumerate(ok) if fits]
+
+    @property
+    def deterministic(self) -> Solution:
+        """The policy of policy.parquet: the most successful component that meets
+        every budget on its own; when none does (the least-help policy can leave
+        the mixture with weight 0), ``least_help``."""
+        fits = self.fitting()
+        if not fits:
+            if self.least_help is None:
+                raise ValueError("no component meets every budget and no least_help is given")
+            return self.least_help
+        return self.policies[max(fits, key=lambda i: self.policies[i].expected_success)]
+
+    @property
+    def expected_usage(self) -> np.ndarray:
+        return sum(w * p.expected_usage for w, p in zip(self.weights, self.policies))
+
+    @property
+    def expected_success(self) -> float:
+        return float(sum(w * p.expected_success for w, p in zip(self.weights, self.policies)))
+
+    def _per_name(self, values) -> dict:
+        return dict(zip(self.names, np.asarray(values).tolist()))
+
+    def to_json(self) -> dict:
+        mixture = None
+        if len(self.policies) > 1:
+            mixture = {
+                "components": [
+                    {
+                        "weight": float(w),
+                        "r": self._per_name(p.r),
+                        "expected_usage": self._per_name(p.expected_usage),
+                        "expected_success": p.expected_success,
+                        "file": f"policy_mix_{i}.parquet",
+                    }
+                    for i, (w, p) in enumerate(zip(self.weights, self.policies))
+                ]
+            }
+        return _search_json(
+            self,
+            budget=self._per_name(self.budgets),
+            r=self._per_name(self.deterministic.r),
+            expected_usage=self._per_name(np.minimum(self.expected_usage, self.budgets)),
+            expected_success=self.expected_success,
+            mixture=mixture,
+        )
 
 
 def search_budget(
@@ -111,23 +241,10 @@ def search_budget(
         )
     if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget >= 0):
         raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
-    t0 = time.perf_counter()
-    solves = 0
-
-    def at(r: float) -> Solution:
-        nonlocal solves
-        if solves >= max_solves:
-            raise RuntimeError(
-                f"budget search used max_solves={max_solves} solves without converging"
-            )
-        solves += 1
-        sol = solve(mdp, r, gamma=gamma, rule=rule, p_row=p_row, **solver_kw)
-        if log:
-            log(
-                f"solve {solves:3d}: r={r:.6g}  E[U]={sol.total_usage:.6f}  "
-                f"E[S]={sol.expected_success:.6f}  ({time.perf_counter() - t0:.3f}s)"
-            )
-        return sol
+    at = Solves(
+        mdp, what="budget search", max_solves=max_solves, log=log, gamma=gamma, rule=rule,
+        p_row=p_row, **solver_kw,
+    )  # fmt: skip
 
     def result(r, hi, lo=None):
         w = None
@@ -136,8 +253,8 @@ def search_budget(
             w = min(max(w, 0.0), 1.0)
         return SearchResult(
             budget=float(budget), r=float(r), policy=hi, more_help=lo if w else None,
-            weight_more_help=w if w else None, solves=solves,
-            seconds=time.perf_counter() - t0, rule=rule, gamma=gamma,
+            weight_more_help=w if w else None, solves=at.count,
+            seconds=at.seconds(), rule=rule, gamma=gamma,
         )  # fmt: skip
 
     lo = at(0.0)
@@ -146,16 +263,16 @@ def search_budget(
         return result(0.0, lo)
     r_hi = 1.0
     hi = at(r_hi)
-    while hi.total_usage > budget + USAGE_EPS:
-        lo, r_lo = hi, r_hi
-        r_hi *= 8.0
-        if r_hi > R_MAX:
+    if hi.total_usage > budget + USAGE_EPS:  # bracket: r = 8, 64, ... until E[U] <= C
+        r_lo, lo, r_hi, hi = raise_until(
+            at, r_hi, hi, lambda _, new: new.total_usage > budget + USAGE_EPS
+        )
+        if hi is None:
             raise InfeasibleBudget(
                 f"budget {budget} is below the least expert usage any policy in the data reaches "
-                f"(E[U] = {hi.total_usage:.6g} at r = {r_lo:.3g}): some states were only ever "
+                f"(E[U] = {lo.total_usage:.6g} at r = {r_lo:.3g}): some states were only ever "
                 "observed with help"
             )
-        hi = at(r_hi)
     if rule == "exact":
         tol_line = 1e-10 + 10 * solver_kw.get("tol", 1e-10)
         while True:
@@ -208,26 +325,13 @@ def mix_budgets(
     k = mdp.n_actions - 1
     if budgets.shape != (k,) or np.any(budgets < 0):
         raise ValueError(f"need one budget >= 0 per intervention ({k}), got {budgets}")
-    solves = 0
-
-    def at(r):
-        nonlocal solves
-        solves += 1
-        if solves > max_solves:
-            raise RuntimeError(
-                f"mixture search used max_solves={max_solves} solves without converging"
-            )
-        sol = solve(mdp, r, gamma=gamma, rule="exact", tol=tol, **solver_kw)
-        if log:
-            log(
-                f"solve {solves:3d}: r={np.round(r, 6).tolist()}  "
-                f"E[U]={np.round(sol.expected_usage, 6).tolist()}  E[S]={sol.expected_success:.6f}"
-            )
-        return sol
-
+    at = Solves(
+        mdp, what="mixture search", max_solves=max_solves, log=log, gamma=gamma, rule="exact",
+        tol=tol, **solver_kw,
+    )  # fmt: skip
     cols = [at(np.zeros(k))]
     if np.all(cols[0].expected_usage <= budgets + USAGE_EPS):
-        return cols, np.ones(1), solves
+        return cols, np.ones(1), at.count
     least = at(np.full(k, R_MAX))
     if np.any(least.expected_usage > budgets + USAGE_EPS):
         raise InfeasibleBudget(
@@ -250,7 +354,7 @@ def mix_budgets(
         if new.lagrangian(r) <= mu + 1e-10 + 10 * tol:
             keep = res.x > 1e-12
             w = res.x[keep] / res.x[keep].sum()
-            return [c for c, m in zip(cols, keep) if m], w, solves
+            return [c for c, m in zip(cols, keep) if m], w, at.count
         cols.append(new)
 
 
@@ -273,10 +377,16 @@ def policy_frame(ds: Dataset, sol: Solution) -> pd.DataFrame:
     return df.sort_values("state_id", ignore_index=True)
 
 
-def write_result(ds: Dataset, res: SearchResult, out: Path) -> Path:
-    """Write search.json, policy.parquet and (when mixed) policy_more_help.parquet."""
+def write_result(ds: Dataset, res: SearchResult | MixResult, out: Path) -> Path:
+    """Write search.json, policy.parquet and, when mixed, policy_more_help.parquet
+    (one intervention) or policy_mix_<i>.parquet (K > 1)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "search.json").write_text(json.dumps(res.to_json(), indent=2) + "\n")
+    if isinstance(res, MixResult):
+        policy_frame(ds, res.deterministic).to_parquet(out / "policy.parquet", index=False)
+        for i, p in enumerate(res.policies if len(res.policies) > 1 else []):
+            policy_frame(ds, p).to_parquet(out / f"policy_mix_{i}.parquet", index=False)
+        return out
     policy_frame(ds, res.policy).to_parquet(out / "policy.parquet", index=False)
     more = out / "policy_more_help.parquet"
     if res.more_help is not None:
@@ -292,7 +402,7 @@ def _budget_dir(b: float) -> str:
 
 def run_search(cfg) -> list[dict]:
     """The body of ``python -m helpdp.search``: load once, search each budget, write."""
-    from helpdp.cli import UsageError, parse_budgets
+    from cliconf import UsageError, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
     from helpdp.solve import score_rows
@@ -338,44 +448,23 @@ def run_search(cfg) -> list[dict]:
             raise ValueError("per-intervention budgets are searched with rule=exact")
         kw = {key: v for key, v in kw.items() if key not in ("rule", "p_row", "dm_tol")}
         pols, w, solves = mix_budgets(mdp, b, max_solves=cfg.max_solves, log=say, **kw)
-        usage = sum(wi * p.expected_usage for wi, p in zip(w, pols))
-        # the deterministic policy of policy.parquet: the mixture's least-help component
-        # that meets every budget (the cheapest one when none of the others does)
-        fits = [i for i, p in enumerate(pols) if np.all(p.expected_usage <= b + USAGE_EPS)]
-        det = max(fits, key=lambda i: pols[i].expected_success)
-        summary = {
-            "budget": dict(zip(names, b.tolist())),
-            "r": dict(zip(names, pols[det].r.tolist())),
-            "expected_usage": dict(zip(names, np.minimum(usage, b).tolist())),
-            "expected_success": float(sum(wi * p.expected_success for wi, p in zip(w, pols))),
-            "mixture": None
-            if len(pols) == 1
-            else {
-                "components": [
-                    {
-                        "weight": float(wi),
-                        "r": dict(zip(names, p.r.tolist())),
-                        "expected_usage": dict(zip(names, p.expected_usage.tolist())),
-                        "expected_success": p.expected_success,
-                        "file": f"policy_mix_{i}.parquet",
-                    }
-                    for i, (wi, p) in enumerate(zip(w, pols))
-                ]
-            },
-            "solves": solves,
-            "seconds": time.perf_counter() - t1,
-            "rule": cfg.rule,
-            "gamma": ds.gamma,
-        }
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "search.json").write_text(json.dumps(summary, indent=2) + "\n")
-        policy_frame(ds, pols[det]).to_parquet(out / "policy.parquet", index=False)
-        for i, p in enumerate(pols if len(pols) > 1 else []):
-            policy_frame(ds, p).to_parquet(out / f"policy_mix_{i}.parquet", index=False)
+        res = MixResult(
+            names=list(names), budgets=b, policies=pols, weights=w, solves=solves,
+            seconds=time.perf_counter() - t1, rule=cfg.rule, gamma=ds.gamma,
+        )  # fmt: skip
+        if not res.fitting():  # no component alone meets every budget: the least-help policy
+            res.least_help = solve(mdp, np.full(len(names), R_MAX), rule="exact", **kw)
+        summary = res.to_json()
+        write_result(ds, res, out)
         print(f"budgets {summary['budget']}: E[U]={summary['expected_usage']} "
               f"E[S]={summary['expected_success']:.4f} ({len(pols)} policies mixed, {solves} solves) "
               f"-> {out}")  # fmt: skip
         return [summary]
+    # numba compiles its kernels (or loads them from its cache) on the first solve: done
+    # here, once, and reported apart, so that the search's time is the search's
+    t_warm = time.perf_counter()
+    solve(mdp, 1.0, **kw)
+    warm = f" + {time.perf_counter() - t_warm:.3f}s warm-up (numba compile/load, first solve)"
     for b in budgets:
         res = search_budget(mdp, float(b), max_solves=cfg.max_solves, log=say, **kw)
         where = write_result(ds, res, out / _budget_dir(float(b)) if sweep else out)
@@ -385,7 +474,8 @@ def run_search(cfg) -> list[dict]:
             mix = f" (mixture: more-help policy with probability {res.weight_more_help:.4f})"
         print(
             f"budget {b:g}: r={res.r:.6g}  E[U]={js['expected_usage']:.4f}  "
-            f"E[S]={js['expected_success']:.4f}{mix}  [{res.solves} solves, {res.seconds:.3f}s] -> {where}"
+            f"E[S]={js['expected_success']:.4f}{mix}  [{res.solves} solves, {res.seconds:.3f}s{warm}] -> {where}"
         )
+        warm = ""
         summaries.append(js)
     return summaries

@@ -5,7 +5,9 @@
 and ``steps.parquet``; it checks every rule of the contract with vectorized numpy
 (no Python loop per row) and refuses bad input with one ``DatasetError`` naming
 the file, the column and the first offending row. Nothing is half-loaded: the
-``Dataset`` only exists once every check passed.
+``Dataset`` only exists once every check passed. The tables' columns and types,
+the manifest's ``format`` and the error are declared in :mod:`helpdp.contract`
+(which also writes datasets).
 
 The transition graph is compiled into ``MDP``: CSR arrays over states ->
 state-action rows -> transitions, with states renumbered in breadth-first
@@ -25,26 +27,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from helpdp._src import kernels
+from helpdp.contract import FORMAT_VERSION, MANIFEST_FILE, SCHEMAS, DatasetError, column_kind
+from helpdp.contract import fail as _fail
 
-FORMAT_VERSION = 1
-
-
-class DatasetError(ValueError):
-    """A dataset directory that does not satisfy the contract."""
-
-
-# column -> (kind, description) ; kinds: "int", "bool", "str", "float"
-STATES_SCHEMA = {
-    "state_id": "int",
-    "task_id": "str",
-    "depth": "int",
-    "is_start": "bool",
-    "terminal": "bool",
-    "success": "bool",
-    "text": "str",
-}
-TRANSITIONS_SCHEMA = {"state_id": "int", "action": "int", "next_state_id": "int", "count": "int"}
-SCORES_SCHEMA = {"state_id": "int", "action": "int", "p_success": "float", "source": "str"}
+# column -> kind the loader checks ("int", "bool", "str", "float"), from the contract's
+# Arrow schemas (helpdp/contract.py): any integer width is accepted, its values checked
+STATES_SCHEMA, TRANSITIONS_SCHEMA, SCORES_SCHEMA = (
+    {f.name: column_kind(f.type) for f in SCHEMAS[name]}
+    for name in ("states", "transitions", "scores")
+)
 _INT_RANGE = {
     ("states.parquet", "depth"): (0, 2**31 - 1),
     ("transitions.parquet", "action"): (0, 127),
@@ -133,15 +124,6 @@ class Dataset:
         return self._id_perm[pos]
 
 
-def _fail(file: str, column: str | None, row: int | None, msg: str):
-    where = file
-    if column is not None:
-        where += f": column '{column}'"
-    if row is not None:
-        where += f": row {row}"
-    raise DatasetError(f"{where}: {msg}")
-
-
 def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
@@ -190,7 +172,7 @@ def _read_table(path: Path, name: str, schema: dict[str, str]) -> pd.DataFrame:
 
 
 def _read_manifest(path: Path) -> dict:
-    file = path / "manifest.json"
+    file = path / MANIFEST_FILE
     if not file.exists():
         _fail("manifest.json", None, None, f"missing file (expected at {file})")
     try:

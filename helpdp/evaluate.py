@@ -42,13 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
 import pandas as pd
 
-from helpdp.cli import check_argv, guard
-from helpdp.config import doc_field as _f
-from helpdp.config import register_help
+from cliconf import doc_field as _f
+from cliconf import run_app
 from helpdp.policies import (
     AfterFailure,
     Always,
@@ -90,13 +88,6 @@ class EvaluateConfig:
     seed: int = _f(0, "seed of the random policies' draws and of the DP mixture's draw")
     out: str = _f("outputs/evaluate", "output directory (results, report.md, plot)")
     progress: bool = _f(True, "progress bars")
-
-
-def register() -> None:
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
-    register_help("evaluate", EvaluateConfig, "python -m helpdp.evaluate")
 
 
 # ---------------------------------------------------------------------------
@@ -399,6 +390,9 @@ def run_evaluate(cfg) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     """The body of ``python -m helpdp.evaluate``."""
     from omegaconf import OmegaConf
 
+    from cliconf import parse_budgets
+
+    parse_budgets(cfg.budget)  # at least 0, before anything loads
     if not isinstance(cfg, EvaluateConfig):
         cfg = EvaluateConfig(**OmegaConf.to_container(cfg, resolve=True))
     results, summary, comparisons = evaluate(cfg)
@@ -406,14 +400,9 @@ def run_evaluate(cfg) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     return results, summary, comparisons
 
 
-register()
-
-
-@hydra.main(version_base=None, config_path="../conf", config_name="evaluate")
-def main(cfg) -> None:
-    guard("helpdp.evaluate", run_evaluate, cfg)
+def main() -> None:
+    run_app("helpdp.evaluate", EvaluateConfig, run_evaluate, config_name="evaluate")
 
 
 if __name__ == "__main__":
-    check_argv("helpdp.evaluate", EvaluateConfig)
     main()

@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cliconf import doc_field as _f
 from helpdp._src import forecast as kf
 from helpdp.budget import search_budget
 from helpdp.config import SolverConfig
-from helpdp.config import doc_field as _f
 from helpdp.data import MDP, Dataset
 from helpdp.subset import episode_subset
 
@@ -339,15 +339,16 @@ class ForecastConfig(SolverConfig):
 
 def run_forecast(cfg) -> list[dict]:
     """The body of ``python -m helpdp.forecast``."""
+    from cliconf import parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
 
     if cfg.rule != "exact":
         raise ValueError("forecast: rule=exact only (a PRM fitted on all episodes would leak)")
+    budgets = parse_budgets(cfg.budget)  # before the data loads
     data = Path(cfg.data) if cfg.data else demo_dataset_path()
     ds = load_dataset(data, gamma=cfg.gamma)
     kw = {"tol": cfg.tol, "max_iters": cfg.max_iters, "tie_tol": cfg.tie_tol}
-    budgets = [cfg.budget] if isinstance(cfg.budget, (int, float)) else list(cfg.budget)
     out = []
     for b in budgets:
         t0 = time.perf_counter()
@@ -385,23 +386,11 @@ def run_forecast(cfg) -> list[dict]:
     return out
 
 
-def _main() -> None:
-    import hydra
-    from hydra.core.config_store import ConfigStore
+def main() -> None:
+    from cliconf import run_app
 
-    from helpdp.cli import check_argv, guard
-    from helpdp.config import register_help
-
-    ConfigStore.instance().store(name="forecast_schema", node=ForecastConfig)
-    register_help("forecast", ForecastConfig, "python -m helpdp.forecast")
-
-    @hydra.main(version_base=None, config_path="../conf", config_name="forecast")
-    def app(cfg) -> None:
-        guard("helpdp.forecast", run_forecast, cfg)
-
-    check_argv("helpdp.forecast", ForecastConfig)
-    app()
+    run_app("helpdp.forecast", ForecastConfig, run_forecast, config_name="forecast")
 
 
 if __name__ == "__main__":
-    _main()
+    main()

@@ -3,20 +3,14 @@
 Fields: helpdp/config.py (FrontierConfig), or `--help`. The work is in helpdp.pareto.
 """
 
-import hydra
-
-from helpdp.cli import check_argv, guard
-from helpdp.config import FrontierConfig, register
+from cliconf import run_app
+from helpdp.config import FrontierConfig
 from helpdp.pareto import run_frontier
 
-register()
 
-
-@hydra.main(version_base=None, config_path="../conf", config_name="frontier")
-def main(cfg) -> None:
-    guard("helpdp.frontier", run_frontier, cfg)
+def main() -> None:
+    run_app("helpdp.frontier", FrontierConfig, run_frontier, config_name="frontier")
 
 
 if __name__ == "__main__":
-    check_argv("helpdp.frontier", FrontierConfig)
     main()

@@ -48,14 +48,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
 import pandas as pd
 
+from cliconf import doc_field as _f
+from cliconf import run_app
 from helpdp.budget import mix_budgets, search_budget
-from helpdp.cli import check_argv, guard
-from helpdp.config import SolverConfig, register_help
-from helpdp.config import doc_field as _f
+from helpdp.config import SolverConfig
 from helpdp.data import Dataset
 from helpdp.solve import Solution, score_rows, solve
 from helpdp.subset import task_subset
@@ -92,13 +91,6 @@ class LabelConfig(SolverConfig):
     split_seed: int = _f(0, "seed of the task-hash split (prm.data.hash_split)")
     max_solves: int = _f(200, "most solves one budget search may use")
     quiet: bool = _f(False, "print only the summary lines")
-
-
-def register() -> None:
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(name="label_schema", node=LabelConfig)
-    register_help("label", LabelConfig, "python -m helpdp.label")
 
 
 def task_split(ds: Dataset, *, val_fraction=0.2, test_fraction=0.2, seed=0) -> pd.Series:
@@ -302,25 +294,31 @@ def read_labels(path) -> tuple[pd.DataFrame, dict]:
 
 def run_label(cfg) -> tuple[pd.DataFrame, dict]:
     """The body of ``python -m helpdp.label``."""
+    from cliconf import UsageError, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
 
+    per_name = {str(k): parse_budgets(v, f"budgets.{k}")[0] for k, v in (cfg.budgets or {}).items()}
+    parse_budgets(cfg.budget)  # before the data loads: a typo costs nothing
     data = Path(cfg.data) if cfg.data else demo_dataset_path()
     ds = load_dataset(data, gamma=cfg.gamma)
+    unknown = sorted(set(per_name) - set(ds.actions[1:]))
+    if unknown:
+        raise UsageError(
+            f"budgets.{unknown[0]}: the dataset has no intervention {unknown[0]!r} (its "
+            f"interventions: {ds.actions[1:]})"
+        )
+    if per_name and ds.mdp.n_actions == 2:  # budgets.<the one intervention>=C is budget=C
+        cfg.budget = per_name[ds.actions[1]]
     labels, meta = make_labels(ds, cfg)
     out = write_labels(labels, meta, cfg.out)
     print(f"{len(labels)} label rows -> {out / 'labels.parquet'}")
     return labels, meta
 
 
-register()
-
-
-@hydra.main(version_base=None, config_path="../conf", config_name="label")
-def main(cfg) -> None:
-    guard("helpdp.label", run_label, cfg)
+def main() -> None:
+    run_app("helpdp.label", LabelConfig, run_label, config_name="label")
 
 
 if __name__ == "__main__":
-    check_argv("helpdp.label", LabelConfig)
     main()

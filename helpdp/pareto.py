@@ -15,7 +15,6 @@ policy: the r-interval where it is optimal, its E[U] and E[S]) and ``frontier.pn
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +22,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from helpdp.budget import R_MAX
+from helpdp.budget import Solves, raise_until
 from helpdp.data import MDP
-from helpdp.solve import Solution, solve
 
 
 @dataclass
@@ -52,29 +50,18 @@ def frontier(
     usage is not monotone in r, so it has no such frontier)."""
     if mdp.n_actions != 2:
         raise ValueError("the frontier is defined for one intervention")
-    t0 = time.perf_counter()
     tol_line = 1e-10 + 10 * solver_kw.get("tol", 1e-10)
     bar = tqdm(total=None, desc="frontier solves", unit="solve", disable=not progress)
-    solves = 0
-
-    def at(r: float) -> Solution:
-        nonlocal solves
-        solves += 1
-        if solves > max_solves:
-            raise RuntimeError(f"frontier needs more than max_solves={max_solves} solves")
-        bar.update(1)
-        return solve(mdp, r, gamma=gamma, rule="exact", **solver_kw)
-
+    at = Solves(
+        mdp, what="frontier", max_solves=max_solves, log=lambda _: bar.update(1), gamma=gamma,
+        rule="exact", **solver_kw,
+    )  # fmt: skip
     first = at(0.0)
-    r = 1.0
-    last = at(r)
-    while True:  # the least-usage policy: usage stops falling as r grows
-        nxt = at(r * 8)
-        if r * 8 > R_MAX or (
-            nxt.total_usage == last.total_usage and nxt.expected_success == last.expected_success
-        ):
-            break
-        r, last = r * 8, nxt
+    # the least-usage policy: r = 1, 8, 64, ... until a solve changes nothing
+    r, last, _, _ = raise_until(
+        at, 1.0, at(1.0),
+        lambda a, b: (a.total_usage, a.expected_success) != (b.total_usage, b.expected_success),
+    )  # fmt: skip
     # vertices as (solution, r where it was found); breakpoints between neighbours
     vertices = {0.0: first}
     breaks: list[float] = []
@@ -119,7 +106,7 @@ def frontier(
             "expected_success": [s.expected_success for s in pts],
         }
     )
-    return Frontier(table=table, solves=solves, seconds=time.perf_counter() - t0)
+    return Frontier(table=table, solves=at.count, seconds=at.seconds())
 
 
 def plot(
@@ -175,11 +162,15 @@ def plot(
 
 def run_frontier(cfg) -> Frontier:
     """The body of ``python -m helpdp.frontier``."""
+    from cliconf import UsageError, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
 
     if cfg.rule != "exact":
         raise ValueError("the frontier is traced with rule=exact")
+    mark = None if cfg.budget is None else parse_budgets(cfg.budget)
+    if mark is not None and len(mark) != 1:
+        raise UsageError(f"budget={cfg.budget}: the plot marks one budget (or null: none)")
     data = Path(cfg.data) if cfg.data else demo_dataset_path()
     ds = load_dataset(data, gamma=cfg.gamma)
     fr = frontier(
@@ -197,7 +188,7 @@ def run_frontier(cfg) -> Frontier:
     plot(
         fr,
         out / "frontier.png",
-        cfg.budget,
+        None if mark is None else mark[0],
         title=f"usage-success frontier: {data.name}",
         random_help=random_help,
     )

@@ -3,20 +3,14 @@
 Fields: helpdp/config.py (SearchConfig), or `--help`. The work is in helpdp.budget.
 """
 
-import hydra
-
+from cliconf import run_app
 from helpdp.budget import run_search
-from helpdp.cli import check_argv, guard
-from helpdp.config import SearchConfig, register
-
-register()
+from helpdp.config import SearchConfig
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="search")
-def main(cfg) -> None:
-    guard("helpdp.search", run_search, cfg)
+def main() -> None:
+    run_app("helpdp.search", SearchConfig, run_search, config_name="search")
 
 
 if __name__ == "__main__":
-    check_argv("helpdp.search", SearchConfig)
     main()

@@ -14,6 +14,7 @@ import numba
 import numpy as np
 import pandas as pd
 
+from helpdp._src import forecast as kf
 from helpdp._src import kernels
 from helpdp.data import MDP, Dataset, DatasetError
 
@@ -184,14 +185,15 @@ def state_success(ds: Dataset, *, tol: float = 1e-12, max_iters: int = 100_000) 
     rs = row_states(mdp)
     totals = np.bincount(rs, weights=mdp.sa_count, minlength=mdp.n_states)
     pi_row = mdp.sa_count / totals[rs]
-    out = np.zeros(mdp.n_states)
+    val = np.zeros((mdp.n_states, mdp.n_actions + 1))  # S, M^1..M^K, flagged visits
     # with cycles and gamma = 1 this still converges: every observed state has a
     # path to an absorbing state (the episodes that visited it ended)
-    kernels.evaluate_stochastic(
-        mdp.order, mdp.sa_ptr, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob, mdp.terminal,
-        mdp.success, pi_row, ds.gamma, tol, 1 if mdp.acyclic else max_iters, out,
+    kf.evaluate_rows(
+        mdp.order, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
+        mdp.terminal, mdp.success, pi_row, np.zeros(mdp.n_states), ds.gamma, tol,
+        1 if mdp.acyclic else max_iters, val,
     )  # fmt: skip
-    return out
+    return val[:, 0].copy()
 
 
 def behavior_values(ds: Dataset) -> pd.DataFrame:

@@ -21,32 +21,43 @@ context), so paths that reach the same situation merge (a DAG, as ``state_key=db
 gives); every step adds one to progress or to failed steps, so the depth of a state
 is well defined and the graph is acyclic.
 
-``python -m helpdp.synthetic OUTDIR`` writes one (identical tables for identical
-parameters).
+``python -m helpdp.synthetic out=OUTDIR`` writes one (identical tables for identical
+parameters; ``params.n_tasks=10`` etc. change them, ``--help`` lists them).
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from cliconf import as_config
+from cliconf import doc_field as _f
+from helpdp.contract import build_manifest, write_dataset
 
-@dataclass(frozen=True)
+
+@dataclass
 class SyntheticParams:
     """Parameters of the simulation."""
 
-    n_tasks: int = 30  # tasks; each gets its own length, difficulty and critical steps
-    probs: tuple = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)  # expert-call trigger probabilities
-    seeds: int = 3  # collection seeds per (task, probability)
-    episodes_per_seed: int = 6  # episodes per (task, probability, seed)
-    seed: int = 20250101  # master seed
-    max_errors: int = 6  # failed steps in total that end the episode (a step budget)
-    fatal_streak: int = 3  # failed steps in a row that end the episode
+    n_tasks: int = _f(30, "tasks; each gets its own length, difficulty and critical steps")
+    probs: tuple = _f((0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0), "expert-call trigger probabilities")
+    seeds: int = _f(3, "collection seeds per (task, probability)")
+    episodes_per_seed: int = _f(6, "episodes per (task, probability, seed)")
+    seed: int = _f(20250101, "master seed")
+    max_errors: int = _f(6, "failed steps in total that end the episode (a step budget)")
+    fatal_streak: int = _f(3, "failed steps in a row that end the episode")
+
+
+@dataclass
+class SyntheticConfig:
+    """`python -m helpdp.synthetic out=DIR`: write a synthetic dataset (a simulation)."""
+
+    out: str = _f("???", "dataset directory to write (created; must be empty or absent)")
+    overwrite: bool = _f(False, "replace the dataset in a non-empty out")
+    params: SyntheticParams = _f(SyntheticParams(), "parameters of the simulation")
 
 
 def _task_params(rng: np.random.Generator, n_tasks: int):
@@ -190,38 +201,45 @@ def generate_synthetic(params: SyntheticParams = SyntheticParams()):
               "blind_calls": "int32", "recovery_calls": "int32"})  # fmt: skip
     steps = pd.DataFrame(steps, columns=["episode_id", "t", "state_id", "action", "next_state_id"])
     steps = steps.astype({"episode_id": "int64", "t": "int32", "action": "int8"})
-    manifest = {
-        "actions": ["nohelp", "expert"],
-        "gamma": 1.0,
-        "format": 1,
-        "source": {
+    manifest = build_manifest(
+        ["nohelp", "expert"],
+        gamma=1.0,
+        source={
             "generator": "helpdp.synthetic (simulation, not model rollouts)",
             "actor": "synthetic",
             "params": {
                 k: list(v) if isinstance(v, tuple) else v for k, v in asdict(params).items()
             },
         },
-    }
+    )
     return manifest, states, transitions, episodes, steps
 
 
-def write_synthetic(out, params: SyntheticParams = SyntheticParams()) -> Path:
-    """Generate a synthetic dataset into directory ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def write_synthetic(
+    out, params: SyntheticParams = SyntheticParams(), *, overwrite: bool = False
+) -> Path:
+    """Generate a synthetic dataset into directory ``out`` (atomically, checked by the
+    loader: :func:`helpdp.contract.write_dataset`; a non-empty ``out`` is refused
+    unless ``overwrite``)."""
     manifest, states, transitions, episodes, steps = generate_synthetic(params)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    for name, df in [
-        ("states", states),
-        ("transitions", transitions),
-        ("episodes", episodes),
-        ("steps", steps),
-    ]:
-        df.to_parquet(out / f"{name}.parquet", index=False, compression="zstd")
+    tables = {"states": states, "transitions": transitions, "episodes": episodes, "steps": steps}
+    return write_dataset(out, manifest, tables, overwrite=overwrite)
+
+
+def run_synthetic(cfg) -> Path:
+    """The body of ``python -m helpdp.synthetic``."""
+    cfg = as_config(SyntheticConfig, cfg)
+    params = SyntheticParams(**{**cfg.params, "probs": tuple(float(p) for p in cfg.params.probs)})
+    out = write_synthetic(cfg.out, params, overwrite=cfg.overwrite)
+    print(f"wrote {out}")
     return out
 
 
+def main() -> None:
+    from cliconf import run_app
+
+    run_app("helpdp.synthetic", SyntheticConfig, run_synthetic, config_name="synthetic")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m helpdp.synthetic OUTDIR")
-    print(f"wrote {write_synthetic(sys.argv[1])}")
+    main()

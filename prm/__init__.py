@@ -12,8 +12,9 @@ Importing prm never imports torch: ``LMPRM`` (``prm.lm``) is loaded on first use
 
 from importlib import import_module
 
-from prm.base import PRM, ActorMismatchError, dataset_actor, load_prm
+from prm.base import PRM, ActorMismatchError, dataset_actor
 from prm.data import Examples, build_examples, example_weights, hash_split, task_splits
+from prm.load import load_prm
 from prm.metrics import auroc, brier, ece, fit_temperature, reliability_diagram
 from prm.tabular import TabularPRM
 

@@ -9,11 +9,12 @@ success from failure on tasks it never saw while a tabular PRM cannot.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from helpdp.contract import build_manifest, write_dataset
 
 
 def write_episodes(
@@ -24,16 +25,16 @@ def write_episodes(
     actions=("nohelp", "expert"),
     actor: str | None = "toy-actor",
     gamma: float = 1.0,
+    overwrite: bool = False,
 ) -> Path:
-    """Write a dataset directory.
+    """Write a dataset directory (:func:`helpdp.contract.write_dataset`: atomic,
+    checked by the loader; a non-empty ``path`` is refused unless ``overwrite``).
 
     ``states``: name -> dict(task_id, depth, text, terminal=False, success=False).
     ``episodes``: list of dict(task_id, split, path) with ``path`` alternating
     state names and actions: ``[s0, a0, s1, a1, ..., sT]`` (``sT`` terminal).
     State ids are the positions in ``states`` (insertion order).
     """
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
     ids = {name: i for i, name in enumerate(states)}
     st = pd.DataFrame(
         {
@@ -96,18 +97,11 @@ def write_episodes(
             "next_state_id": "int64",
         }
     )
-    manifest = {
-        "actions": list(actions),
-        "gamma": gamma,
-        "format": 1,
-        "source": {"actor": actor, "generator": "prm._toy"},
-    }
-    (path / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    st.to_parquet(path / "states.parquet", index=False)
-    tr.to_parquet(path / "transitions.parquet", index=False)
-    ep_df.to_parquet(path / "episodes.parquet", index=False)
-    steps_df.to_parquet(path / "steps.parquet", index=False)
-    return path
+    manifest = build_manifest(
+        actions, gamma=gamma, source={"actor": actor, "generator": "prm._toy"}
+    )
+    tables = {"states": st, "transitions": tr, "episodes": ep_df, "steps": steps_df}
+    return write_dataset(path, manifest, tables, overwrite=overwrite)
 
 
 _FILLER = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()

@@ -2,7 +2,8 @@
 
 A PRM directory holds ``prm.json`` (``kind``, ``actor``, ``actions``, the base
 model, the training configuration and the task split it was trained with) plus
-the kind's own files. ``load_prm(dir)`` dispatches on ``kind``.
+the kind's own files. ``prm.load.load_prm(dir)`` dispatches on ``kind``; this
+module imports none of the kinds (``prm.tabular``, ``prm.lm``), which import it.
 
 One PRM per actor: the success probability of an (agent, state) pair is a
 property of the agent that continues from that state, so a PRM trained on one
@@ -40,8 +41,10 @@ def dataset_actor(ds) -> str | None:
 class PRM:
     """Base class: ``meta`` is the content of ``prm.json``.
 
-    Subclasses implement ``_predict_logits(ds, state_ids, actions)``, ``_save(dir)``
-    and ``_load(dir, meta)``.
+    Subclasses set ``kind`` and implement ``_predict_logits(ds, state_ids, actions,
+    progress)`` (logits of the checked pairs), ``_save(dir)`` (the kind's own files;
+    ``save`` writes ``prm.json``) and the classmethod ``load(dir)`` (which
+    ``prm.load.load_prm`` calls).
     """
 
     kind: str = ""
@@ -167,15 +170,3 @@ def read_meta(path) -> dict:
     if meta.get("kind") not in KINDS:
         raise ValueError(f"{file}: kind must be one of {KINDS}, got {meta.get('kind')!r}")
     return meta
-
-
-def load_prm(path, *, device: str = "auto") -> PRM:
-    """Load a PRM directory written by ``PRM.save`` (``device`` is for ``kind=lm``)."""
-    meta = read_meta(path)
-    if meta["kind"] == "tabular":
-        from prm.tabular import TabularPRM
-
-        return TabularPRM.load(path)
-    from prm.lm import LMPRM
-
-    return LMPRM.load(path, device=device)

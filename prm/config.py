@@ -10,24 +10,16 @@ One dataclass per config group; every field is documented here, once, in its
   ``ScoreConfig``; ``conf/prm_report.yaml`` — ``ReportConfig``;
   ``conf/prm_selfreg.yaml`` — ``SelfRegConfig``.
 
-In ``prm.score``, ``prm.report`` and ``prm.selfreg`` the key ``prm`` is the PRM
-*directory*; those apps therefore do not put ``conf/`` on Hydra's search path
-(Hydra would read ``prm=DIR`` as a choice in the group ``conf/prm/``): their
-primary YAML is read by ``primary_config`` and handed to the ConfigStore.
+``prm=`` chooses the model (the group ``conf/prm/``) in ``prm.train``; the later
+stages name a trained PRM's directory with ``prm_dir=``. Every app is wired by
+:func:`cliconf.run_app`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
-
-from helpdp.config import doc_field as _f
-from helpdp.config import help_template, register_help
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+from cliconf import doc_field as _f
 
 
 @dataclass
@@ -134,9 +126,15 @@ class TrainConfig:
 class ScoreConfig:
     """``python -m prm.score``: write DIR/scores.parquet."""
 
-    data: str = _f("???", "dataset directory to score; scores.parquet is written into it")
-    prm: str = _f("???", "PRM directory written by prm.train")
-    out: str | None = _f(None, "where to write the scores (default: DATA/scores.parquet)")
+    data: str = _f(
+        "???", "dataset directory to score; by default scores.parquet is written into it"
+    )
+    prm_dir: str = _f("???", "PRM directory written by prm.train")
+    out: str | None = _f(
+        None,
+        "where to write the scores; null: DATA/scores.parquet, inside the dataset folder "
+        "(replacing the one there)",
+    )
     allow_other_actor: bool = _f(
         False, "score a dataset collected with another actor than the PRM's"
     )
@@ -149,8 +147,10 @@ class ReportConfig:
     """``python -m prm.report``: discrimination and calibration per split."""
 
     data: str = _f("???", "dataset directory")
-    prm: str = _f("???", "PRM directory written by prm.train")
-    plot: str | None = _f(None, "reliability diagram PNG (default: PRM/reliability.png)")
+    prm_dir: str = _f("???", "PRM directory written by prm.train")
+    plot: str | None = _f(
+        None, "reliability diagram PNG; null: PRM_DIR/reliability.png, inside the PRM folder"
+    )
     n_bins: int = _f(10, "equal-width probability bins of ECE and the diagram")
     baseline: bool = _f(
         True, "also report a tabular PRM fitted on the same splits (the baseline to beat)"
@@ -165,7 +165,7 @@ class SelfRegConfig:
     """``python -m prm.selfreg``: predict episode success from the PRM (paper Sec. 4.2)."""
 
     data: str = _f("???", "dataset directory with steps.parquet")
-    prm: str = _f("???", "PRM directory written by prm.train")
+    prm_dir: str = _f("???", "PRM directory written by prm.train")
     fractions: list[float] = _f(
         [0.1, 0.3], "PRM-thresholding rule: intervene at this share of the hardest states"
     )
@@ -183,59 +183,3 @@ SCHEMAS = {
     "prm_report": ReportConfig,
     "prm_selfreg": SelfRegConfig,
 }
-
-
-def help_text(schema, app: str) -> str:
-    """``--help`` of an app: every field with its default and its declared help
-    (nested schemas, i.e. the ``prm`` group of prm.train, as ``prm.<field>``)."""
-    return help_template(schema, app)
-
-
-def register_configs() -> None:
-    """Register every schema (``<stage>_schema``; the model schema as
-    ``prm_model_schema``) and each app's ``--help`` (group hydra/help, ``<stage>``)."""
-    cs = ConfigStore.instance()
-    cs.store(name="prm_model_schema", node=PRMModelConfig)
-    for name, schema in SCHEMAS.items():
-        cs.store(name=f"{name}_schema", node=schema)
-        app = f"python -m prm.{name.removeprefix('prm_')}"
-        register_help(name, schema, app)
-
-
-def primary_config(name: str) -> str:
-    """Put ``conf/<name>.yaml`` into the ConfigStore under ``name`` (for the apps that
-    run without ``conf/`` on the search path) and return ``name``."""
-    register_configs()
-    cfg = OmegaConf.load(CONF_DIR / f"{name}.yaml")
-    ConfigStore.instance().store(name=name, node=cfg)
-    return name
-
-
-def to_dict(cfg) -> dict:
-    """A plain dict of an OmegaConf node, a dataclass or a dict."""
-    if isinstance(cfg, dict):
-        return dict(cfg)
-    if OmegaConf.is_config(cfg):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
-
-
-def as_config(schema, cfg=None, **overrides):
-    """A typed config of ``schema`` from a dict/OmegaConf/dataclass plus overrides
-    (what the plain functions accept, so tests call them without Hydra)."""
-    base = OmegaConf.structured(schema)
-    if cfg is not None:
-        base = OmegaConf.merge(base, to_dict(cfg))
-    if overrides:
-        base = OmegaConf.merge(base, overrides)
-    return base
-
-
-def run_cli(fn, cfg, app: str):
-    """Run a stage's plain function from its Hydra app; bad input (a ``ValueError``,
-    e.g. ``DatasetError`` or ``ActorMismatchError``, or a missing file) exits with
-    status 1 and one line, not a traceback."""
-    try:
-        return fn(cfg)
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"{app}: error: {e}") from e

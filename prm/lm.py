@@ -29,6 +29,18 @@ which a causal head uses to find the last real token) is always set.
 On GPU: bf16 autocast (the frozen backbone is loaded in bf16, LoRA weights and
 head stay fp32) and gradient checkpointing. On CPU: fp32.
 
+Training is ``transformers.Trainer`` (``helpdp.helper.trainer.fit_with_trainer``,
+shared with the helper classifier): AdamW, linear warm-up and decay, clipping,
+``group_by_length`` batches; two additions of ours, the per-example weight in
+the loss (``compute_loss``) and the best epoch by validation loss kept in memory
+(a callback, no checkpoints on disk). Measured against the hand-written loop it
+replaced, on the CPU tests' data (``prm._toy`` separable): the tiny Qwen3 (60
+tasks, 5 epochs) test AUROC 1.000 both, Brier 0.0085 (Trainer) vs 0.0100, fit
+0.6-0.9 s vs 0.5-0.6 s; MiniLM (24 tasks, 2 epochs) AUROC 1.000 both, Brier
+0.0052 vs 0.0002, because transformers' warm-up starts at lr 0 (ours started at
+1/warm-up steps), which costs a visible share of so short a run (with
+warmup_ratio=0: 0.0012 vs 0.0006).
+
 A PRM directory of this kind holds ``adapter/`` (LoRA weights + head),
 ``tokenizer/``, ``base/`` (only when the backbone was built from a config with
 random weights, so it can be rebuilt exactly) and ``prm.json``. A ``minilm`` PRM
@@ -50,7 +62,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from transformers import TrainerCallback
 
+from helpdp.helper.trainer import fit_with_trainer
 from prm.base import PRM, read_meta
 from prm.data import Examples, state_rows
 
@@ -297,8 +311,11 @@ class LMPRM(PRM):
         return float((w * (np.logaddexp(0.0, z) - y * z)).sum() / w.sum())
 
     def fit(self, train: Examples, val: Examples | None = None, *, progress: bool = True) -> dict:
-        """Fine-tune on ``train``; when ``val`` is given, keep the epoch with the
-        lowest validation loss. Returns the loss history."""
+        """Fine-tune on ``train`` with ``transformers.Trainer`` (``fit_with_trainer``,
+        the loop the helper shares): the per-example weighted cross-entropy of the
+        soft labels, batches of similar length. When ``val`` is given, keep the
+        epoch with the lowest validation loss, if one is below the loss before
+        training (else the last). Returns the loss history."""
         cfg = self.cfg
         if len(train) == 0:
             raise ValueError("no training examples (is the train split empty?)")
@@ -310,72 +327,63 @@ class LMPRM(PRM):
                 )
                 train = Examples(f, train.label_source)
         seqs = self.encode(f["text"], f["action"].to_numpy(np.int64))
-        y = torch.tensor(f["label"].to_numpy(np.float32))
-        w = torch.tensor(f["weight"].to_numpy(np.float32))
-        lens = np.array([len(s) for s in seqs])
-        bs = int(cfg["batch_size"])
-        epochs = int(cfg["epochs"])
-        steps_per_epoch = math.ceil(len(seqs) / bs)
-        total = steps_per_epoch * epochs
-        warmup = int(float(cfg.get("warmup_ratio", 0.0)) * total)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(
-            params, lr=float(cfg["lr"]), weight_decay=float(cfg.get("weight_decay", 0.0))
-        )
+        y = f["label"].to_numpy(np.float32)
+        w = f["weight"].to_numpy(np.float32)
+        rows = [{"input_ids": s, "labels": y[i], "weight": w[i]} for i, s in enumerate(seqs)]
 
-        def lr_at(step):
-            if step < warmup:
-                return (step + 1) / max(warmup, 1)
-            return max(0.0, (total - step) / max(total - warmup, 1))
+        def collate(batch):
+            ids, mask = self._batch([r["input_ids"] for r in batch])
+            return {
+                "input_ids": ids,
+                "attention_mask": mask,
+                "labels": torch.tensor(np.array([r["labels"] for r in batch])),
+                "weight": torch.tensor(np.array([r["weight"] for r in batch])),
+            }
 
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-        rng = np.random.default_rng(int(cfg.get("seed", 0)))
+        def weighted_bce(model, inputs):
+            yb, wb = inputs.pop("labels"), inputs.pop("weight")
+            out = model(**inputs)
+            z = out.logits.float().view(-1)
+            per = torch.nn.functional.binary_cross_entropy_with_logits(z, yb, reduction="none")
+            return (per * wb).sum() / wb.sum(), out
+
         history = {"train_loss_before": self.loss_of(train), "epochs": []}
-        if val is not None and len(val):
+        has_val = val is not None and len(val) > 0
+        if has_val:
             history["val_loss_before"] = self.loss_of(val)
-        best = (history.get("val_loss_before", math.inf), None)
+        best = _BestEpoch(self, val if has_val else None, history)
         t0 = time.perf_counter()
-        n_tokens = 0
-        bar = tqdm(total=total, desc="training", unit="step", disable=not progress)
-        for epoch in range(epochs):
-            self.model.train()
-            running, seen = 0.0, 0.0
-            for idx in _length_grouped_batches(lens, bs, rng):
-                ids, mask = self._batch([seqs[i] for i in idx])
-                n_tokens += int(mask.sum())
-                with torch.autocast(
-                    device_type=self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16
-                ):
-                    z = self.model(input_ids=ids, attention_mask=mask).logits.float().view(-1)
-                yb, wb = y[idx].to(self.device), w[idx].to(self.device)
-                per = torch.nn.functional.binary_cross_entropy_with_logits(z, yb, reduction="none")
-                loss = (per * wb).sum() / wb.sum()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.get("max_grad_norm"):
-                    torch.nn.utils.clip_grad_norm_(params, float(cfg["max_grad_norm"]))
-                opt.step()
-                sched.step()
-                wsum = float(wb.sum())
-                running += loss.item() * wsum
-                seen += wsum
-                bar.update(1)
-                bar.set_postfix(loss=f"{running / seen:.4f}", epoch=epoch)
-            rec = {"epoch": epoch, "train_loss_running": running / max(seen, 1e-12)}
-            if val is not None and len(val):
-                rec["val_loss"] = self.loss_of(val)
-                if rec["val_loss"] < best[0]:
-                    best = (rec["val_loss"], _trainable_state(self.model))
-            history["epochs"].append(rec)
-            log.info("epoch %d: %s", epoch, rec)
-        bar.close()
+        trainer = fit_with_trainer(
+            self.model,
+            rows,
+            collate,
+            epochs=int(cfg["epochs"]),
+            batch_size=int(cfg["batch_size"]),
+            lr=float(cfg["lr"]),
+            weight_decay=float(cfg.get("weight_decay", 0.0)),
+            warmup_ratio=float(cfg.get("warmup_ratio", 0.0)),
+            seed=int(cfg.get("seed", 0)),
+            cpu=self.device.type == "cpu",
+            bf16=self.use_bf16,
+            progress=progress,
+            max_grad_norm=float(cfg.get("max_grad_norm") or 0.0),
+            group_by_length=True,
+            print_logs=False,
+            loss=weighted_bce,
+            callbacks=[best],
+        )
+        self.model.to(self.device)  # Trainer uses its own device choice (cuda:0 for cuda:N)
         history["train_seconds"] = time.perf_counter() - t0
+        n_tokens = sum(len(s) for s in seqs) * int(cfg["epochs"])
         history["train_tokens_per_s"] = n_tokens / max(history["train_seconds"], 1e-9)
-        if best[1] is not None:
-            self.model.load_state_dict(best[1], strict=False)
-            history["best_val_loss"] = best[0]
+        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+        for rec, loss in zip(history["epochs"], losses, strict=False):
+            rec["train_loss_running"] = float(loss)
+        if best.state is not None:
+            self.model.load_state_dict(best.state, strict=False)
+            history["best_val_loss"] = best.loss
         history["train_loss_after"] = self.loss_of(train)
-        if val is not None and len(val):
+        if has_val:
             history["val_loss_after"] = self.loss_of(val)
         self.model.eval()
         return history
@@ -503,21 +511,28 @@ def _quiet_peft():
         yield
 
 
-def _trainable_state(model) -> dict:
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+class _BestEpoch(TrainerCallback):
+    """At each epoch's end: the validation loss (``LMPRM.loss_of``, the training
+    objective) into ``history["epochs"]``, and an in-memory copy of the trainable
+    weights (LoRA + head) when it is the lowest so far, below the loss before
+    training. No checkpoints on disk (Trainer's own best-model tracking saves one
+    per epoch)."""
 
+    def __init__(self, prm: LMPRM, val: Examples | None, history: dict):
+        self.prm, self.val, self.history = prm, val, history
+        self.loss = history.get("val_loss_before", math.inf)
+        self.state = None
 
-def _length_grouped_batches(
-    lens: np.ndarray, batch_size: int, rng: np.random.Generator, mega: int = 32
-):
-    """Shuffled batches of similar length: shuffle, sort within chunks of
-    ``mega * batch_size``, cut into batches, shuffle the batches."""
-    perm = rng.permutation(len(lens))
-    batches = []
-    chunk = batch_size * mega
-    for c in range(0, len(perm), chunk):
-        part = perm[c : c + chunk]
-        part = part[np.argsort(lens[part], kind="stable")]
-        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
-    for j in rng.permutation(len(batches)):
-        yield batches[j]
+    def on_epoch_end(self, args, state, control, **kwargs):
+        rec = {"epoch": len(self.history["epochs"])}
+        if self.val is not None:
+            rec["val_loss"] = self.prm.loss_of(self.val)
+            if rec["val_loss"] < self.loss:
+                self.loss = rec["val_loss"]
+                self.state = {
+                    n: p.detach().clone()
+                    for n, p in self.prm.model.named_parameters()
+                    if p.requires_grad
+                }
+        self.history["epochs"].append(rec)
+        log.info("epoch %d: %s", rec["epoch"], rec)

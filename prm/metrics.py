@@ -7,6 +7,7 @@ optional non-negative weights ``w`` (the number of visits a row stands for).
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +108,10 @@ def reliability_diagram(
     curves: dict, path, *, n_bins: int = 10, title: str = "PRM reliability"
 ) -> Path:
     """Write a reliability diagram PNG: for each name -> (y, p, w) in ``curves``, the
-    observed success rate against the mean predicted probability per bin, above a
-    histogram of the predictions."""
+    observed success rate against the mean predicted probability per bin, each
+    point labelled with its bin's weight (visits), above a histogram of the
+    predictions. The title is wrapped to the figure's width and the legend sits
+    outside the axes, right of them, so that it covers no point."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -119,23 +122,37 @@ def reliability_diagram(
     fig, (ax, axh) = plt.subplots(
         2,
         1,
-        figsize=(5.5, 6.5),
+        figsize=(9.0, 6.5),
         sharex=True,
         gridspec_kw={"height_ratios": [3, 1]},
         constrained_layout=True,
     )
     ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
     edges = np.linspace(0, 1, n_bins + 1)
-    for name, (y, p, w) in curves.items():
+    for i, (name, (y, p, w)) in enumerate(curves.items()):
         wt, mp, my = reliability_bins(y, p, w, n_bins)
         m = wt > 0
-        ax.plot(mp[m], my[m], marker="o", label=f"{name} (ECE {ece(y, p, w, n_bins):.3f})")
+        (line,) = ax.plot(
+            mp[m], my[m], marker="o", label=f"{name} (ECE {ece(y, p, w, n_bins):.3f})"
+        )
+        for x, yy, n in zip(mp[m], my[m], wt[m], strict=True):
+            # toward the middle of the plot (inside the axes), one row further per
+            # curve, so that labels of curves through the same point stay apart
+            dx, ha = (-5, "right") if x > 0.85 else (5, "left")
+            dy = 5 + 9 * i if yy < 0.5 else -11 - 9 * i
+            ax.annotate(
+                f"{n:.0f}", (x, yy), textcoords="offset points", xytext=(dx, dy), ha=ha,
+                fontsize=7, color=line.get_color(),
+            )  # fmt: skip
         axh.hist(np.asarray(p), bins=edges, weights=_w(y, w), histtype="step", label=name)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
+    ax.set_xlim(-0.03, 1.03)  # points at 0 and 1 stay whole
+    ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("observed success rate")
-    ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(textwrap.fill(title, 60), fontsize=10)
+    ax.legend(
+        loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8,
+        title="numbers: visits per bin", title_fontsize=8,
+    )  # fmt: skip
     axh.set_xlabel("predicted p(success)")
     axh.set_ylabel("visits")
     fig.savefig(path, dpi=110)

@@ -1,4 +1,4 @@
-"""``python -m prm.report data=DIR prm=PRMDIR``: discrimination and calibration.
+"""``python -m prm.report data=DIR prm_dir=PRMDIR``: discrimination and calibration.
 
 For every split (tasks split as the PRM was trained), each step of each episode
 is one row: the PRM's p(success | state, action taken) against the episode's
@@ -19,10 +19,9 @@ import math
 import sys
 from pathlib import Path
 
-import hydra
-
+from cliconf import as_config, run_app
 from prm.base import sigmoid
-from prm.config import ReportConfig, as_config, primary_config, run_cli
+from prm.config import ReportConfig
 from prm.data import SPLITS, build_examples
 from prm.metrics import fit_temperature, reliability_diagram, summarize
 
@@ -103,14 +102,14 @@ def evaluate(
 
 
 def report(cfg) -> dict:
-    """Evaluate ``cfg.prm`` on ``cfg.data``, print the table and the JSON line, write
+    """Evaluate ``cfg.prm_dir`` on ``cfg.data``, print the table and the JSON line, write
     the reliability diagram; returns the JSON object."""
     from helpdp import load_dataset
-    from prm.base import load_prm
+    from prm.load import load_prm
 
     cfg = as_config(ReportConfig, cfg)
     ds = load_dataset(cfg.data)
-    prm = load_prm(cfg.prm, device=cfg.device)
+    prm = load_prm(cfg.prm_dir, device=cfg.device)
     metrics, curves = evaluate(
         prm,
         ds,
@@ -119,7 +118,7 @@ def report(cfg) -> dict:
         baseline=cfg.baseline,
         progress=cfg.progress,
     )
-    plot = Path(cfg.plot) if cfg.plot else Path(cfg.prm) / "reliability.png"
+    plot = Path(cfg.plot) if cfg.plot else Path(cfg.prm_dir) / "reliability.png"
     reliability_diagram(
         curves, plot, n_bins=cfg.n_bins, title=f"{prm.source} on {Path(cfg.data).name}"
     )
@@ -142,13 +141,8 @@ def report(cfg) -> dict:
 
 
 def main() -> None:
-    """Command line: Hydra parses ``key=value`` overrides of conf/prm_report.yaml."""
-
-    @hydra.main(version_base=None, config_path=None, config_name=primary_config("prm_report"))
-    def _app(cfg) -> None:
-        run_cli(report, cfg, "prm.report")
-
-    _app()
+    """Command line: ``key=value`` overrides of conf/prm_report.yaml (fields: --help)."""
+    run_app("prm.report", ReportConfig, report, config_name="prm_report")
 
 
 if __name__ == "__main__":

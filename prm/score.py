@@ -1,4 +1,4 @@
-"""``python -m prm.score data=DIR prm=PRMDIR``: write ``DIR/scores.parquet``.
+"""``python -m prm.score data=DIR prm_dir=PRMDIR``: write ``DIR/scores.parquet``.
 
 One row per observed (state, action) of ``transitions.parquet`` (non-terminal by
 the contract): ``state_id int64, action int8, p_success float64`` in [0, 1] and
@@ -9,27 +9,19 @@ rule=paper`` reads.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
-import hydra
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from prm.config import ScoreConfig, as_config, primary_config, run_cli
+from cliconf import as_config, run_app
+from helpdp import contract
+from prm.config import ScoreConfig
 from prm.data import observed_pairs
 
-SCORES_SCHEMA = pa.schema(
-    [
-        ("state_id", pa.int64()),
-        ("action", pa.int8()),
-        ("p_success", pa.float64()),
-        ("source", pa.string()),
-    ]
-)
+SCORES_SCHEMA = contract.SCORES_SCHEMA  # declared once, in helpdp/contract.py
 
 
 def score_dataset(
@@ -57,28 +49,24 @@ def score_dataset(
 
 
 def write_scores(scores: pd.DataFrame, path) -> Path:
-    """Write ``scores`` with the contract's column types, atomically (a temporary
-    file renamed into place, so a reader never sees half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``scores`` with the contract's column types (:func:`helpdp.contract.conform`),
+    atomically (:func:`helpdp.contract.write_table`: a temporary file renamed into
+    place, so a reader never sees half a file)."""
     table = pa.Table.from_pandas(
         scores[list(SCORES_SCHEMA.names)], schema=SCORES_SCHEMA, preserve_index=False
     )
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    return path
+    return contract.write_table(contract.conform("scores", table), path)
 
 
 def score(cfg) -> dict:
-    """Score ``cfg.data`` with the PRM in ``cfg.prm``; write and re-validate the
+    """Score ``cfg.data`` with the PRM in ``cfg.prm_dir``; write and re-validate the
     scores; returns a summary (printed, JSON on the last line)."""
     from helpdp import load_dataset
-    from prm.base import load_prm
+    from prm.load import load_prm
 
     cfg = as_config(ScoreConfig, cfg)
     ds = load_dataset(cfg.data)
-    prm = load_prm(cfg.prm, device=cfg.device)
+    prm = load_prm(cfg.prm_dir, device=cfg.device)
     scores = score_dataset(prm, ds, allow_other_actor=cfg.allow_other_actor, progress=cfg.progress)
     out = Path(cfg.out) if cfg.out else Path(cfg.data) / "scores.parquet"
     write_scores(scores, out)
@@ -100,13 +88,8 @@ def score(cfg) -> dict:
 
 
 def main() -> None:
-    """Command line: Hydra parses ``key=value`` overrides of conf/prm_score.yaml."""
-
-    @hydra.main(version_base=None, config_path=None, config_name=primary_config("prm_score"))
-    def _app(cfg) -> None:
-        run_cli(score, cfg, "prm.score")
-
-    _app()
+    """Command line: ``key=value`` overrides of conf/prm_score.yaml (fields: --help)."""
+    run_app("prm.score", ScoreConfig, score, config_name="prm_score")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ PRM thresholding (Sec. 4.3): ``PRMThresholdPolicy`` asks for help at the given
 share of the hardest states (lowest p_nohelp) and not elsewhere; a plain
 ``state_id -> action`` table for a later evaluation.
 
-``python -m prm.selfreg data=DIR prm=PRMDIR [out=DIR]`` prints the metrics and a
+``python -m prm.selfreg data=DIR prm_dir=PRMDIR [out=DIR]`` prints the metrics and a
 JSON object on its last line; with ``out`` it also writes one
 ``prm_threshold_<percent>.parquet`` per fraction.
 """
@@ -24,11 +24,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import hydra
 import numpy as np
 import pandas as pd
 
-from prm.config import SelfRegConfig, as_config, primary_config, run_cli
+from cliconf import as_config, run_app
+from prm.config import SelfRegConfig
 from prm.data import episode_outcomes, observed_pairs, state_rows
 
 
@@ -215,11 +215,11 @@ def selfreg(cfg) -> dict:
     """Episode-success prediction on the test tasks (threshold from validation) and
     the PRM-thresholding policies; returns the JSON object printed last."""
     from helpdp import load_dataset
-    from prm.base import load_prm
+    from prm.load import load_prm
 
     cfg = as_config(SelfRegConfig, cfg)
     ds = load_dataset(cfg.data)
-    prm = load_prm(cfg.prm, device=cfg.device)
+    prm = load_prm(cfg.prm_dir, device=cfg.device)
     if ds.steps is None:
         raise ValueError(f"{cfg.data}: self-regulation needs steps.parquet (the episodes' steps)")
     p0 = nohelp_scores(prm, ds, allow_other_actor=cfg.allow_other_actor, progress=cfg.progress)
@@ -270,13 +270,8 @@ def selfreg(cfg) -> dict:
 
 
 def main() -> None:
-    """Command line: Hydra parses ``key=value`` overrides of conf/prm_selfreg.yaml."""
-
-    @hydra.main(version_base=None, config_path=None, config_name=primary_config("prm_selfreg"))
-    def _app(cfg) -> None:
-        run_cli(selfreg, cfg, "prm.selfreg")
-
-    _app()
+    """Command line: ``key=value`` overrides of conf/prm_selfreg.yaml (fields: --help)."""
+    run_app("prm.selfreg", SelfRegConfig, selfreg, config_name="prm_selfreg")
 
 
 if __name__ == "__main__":

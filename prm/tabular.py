@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prm.base import PRM, logit
+from prm.base import PRM, logit, read_meta
 from prm.data import Examples, state_rows
 
 log = logging.getLogger(__name__)
@@ -183,8 +183,6 @@ class TabularPRM(PRM):
 
     @classmethod
     def load(cls, path) -> TabularPRM:
-        from prm.base import read_meta
-
         path = Path(path)
         meta = read_meta(path)
         table = pd.read_parquet(path / "table.parquet")

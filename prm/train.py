@@ -13,18 +13,9 @@ import platform
 import sys
 from importlib import metadata
 
-import hydra
-
+from cliconf import as_config, run_app, to_dict
 from prm.base import KINDS, PRM, dataset_actor
-from prm.config import (
-    CONF_DIR,
-    PRMModelConfig,
-    TrainConfig,
-    as_config,
-    register_configs,
-    run_cli,
-    to_dict,
-)
+from prm.config import PRMModelConfig, TrainConfig
 from prm.data import SPLITS, build_examples, task_splits
 
 log = logging.getLogger(__name__)
@@ -130,14 +121,8 @@ def train(cfg) -> dict:
 
 
 def main() -> None:
-    """Command line: Hydra parses ``key=value`` overrides of conf/prm_train.yaml."""
-    register_configs()
-
-    @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="prm_train")
-    def _app(cfg) -> None:
-        run_cli(train, cfg, "prm.train")
-
-    _app()
+    """Command line: ``key=value`` overrides of conf/prm_train.yaml (fields: --help)."""
+    run_app("prm.train", TrainConfig, train, config_name="prm_train", groups=("prm",))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linprog
 
-from helpdp import from_frames
+from helpdp import build_manifest, from_frames
 
 
 def make_frames(
@@ -38,7 +38,7 @@ def make_frames(
             "count": tr[:, 3],
         }
     )
-    manifest = {"actions": list(actions), "gamma": gamma, "format": 1, "source": {}}
+    manifest = build_manifest(actions, gamma=gamma)
     return manifest, states, trans
 
 

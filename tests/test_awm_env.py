@@ -6,12 +6,12 @@ import asyncio
 import json
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvConfig, EnvPool, Judge, JudgeConfig
-from collect.awm.protocol import Failure, RewardConfig
+from collect.awm.protocol import Failure, RewardConfig, format_call_tool, format_tool_call
 
 WORLDS = Path(__file__).resolve().parent.parent / "collect" / "worlds"
 
@@ -153,13 +153,8 @@ def write_shop(root: Path) -> Path:
 
 def call(tool, arguments=None, *, name="call_tool"):
     if name == "call_tool":
-        payload = {
-            "name": name,
-            "arguments": {"tool_name": tool, "arguments": json.dumps(arguments or {})},
-        }
-    else:
-        payload = {"name": name, "arguments": arguments}
-    return "<tool_call>" + json.dumps(payload) + "</tool_call>"
+        return format_call_tool(tool, arguments or {})
+    return format_tool_call(name, arguments)
 
 
 @pytest.fixture(scope="module")
@@ -346,12 +341,14 @@ def test_ask_expert_is_returned_as_its_own_action(shop):
 def test_sql_mode_uses_the_configured_judge(tmp_path, monkeypatch):
     seen = {}
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         seen["url"] = str(request.url)
         seen["auth"] = request.headers.get("authorization")
         seen["body"] = json.loads(request.content)
         answer = {"label": "incomplete", "reason": "gizmo added without a price"}
-        return httpx.Response(200, json={"choices": [{"message": {"content": json.dumps(answer)}}]})
+        return httpx2.Response(
+            200, json={"choices": [{"message": {"content": json.dumps(answer)}}]}
+        )
 
     monkeypatch.setenv("TEST_JUDGE_KEY", "sk-test")
     config = EnvConfig(
@@ -360,7 +357,7 @@ def test_sql_mode_uses_the_configured_judge(tmp_path, monkeypatch):
         )
     )
     scenario = AWMDataset(write_shop(tmp_path / "data")).get("shop_1")
-    judge = Judge(config.judge, transport=httpx.MockTransport(handler))
+    judge = Judge(config.judge, transport=httpx2.MockTransport(handler))
     with AWMEnv(scenario, config, judge=judge, work_root=tmp_path / "work") as env:
         env.reset(1)
         env.step(call("add_item", {"name": "gizmo"}))
@@ -415,3 +412,26 @@ def test_async_api_awaits_without_blocking_the_loop(shop):
     first, final, ticks = asyncio.run(episode())
     assert first.messages[1]["content"] == "Add an item named gadget."
     assert final.info["outcome"] == "complete" and ticks > 0
+
+
+def test_db_digest_is_the_database_content(shop, tmp_path):
+    """The environment's digest of its database (state_key=db) runs sandboxed and equals
+    database_digest computed here on an export; it changes with the content only."""
+    import sqlite3
+
+    from collect.awm.env import database_digest
+
+    shop.reset(0)
+    start = shop.db_digest()
+    assert len(start) == 64 and shop.db_digest() == start
+    assert start == database_digest("", str(shop.initial_db))["digest"]
+    shop.step(call("add_item", {"name": "gadget"}))
+    changed = shop.db_digest()
+    assert changed != start
+    copy = tmp_path / "copy.db"
+    with sqlite3.connect(shop.initial_db) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+        dst.execute("INSERT INTO items (name, price) VALUES ('gadget', 1.0)")
+    assert database_digest("", str(copy)) == {"digest": changed, "tables": 1}
+    shop.reset(0)
+    assert shop.db_digest() == start

@@ -15,6 +15,7 @@ from collect.awm.protocol import (
     Failure,
     RewardConfig,
     episode_reward,
+    format_tool_call,
     judge_messages,
     parse_judge_answer,
     parse_turn,
@@ -349,7 +350,7 @@ def test_format_tools_lists_parameters():
 
 
 def _call(name, arguments):
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+    return format_tool_call(name, arguments)
 
 
 def test_parse_valid_actions():

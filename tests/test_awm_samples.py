@@ -14,7 +14,7 @@ import pytest
 from collect.awm.check import CheckConfig, check_dataset, run_check
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvConfig
-from collect.awm.protocol import Failure
+from collect.awm.protocol import Failure, format_call_tool
 from collect.awm.sandbox import SandboxLimits
 
 FIXTURES = Path(__file__).parent / "fixtures" / "awm"
@@ -22,11 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _call(tool, arguments):
-    payload = {
-        "name": "call_tool",
-        "arguments": {"tool_name": tool, "arguments": json.dumps(arguments)},
-    }
-    return "<tool_call>" + json.dumps(payload) + "</tool_call>"
+    return format_call_tool(tool, arguments)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvConfig, build_scenario_database
-from collect.awm.protocol import Failure
+from collect.awm.protocol import Failure, format_call_tool
 from collect.awm.sandbox import SandboxError, SandboxLimits, VerifierPool
 
 HOSTILE_APP = """
@@ -154,11 +154,7 @@ def _write_world(root: Path, app_code: str) -> Path:
 
 
 def _call(tool, arguments):
-    payload = {
-        "name": "call_tool",
-        "arguments": {"tool_name": tool, "arguments": json.dumps(arguments)},
-    }
-    return "<tool_call>" + json.dumps(payload) + "</tool_call>"
+    return format_call_tool(tool, arguments)
 
 
 LIMITS = SandboxLimits(memory_mb=1024, call_timeout_s=1.5, start_timeout_s=30)

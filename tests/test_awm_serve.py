@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.protocol import format_call_tool
 from collect.awm.serve import AsyncEnvClient, EnvClient, ServeConfig, create_app
 
 APP = """
@@ -123,11 +124,7 @@ def server_url(tmp_path_factory):
 
 
 def _call(tool, arguments):
-    payload = {
-        "name": "call_tool",
-        "arguments": {"tool_name": tool, "arguments": json.dumps(arguments)},
-    }
-    return "<tool_call>" + json.dumps(payload) + "</tool_call>"
+    return format_call_tool(tool, arguments)
 
 
 def test_http_round_trip(server_url):

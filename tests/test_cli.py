@@ -1,13 +1,14 @@
-"""The command boundary (helpdp.cli): unknown keys with a suggestion, budgets checked
+"""The command boundary (cliconf): unknown keys with a suggestion, budgets checked
 before the data loads, one-line errors with exit status 2."""
 
 import subprocess
 import sys
 
 import pytest
+from omegaconf import OmegaConf
 
+from cliconf import UsageError, check_argv, parse_budgets
 from collect.collector import CollectConfig
-from helpdp.cli import UsageError, check_argv, parse_budgets
 from helpdp.config import SearchConfig
 
 
@@ -69,3 +70,174 @@ def test_budget_of_the_one_intervention_by_name(tmp_path):
     run = subprocess.run([sys.executable, "-m", "helpdp.search", "budgets.oracle=0.5",
                           f"out={tmp_path}"], capture_output=True, text=True)  # fmt: skip
     assert run.returncode == 0 and "budget 0.5:" in run.stdout
+
+
+# --- every command, wired by cliconf.run_app ------------------------------------------
+
+COMMANDS = {  # module: (schema "module:Class", conf name, a nested typo, its suggestion)
+    "helpdp.search": ("helpdp.config:SearchConfig", "search"),
+    "helpdp.frontier": ("helpdp.config:FrontierConfig", "frontier"),
+    "helpdp.label": ("helpdp.label:LabelConfig", "label"),
+    "helpdp.forecast": ("helpdp.forecast:ForecastConfig", "forecast"),
+    "helpdp.evaluate": ("helpdp.evaluate:EvaluateConfig", "evaluate"),
+    "helpdp.synthetic": ("helpdp.synthetic:SyntheticConfig", "synthetic"),
+    "helpdp.helper.train": ("helpdp.helper.config:HelperTrainConfig", "helper_train"),
+    "helpdp.train": ("helpdp.train.config:TrainConfig", "train"),
+    "prm.train": ("prm.config:TrainConfig", "prm_train"),
+    "prm.score": ("prm.config:ScoreConfig", "prm_score"),
+    "prm.report": ("prm.config:ReportConfig", "prm_report"),
+    "prm.selfreg": ("prm.config:SelfRegConfig", "prm_selfreg"),
+    "collect": ("collect.collector:CollectConfig", "collect"),
+    "collect.awm.check": ("collect.awm.check:CheckConfig", "check"),
+    "collect.awm.serve": ("collect.awm.serve:ServeConfig", "serve"),
+}
+
+
+def _node(command):
+    """What run_app registers for the command (schema or instance, config groups)."""
+    if command == "collect":
+        from collect.collector import _schema_node
+
+        return _schema_node(), None
+    if command == "helpdp.helper.train":
+        from helpdp.helper.config import HelperModelConfig
+
+        return _schema(command), {"helper": HelperModelConfig}
+    return _schema(command), None
+
+
+def _schema(command):
+    import importlib
+
+    module, name = COMMANDS[command][0].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_every_command_has_a_primary_config():
+    from cliconf import CONF_DIR
+
+    assert {f"{n}.yaml" for _, n in COMMANDS.values()} <= {p.name for p in CONF_DIR.glob("*.yaml")}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_exits_0_writes_nothing_and_lists_the_resolved_fields(command, tmp_path):
+    import dataclasses
+
+    run = subprocess.run([sys.executable, "-m", command, "--help"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert list(tmp_path.iterdir()) == []  # no ./--help dataset, no outputs/, no .hydra/
+    assert run.stdout.startswith(f"python -m {command}")
+    for f in dataclasses.fields(_schema(command)):
+        assert f"  {f.name}=" in run.stdout or f"  {f.name}." in run.stdout, f.name
+        assert f.metadata["help"][:30] in run.stdout
+
+
+@pytest.mark.parametrize(
+    "command, key, shown",
+    [
+        ("collect.awm.check", "sandbox.call_timeout_s", "20.0"),  # the instance's, not the class's
+        ("collect.awm.check", "verifier_sandbox.call_timeout_s", "30.0"),
+        ("prm.train", "prm.max_length", "128"),  # conf/prm/tiny.yaml's, not the schema's
+        ("prm.train", "prm.lr", "0.003"),
+        ("prm.train", "prm.epochs", "8"),
+    ],
+)
+def test_help_shows_the_values_the_command_runs_with(command, key, shown):
+    from cliconf import compose_config, help_text
+
+    schema, name = _schema(command), COMMANDS[command][1]
+    cfg = compose_config(name, node=schema)
+    assert OmegaConf.select(cfg, key) == float(shown)
+    text = help_text(command, schema, cfg)
+    assert f"  {key}={shown}\n" in text
+
+
+def test_help_follows_the_command_line(capsys):
+    from cliconf import compose_config, help_text
+    from prm.config import TrainConfig
+
+    cfg = compose_config("prm_train", ["prm=tabular"], node=TrainConfig)
+    assert "  prm.kind=tabular\n" in help_text("prm.train", TrainConfig, cfg)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_suggests_the_closest_key(command, capsys):
+    import dataclasses
+
+    schema = _schema(command)
+    name = next(f.name for f in dataclasses.fields(schema) if len(f.name) > 3)
+    typo = name[:-2] + name[-1] + name[-2]  # swap the last two letters
+    err = _fails([f"{typo}=1"], schema, capsys)
+    assert err.endswith(f"(did you mean '{name}'?)"), err
+    nested = [f for f in dataclasses.fields(schema) if dataclasses.is_dataclass(f.type)]
+    for f in nested:  # nested keys too (sandbox.call_timeot_s, schedule.sedes, ...)
+        sub = dataclasses.fields(f.type)[0].name
+        err = _fails([f"+{f.name}.{sub}x=1"], schema, capsys)
+        assert err.endswith(f"(did you mean '{f.name}.{sub}'?)"), err
+
+
+PATH_FIELDS = [
+    ("helpdp.search", "data"), ("helpdp.search", "out"), ("helpdp.frontier", "data"),
+    ("helpdp.label", "data"), ("helpdp.forecast", "data"), ("helpdp.evaluate", "data"),
+    ("helpdp.evaluate", "helper_dir"), ("helpdp.synthetic", "out"),
+    ("helpdp.helper.train", "labels"), ("prm.train", "data"), ("prm.score", "prm_dir"),
+    ("prm.score", "data"), ("prm.report", "prm_dir"), ("prm.selfreg", "prm_dir"),
+    ("collect", "policy"), ("collect", "out"), ("collect.awm.check", "data"),
+    ("collect.awm.serve", "data"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command, key", PATH_FIELDS)
+def test_a_sweep_folder_passes_back_as_a_path(command, key):
+    """OUT/budget=<value>/ (the contract's name of a sweep's folder) as policy=, data=, ..."""
+    from cliconf import compose_config
+
+    schema, name = _schema(command), COMMANDS[command][1]
+    argv = check_argv(command, schema, [f"{key}=outputs/sweep/budget=1"])
+    node, groups = _node(command)
+    cfg = compose_config(name, argv, node=node, groups=groups)
+    assert cfg[key] == "outputs/sweep/budget=1"
+
+
+def test_a_sweep_folder_as_policy_end_to_end(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "helpdp.search", "budget=[1]",
+                          f"out={tmp_path}/s", "quiet=true"], capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    run = subprocess.run([sys.executable, "-m", "helpdp.frontier", f"data={tmp_path}/s/budget=1"],
+                         capture_output=True, text=True)  # fmt: skip
+    # the path reaches the command intact (a search folder is not a dataset)
+    err = run.stderr.strip()
+    assert err.startswith("helpdp.frontier: error: ") and f"{tmp_path}/s/budget=1/manifest" in err
+
+
+def test_a_positional_argument_is_refused_with_a_hint(capsys):
+    from helpdp.synthetic import SyntheticConfig
+
+    assert _fails(["/tmp/x"], SyntheticConfig, capsys) == (
+        "cmd: error: '/tmp/x': arguments are KEY=VALUE (did you mean 'out=/tmp/x'?)"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["prm.score", "data=/nonexistent", "prm_dir=/x"],
+         "prm.score: error: /nonexistent: not a dataset directory"),
+        (["prm.train", "data=/nonexistent", "out=/x", "kind=tabular"],
+         "prm.train: error: /nonexistent: not a dataset directory"),
+        (["collect.awm.check", "data=/nonexistent"],
+         "collect.awm.check: error: AWM data directory not found: /nonexistent"),
+        (["helpdp.frontier", "budget=-1"],
+         "helpdp.frontier: error: budget=-1: a budget is a number of calls, at least 0"),
+        (["helpdp.forecast", "budget=abc"], "helpdp.forecast: error: budget='abc': not a number"),
+        (["helpdp.label", "budgets.expert=1"],
+         "helpdp.label: error: budgets.expert: the dataset has no intervention 'expert'"),
+    ],
+)  # fmt: skip
+def test_every_command_reports_errors_in_one_line(argv, message, tmp_path):
+    run = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    err = run.stderr.strip()
+    assert err.startswith(message) and len(err.splitlines()) == 1, err

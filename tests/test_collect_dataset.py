@@ -41,7 +41,9 @@ def test_dataset_keeps_the_contract(small):
     ds = helpdp.load_dataset(out)
     assert result.episodes == 3 * 10 * 3 * 2
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["actions"] == ["nohelp", "oracle"] and manifest["format"] == 1
+    assert (
+        manifest["actions"] == ["nohelp", "oracle"] and manifest["format"] == helpdp.FORMAT_VERSION
+    )
     assert manifest["gamma"] == 1.0
     src = manifest["source"]
     assert src["actor"] == "simulated" and src["state_key"] == "history"

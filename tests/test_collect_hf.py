@@ -9,8 +9,8 @@ import json
 import pytest
 
 import helpdp
-from collect.actors import ActorConfig, HFActor
-from collect.awm.protocol import system_prompt
+from collect.actors import HFActor, HFActorConfig
+from collect.awm.protocol import format_call_tool, system_prompt
 from collect.collector import collect, collect_config
 from collect.rollout import EpisodeView, TurnRequest
 from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
@@ -30,8 +30,7 @@ def tiny_model(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("tiny-qwen3")
     texts = [system_prompt(expert_enabled=False)] * 3 + [
-        '<tool_call>\n{"name": "call_tool", "arguments": {"tool_name": "list_workflows", '
-        '"arguments": "{\\"search\\": \\"Nightly CRM Sync\\"}"}}\n</tool_call>'
+        format_call_tool("list_workflows", {"search": "Nightly CRM Sync"})
     ] * 3
     tk = Tokenizer(models.BPE(unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -74,7 +73,7 @@ def _request(seed, content):
 
 
 def test_hf_actor_generates_batched_and_seeded(tiny_model):
-    cfg = ActorConfig(kind="hf", model=str(tiny_model), max_tokens=8, temperature=1.0, device="cpu")
+    cfg = HFActorConfig(model=str(tiny_model), max_tokens=8, temperature=1.0, device="cpu")
     actor = HFActor(cfg)
     assert actor.name == str(tiny_model)
     reqs = [

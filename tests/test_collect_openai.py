@@ -3,7 +3,6 @@ HTTP servers started here on 127.0.0.1 (scripted responders, random free ports).
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -15,6 +14,8 @@ from fastapi.responses import JSONResponse
 
 import helpdp
 from collect.awm.dataset import AWMDataset
+from collect.awm.llm import ChatClient, EndpointConfig, EndpointError
+from collect.awm.protocol import format_call_tool, format_tool_call
 from collect.collector import collect, collect_config
 from collect.interventions import CRITERIA_SYSTEM
 from collect.worlds import WORLDS_DIR
@@ -36,8 +37,10 @@ class Server:
             self.requests.append(body)
             self.headers.append(dict(request.headers))
             out = reply(body)
-            if isinstance(out, int):
-                return JSONResponse({"error": "scripted failure"}, status_code=out)
+            if isinstance(out, int):  # retried at once (Retry-After: 1 ms)
+                return JSONResponse(
+                    {"error": "scripted failure"}, status_code=out, headers={"retry-after-ms": "1"}
+                )
             return {
                 "choices": [{"message": {"role": "assistant", "content": out}}],
                 "usage": {"prompt_tokens": 100, "completion_tokens": 10},
@@ -66,14 +69,7 @@ class Server:
 
 
 def _call(c):
-    args = json.dumps(c["arguments"])
-    return (
-        "<tool_call>\n"
-        + json.dumps(
-            {"name": "call_tool", "arguments": {"tool_name": c["tool_name"], "arguments": args}}
-        )
-        + "\n</tool_call>"
-    )
+    return format_call_tool(c["tool_name"], c["arguments"])
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +85,7 @@ def scripted_actor():
         sol = by_task[task]
         n = sum(m["role"] == "assistant" for m in msgs)
         if n == 0:
-            return '<tool_call>\n{"name": "list_tools", "arguments": null}\n</tool_call>'
+            return format_tool_call("list_tools")
         if n - 1 < len(sol.calls):
             return "Calling the next tool.\n" + _call(sol.calls[n - 1])
         return sol.final_answer or "Done."
@@ -120,7 +116,6 @@ def _cfg(tmp_path, actor_url, *extra):
             "actor.model=scripted-actor",
             "actor.api_key_env=HELPDP_TEST_ACTOR_KEY",
             "actor.retries=1",
-            "actor.retry_backoff_s=0.01",
             "executor.workers=1",
             "executor.batch_size=3",
             f"schedule.scenarios=[{SCENARIO}]",
@@ -235,3 +230,34 @@ def test_two_interventions_in_one_run(tmp_path, scripted_actor, scripted_expert)
     assert set(st.loc[(st.p_oracle == 0.5), "action"]) == {0, 1, 2}
     assert (ep["expert_calls"] == ep["calls_oracle"] + ep["calls_expert"]).all()
     assert ds.transitions["action"].max() == 2
+
+
+def test_the_client_retries_429_and_5xx_not_400():
+    """The SDK's retries: 408/409/429/5xx are retried (``retries`` more attempts, the
+    server's Retry-After honoured), any other 4xx fails at once."""
+    script: list[int] = []
+
+    def reply(body):
+        return script.pop(0) if script else "ok"
+
+    server = Server(reply)
+    try:
+        client = ChatClient(
+            EndpointConfig(base_url=server.url, model="m", api_key_env="HELPDP_NO_KEY", retries=2)
+        )
+        msgs = [{"role": "user", "content": "hi"}]
+        script[:] = [429, 503]
+        assert client.complete(msgs, temperature=0.0, max_tokens=4).text == "ok"
+        assert len(server.requests) == 3
+        script[:] = [500, 502, 504]
+        with pytest.raises(EndpointError, match="HTTP 504"):
+            client.complete(msgs, temperature=0.0, max_tokens=4)
+        assert len(server.requests) == 6  # 1 + 2 retries
+        script[:] = [400]
+        with pytest.raises(EndpointError, match="HTTP 400"):
+            client.complete(msgs, temperature=0.0, max_tokens=4)
+        assert len(server.requests) == 7  # no retry
+        assert "authorization" not in server.headers[-1]  # no key: no header
+        client.close()
+    finally:
+        server.stop()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collect.actors import SimulatedActor, SimulatedConfig, simulate_turn
-from collect.awm.protocol import parse_turn
+from collect.awm.protocol import format_call_tool, parse_turn
 from collect.rollout import EpisodeView, Help, Turn, TurnRequest, call_matches
 from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
 
@@ -79,7 +79,7 @@ def test_wrong_tools_and_arguments_grow_with_difficulty():
 
 def test_stuck_in_loops_after_errors_unless_helped():
     view, calls = _view(n_calls=12)
-    failed_text = '<tool_call>\n{"name": "call_tool", "arguments": {"tool_name": "get_item", "arguments": "{}"}}\n</tool_call>'
+    failed_text = format_call_tool("get_item", {})
     failed = Turn(
         1, 0, None, failed_text, parse_turn(failed_text).as_dict(), "invalid_arguments", "Error"
     )

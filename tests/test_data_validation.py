@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from dp_helpers import make_frames
 
-from helpdp import DatasetError, load_dataset
+from helpdp import FORMAT_VERSION, DatasetError, load_dataset
 
 TR = [(0, 0, 1, 2), (0, 1, 2, 1), (1, 0, 3, 1), (1, 0, 4, 1), (2, 0, 3, 1)]
 
@@ -175,18 +175,21 @@ def test_scores_naming_unknown_state(tmp_path):
 @pytest.mark.parametrize(
     ("manifest", "msg"),
     [
-        ({"actions": ["nohelp"], "gamma": 1.0, "format": 1}, "column 'actions': must list >= 2"),
         (
-            {"actions": ["help", "nohelp"], "gamma": 1.0, "format": 1},
+            {"actions": ["nohelp"], "gamma": 1.0, "format": FORMAT_VERSION},
+            "column 'actions': must list >= 2",
+        ),
+        (
+            {"actions": ["help", "nohelp"], "gamma": 1.0, "format": FORMAT_VERSION},
             "column 'actions': actions\\[0\\] must be 'nohelp'",
         ),
         (
-            {"actions": ["nohelp", "expert"], "gamma": 0.0, "format": 1},
+            {"actions": ["nohelp", "expert"], "gamma": 0.0, "format": FORMAT_VERSION},
             "column 'gamma': must be a number in \\(0, 1\\]",
         ),
         (
-            {"actions": ["nohelp", "expert"], "gamma": 1.0, "format": 2},
-            "column 'format': unsupported format 2",
+            {"actions": ["nohelp", "expert"], "gamma": 1.0, "format": FORMAT_VERSION + 1},
+            f"column 'format': unsupported format {FORMAT_VERSION + 1}",
         ),
     ],
 )

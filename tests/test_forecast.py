@@ -6,6 +6,7 @@ import pytest
 
 from helpdp import demo_dataset_path, from_frames, load_dataset, search_budget
 from helpdp._src import forecast as kf
+from helpdp.contract import build_manifest
 from helpdp.forecast import (
     cross_fit,
     evaluate,
@@ -18,7 +19,7 @@ from helpdp.forecast import (
 from helpdp.subset import episode_subset
 from prm._toy import write_episodes
 
-MANIFEST = {"actions": ["nohelp", "expert"], "gamma": 1.0, "format": 1}
+MANIFEST = build_manifest(["nohelp", "expert"])
 
 
 def _frames(rows, n_states, terminal, success):
@@ -147,3 +148,30 @@ def test_cross_fit_on_the_demo_is_below_the_dp_forecast():
     cf = cross_fit(ds, 1.0, repeats=1).summary()
     assert cf["heldout_success"] < dp.expected_success - 0.1
     assert 0.4 < cf["heldout_success"] < 0.8 and cf["folds"] == 2
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_evaluate_rows_on_a_cycle_and_state_success(jit):
+    """s0 -nohelp-> s0 (1) | win (1); s0 -help-> win (1); gamma 0.9: sweeps to tol,
+    the kernel jitted and as Python, against the fixed points solved by hand."""
+    from helpdp import state_success
+
+    rows = [(0, 0, 0, 1), (0, 0, 1, 1), (0, 1, 1, 1)]
+    ds = _frames(rows, 2, [1], [1])
+    ds = from_frames({**MANIFEST, "gamma": 0.9}, ds.states, ds.transitions)
+    mdp = ds.mdp
+    s0 = int(ds.index([0])[0])
+    fn = kf.evaluate_rows if jit else kf.evaluate_rows.py_func
+    val = np.zeros((mdp.n_states, 3))
+    sweeps = fn(mdp.order, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
+                mdp.terminal, mdp.success, np.full(mdp.n_rows, 0.5), np.ones(mdp.n_states),
+                0.9, 1e-13, 10_000, val)  # fmt: skip
+    assert not mdp.acyclic and sweeps > 1
+    # S = 0.5 * 0.9 * (S / 2 + 1 / 2) + 0.5 * 0.9;  M = 0.5 + 0.5 * 0.9 * M / 2;
+    # F (visits to flagged states, every state here) = 1 + 0.5 * 0.9 * F / 2 at s0
+    assert val[s0, 0] == pytest.approx(0.675 / 0.775, abs=1e-12)
+    assert val[s0, 1] == pytest.approx(0.5 / 0.775, abs=1e-12)
+    assert val[s0, 2] == pytest.approx(1 / 0.775, abs=1e-12)
+    # state_success evaluates the data's behaviour (action frequencies: 2/3 nohelp)
+    # with the same kernel: S = 0.9 * (2/3 * (S / 2 + 1 / 2) + 1/3)
+    assert state_success(ds)[s0] == pytest.approx(0.6 / 0.7, abs=1e-10)

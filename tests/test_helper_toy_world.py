@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpdp.contract import build_manifest, write_dataset
 from helpdp.policies import RandomStates, StateView
 
 T, P_ERR, P_LOSE = 4, 0.35, 0.8
@@ -110,13 +111,7 @@ def test_tiny_helper_learns_when_to_ask_and_beats_random_on_unseen_tasks(tmp_pat
     from helpdp.label import LabelConfig, make_labels, write_labels
 
     tables = collect_toy(np.random.default_rng(0))
-    data = tmp_path / "toy"
-    data.mkdir()
-    for name, df in tables.items():
-        df.to_parquet(data / f"{name}.parquet", index=False)
-    (data / "manifest.json").write_text(
-        json.dumps({"actions": ["nohelp", "expert"], "gamma": 1.0, "format": 1, "source": {}})
-    )
+    data = write_dataset(tmp_path / "toy", build_manifest(["nohelp", "expert"]), tables)
     from helpdp.data import load_dataset
 
     ds = load_dataset(data)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plot_helpers import assert_drawn_png
 
 from helpdp import demo_dataset_path, load_dataset
 from prm import dataset_actor
@@ -56,14 +57,14 @@ def test_train_tabular_and_score(demo, tmp_path):
     assert json.loads((out / "prm.json").read_text())["actor"] == dataset_actor(load_dataset(data))
     copy = tmp_path / "d"
     shutil.copytree(data, copy)
-    score({"data": str(copy), "prm": str(out), "progress": False})
+    score({"data": str(copy), "prm_dir": str(out), "progress": False})
     ds = load_dataset(copy)
     assert ds.scores["source"].iloc[0].startswith("prm:tabular")
 
 
 def test_score_validates_and_paper_rule_runs(demo, lm_prm):
     root, data = demo
-    lines = run("prm.score", f"data={data}", f"prm={lm_prm}", "progress=false")
+    lines = run("prm.score", f"data={data}", f"prm_dir={lm_prm}", "progress=false")
     assert json.loads(lines[-1])["rows"] > 0
     ds = load_dataset(data)  # the contract's validation of scores.parquet
     sc = ds.scores
@@ -83,7 +84,7 @@ def test_score_validates_and_paper_rule_runs(demo, lm_prm):
 def test_report_prints_json_last(demo, lm_prm):
     root, data = demo
     plot = root / "rel.png"
-    lines = run("prm.report", f"data={data}", f"prm={lm_prm}", f"plot={plot}", "progress=false")
+    lines = run("prm.report", f"data={data}", f"prm_dir={lm_prm}", f"plot={plot}", "progress=false")
     js = json.loads(lines[-1])
     assert set(js) == {"train", "validation", "test"}
     for split in js.values():
@@ -91,13 +92,13 @@ def test_report_prints_json_last(demo, lm_prm):
         assert 0 <= split["brier"] <= 1 and 0 <= split["ece"] <= 1
         assert {"auroc", "brier", "ece", "ece_scaled"} <= set(split["baseline"])
     assert js["validation"]["auroc"] > 0.6
-    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert_drawn_png(plot, min_width=500, min_height=600)
 
 
 def test_selfreg_prints_json_and_writes_policies(demo, lm_prm):
     root, data = demo
     out = root / "policies"
-    lines = run("prm.selfreg", f"data={data}", f"prm={lm_prm}", f"out={out}", "progress=false")
+    lines = run("prm.selfreg", f"data={data}", f"prm_dir={lm_prm}", f"out={out}", "progress=false")
     js = json.loads(lines[-1])
     for key in ("accuracy", "precision", "recall"):
         assert 0 <= js["test"][key] <= 1
@@ -116,7 +117,7 @@ def test_actor_mismatch_refused_on_the_command_line(demo, lm_prm, tmp_path):
     m["source"]["actor"] = "another-model"
     (copy / "manifest.json").write_text(json.dumps(m))
     proc = subprocess.run(
-        [sys.executable, "-m", "prm.score", f"data={copy}", f"prm={lm_prm}"],
+        [sys.executable, "-m", "prm.score", f"data={copy}", f"prm_dir={lm_prm}"],
         cwd=REPO,
         capture_output=True,
         text=True,

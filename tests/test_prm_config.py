@@ -1,19 +1,13 @@
 """The Hydra configs compose against their schemas; every field is documented."""
 
+import typing
 from dataclasses import fields, is_dataclass
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from prm.config import (
-    CONF_DIR,
-    SCHEMAS,
-    PRMModelConfig,
-    help_text,
-    primary_config,
-    register_configs,
-)
+from cliconf import CONF_DIR, compose_config, help_text
+from prm.config import SCHEMAS, PRMModelConfig
 
 
 @pytest.fixture(autouse=True)
@@ -29,41 +23,45 @@ def _fresh_hydra():
      ("qwen3_4b", "lm", "Qwen/Qwen3-4B")],
 )  # fmt: skip
 def test_model_group_composes(choice, kind, base):
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = compose("prm_train", overrides=[f"prm={choice}", "data=/d", "out=/o"])
+    cfg = compose_config(
+        "prm_train", [f"prm={choice}", "data=/d", "out=/o"], node=SCHEMAS["prm_train"]
+    )
     assert cfg.prm.kind == kind and cfg.prm.base_model == base
     assert cfg.fit_splits == ["train"] and cfg.kind is None
 
 
 def test_train_rejects_unknown_field():
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        with pytest.raises(Exception, match="no_such_field"):
-            compose("prm_train", overrides=["prm.no_such_field=1"])
+    with pytest.raises(Exception, match="no_such_field"):
+        compose_config("prm_train", ["prm.no_such_field=1"], node=SCHEMAS["prm_train"])
 
 
 @pytest.mark.parametrize("stage", ["prm_score", "prm_report", "prm_selfreg"])
-def test_prm_is_a_directory_in_the_later_stages(stage):
-    from hydra import initialize
-
-    name = primary_config(stage)
-    with initialize(config_path=None, version_base=None):
-        cfg = compose(name, overrides=["data=/d", "prm=/some/prm_dir"])
-    assert cfg.prm == "/some/prm_dir" and cfg.data == "/d"
+def test_prm_dir_names_the_directory_in_the_later_stages(stage):
+    # conf/ is on the search path of every app: prm=... is the model group, prm_dir=... a PRM
+    cfg = compose_config(stage, ["data=/d", "prm_dir=/some/prm_dir"], node=SCHEMAS[stage])
+    assert cfg.prm_dir == "/some/prm_dir" and cfg.data == "/d"
 
 
 def test_every_field_documented_once():
+    visited = []
+
     def walk(cls):
+        visited.append(cls)
+        hints = typing.get_type_hints(cls)  # f.type is a string (postponed annotations)
         for f in fields(cls):
             assert f.metadata.get("help"), f"{cls.__name__}.{f.name} has no help"
-            if is_dataclass(f.type):
-                walk(f.type)
+            if is_dataclass(hints[f.name]):
+                walk(hints[f.name])
 
-    for schema in [PRMModelConfig, *SCHEMAS.values()]:
+    for schema in SCHEMAS.values():
         walk(schema)
-    text = help_text(SCHEMAS["prm_train"], "python -m prm.train")
+    # the model group is reached through TrainConfig.prm, not only listed
+    assert visited.count(PRMModelConfig) == 1 and len(visited) == len(SCHEMAS) + 1
+    cfg = compose_config("prm_train", node=SCHEMAS["prm_train"])
+    text = help_text("prm.train", SCHEMAS["prm_train"], cfg)
     assert "prm.prior_strength=2.0" in text and "Beta prior strength" in text
+    # the values shown are the resolved ones: conf/prm/tiny.yaml's, not the schema's
+    assert "prm.max_length=128\n" in text and "prm.lr=0.003\n" in text and "prm.epochs=8\n" in text
 
 
 def test_import_prm_is_light():

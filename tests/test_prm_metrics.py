@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from plot_helpers import assert_drawn_png
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from prm.base import logit, sigmoid
@@ -41,4 +42,4 @@ def test_reliability_diagram_png(tmp_path):
     y = np.array([0, 1, 1, 0, 1])
     p = np.array([0.2, 0.7, 0.9, 0.4, 0.6])
     out = reliability_diagram({"validation": (y, p, None)}, tmp_path / "r" / "rel.png")
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_drawn_png(out, min_width=500, min_height=600)

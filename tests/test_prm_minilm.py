@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from cliconf import CONF_DIR
 from helpdp import load_dataset
 from helpdp.helper.minilm import DIST, PACKAGE, SAFETENSORS_SHA256
 from prm import build_examples, load_prm, task_splits
 from prm._toy import separable_dataset
-from prm.config import CONF_DIR
 from prm.metrics import auroc
 from prm.train import fit_prm
 

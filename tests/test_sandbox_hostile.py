@@ -21,6 +21,7 @@ import pytest
 
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvConfig, build_scenario_database
+from collect.awm.protocol import format_call_tool
 from collect.awm.sandbox import (
     SandboxError,
     SandboxLimits,
@@ -308,11 +309,7 @@ def _world(
 
 
 def _call(tool: str, arguments: dict) -> str:
-    payload = {
-        "name": "call_tool",
-        "arguments": {"tool_name": tool, "arguments": json.dumps(arguments)},
-    }
-    return "<tool_call>" + json.dumps(payload) + "</tool_call>"
+    return format_call_tool(tool, arguments)
 
 
 def _digest(path: Path) -> str:

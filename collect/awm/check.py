@@ -31,27 +31,25 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-import hydra
-from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
-
+from cliconf import doc_field as _f
+from cliconf import run_app
 from collect.awm.clock import WorldClock, clock_field
 from collect.awm.dataset import CORE_PIECES, FILES, AWMDataset, Scenario
 from collect.awm.env import build_scenario_database
 from collect.awm.sandbox import (
     AppWorker,
+    IsolationUnavailable,
     SandboxError,
     SandboxLimits,
+    UnsafeDirectory,
     VerifierPool,
     check_isolation,
     default_work_root,
 )
 from collect.awm.tools import tools_from_openapi
 from collect.worlds import WORLDS_DIR
-from helpdp.config import doc_field as _f
-from helpdp.config import register_help
 
 __all__ = [
     "CheckConfig",
@@ -336,17 +334,16 @@ def run_check(config: CheckConfig, out: TextIO | None = sys.stdout) -> int:
     return report.exit_code(config.defects_fail)
 
 
-def register() -> None:
-    ConfigStore.instance().store(name="check_schema", node=CheckConfig)
-    register_help("check", CheckConfig, "python -m collect.awm.check [KEY=VALUE ...]")
-
-
-register()
-
-
-@hydra.main(version_base=None, config_path="../../conf", config_name="check")
-def main(cfg: Any) -> None:
-    sys.exit(run_check(OmegaConf.to_object(cfg)))
+def main() -> None:
+    """``python -m collect.awm.check``: exits with :func:`run_check`'s status."""
+    run_app(
+        "collect.awm.check",
+        CheckConfig,
+        run_check,
+        config_name="check",
+        errors=(SandboxError, IsolationUnavailable, UnsafeDirectory),
+        instance=True,
+    )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ DEFAULT_CLOCK = "2026-01-01T00:00:00Z"
 
 def clock_field() -> Any:
     """The ``clock`` field of every command that runs dataset code (collect, check, serve)."""
-    from helpdp.config import doc_field
+    from cliconf import doc_field
 
     return doc_field(
         "",

@@ -68,11 +68,16 @@ _LIMIT_ERRORS = (
 )
 
 
-def _limit_error(e: sqlite3.Error, where: str, deadline: float | None) -> BuildAborted | None:
+def _limit_error(e: sqlite3.Error, where: str) -> BuildAborted | None:
+    """The :class:`BuildAborted` for an error that means a build limit was reached, else None.
+
+    SQLite says "interrupted" only when the progress handler stops a statement, and
+    ``build_database`` installs that handler only with a deadline.
+    """
     text = str(e)
     if not any(marker in text for marker in _LIMIT_ERRORS):
         return None
-    if "interrupted" in text and deadline is not None:
+    if "interrupted" in text:
         text = "time limit of the build reached (a runaway statement, e.g. a recursive CTE)"
     elif "disk is full" in text or "disk I/O error" in text:
         text = "the database grew past the build's file size limit (RLIMIT_FSIZE)"
@@ -164,7 +169,7 @@ def build_database(
     import time
 
     def limit_check(e: sqlite3.Error, where: str) -> None:
-        aborted = _limit_error(e, where, deadline)
+        aborted = _limit_error(e, where)
         if aborted is not None:
             raise aborted from None
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import shutil
@@ -37,9 +38,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cliconf import doc_field as _f
 from collect.awm.clock import WorldClock
 from collect.awm.database import BuildReport
 from collect.awm.dataset import AWMDataset, Scenario
+from collect.awm.llm import ChatClient, EndpointConfig
 from collect.awm.protocol import (
     Action,
     Failure,
@@ -72,7 +75,6 @@ from collect.awm.tools import (
     tools_from_openapi,
     validate_arguments,
 )
-from helpdp.config import doc_field as _f
 
 __all__ = [
     "AWMEnv",
@@ -85,21 +87,15 @@ __all__ = [
     "ToolResult",
     "Verification",
     "build_scenario_database",
+    "database_digest",
 ]
 
 
 @dataclass
-class JudgeConfig:
-    """OpenAI-compatible endpoint for SQL-mode verification (off when ``base_url`` is empty)."""
+class JudgeConfig(EndpointConfig):
+    """The LLM judge of SQL-mode verification: an OpenAI-compatible endpoint (off while
+    ``base_url`` or ``model`` is empty: code-mode verifiers only)."""
 
-    base_url: str = _f(
-        "", "OpenAI-compatible API root, e.g. http://host:8000/v1; empty: code-mode verifiers only"
-    )
-    model: str = _f("", "model name sent to the endpoint")
-    api_key_env: str = _f(
-        "OPENAI_API_KEY", "environment variable holding the API key (may be unset)"
-    )
-    timeout_s: float = _f(60.0, "HTTP timeout of one judge request, s")
     temperature: float = _f(0.0, "sampling temperature of the judge")
     max_tokens: int = _f(512, "completion token limit of the judge")
     max_prompt_chars: int = _f(24000, "trajectory + evidence characters sent to the judge")
@@ -142,7 +138,7 @@ class EnvConfig:
         "(each run also stops at verifier_sandbox.call_timeout_s)",
     )
     rewards: RewardConfig = _f(RewardConfig(), "reward of each episode outcome")
-    judge: JudgeConfig = _f(JudgeConfig(), "LLM judge for SQL-mode verifiers")
+    judge: JudgeConfig = _f(JudgeConfig(timeout_s=60.0), "LLM judge for SQL-mode verifiers")
     work_root: str | None = _f(
         None, "directory for databases and workers; null: a fresh one on /dev/shm or /tmp"
     )
@@ -214,41 +210,34 @@ class Verification:
 
 
 class Judge:
-    """Classifies SQL-mode verifier output through an OpenAI-compatible chat endpoint (httpx)."""
+    """Classifies SQL-mode verifier output through an OpenAI-compatible chat endpoint
+    (:class:`~collect.awm.llm.ChatClient`, with its retries).
+
+    ``transport``: an ``httpx2`` transport for tests.
+    """
 
     def __init__(self, config: JudgeConfig, *, transport: Any = None):
         self.config = config
         self._transport = transport
+        self._client: ChatClient | None = None
+        self._client_lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         return bool(self.config.base_url and self.config.model)
 
     def classify(self, task: str, trajectory: str, evidence: Any) -> tuple[str, str]:
-        """``(label, reason)``; raises ``httpx.HTTPError`` when the endpoint fails."""
-        import httpx
-
-        headers = {}
-        key = os.environ.get(self.config.api_key_env or "", "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        body = {
-            "model": self.config.model,
-            "messages": judge_messages(
-                task, trajectory, evidence, max_chars=self.config.max_prompt_chars
-            ),
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
-        }
-        with httpx.Client(
-            base_url=self.config.base_url.rstrip("/"),
-            timeout=self.config.timeout_s,
-            transport=self._transport,
-        ) as client:
-            response = client.post("/chat/completions", json=body, headers=headers)
-            response.raise_for_status()
-            content = response.json()["choices"][0]["message"]["content"] or ""
-        return parse_judge_answer(content)
+        """``(label, reason)``; raises :class:`~collect.awm.llm.EndpointError` when the
+        endpoint fails."""
+        with self._client_lock:
+            if self._client is None:
+                self._client = ChatClient(self.config, transport=self._transport)
+        reply = self._client.complete(
+            judge_messages(task, trajectory, evidence, max_chars=self.config.max_prompt_chars),
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+        )
+        return parse_judge_answer(reply.text)
 
 
 _BUILD_LOCK = threading.Lock()
@@ -315,6 +304,46 @@ def build_scenario_database(
     report.path = path
     os.chmod(path, 0o444)
     return path, report
+
+
+def database_digest(initial_db_path: str, final_db_path: str) -> dict:
+    """sha256 over every table's rows of the database at ``final_db_path`` (rows sorted;
+    blobs by their own sha256): ``{"digest": hex, "tables": n}``.
+
+    Self-contained (its imports inside): :meth:`AWMEnv.db_digest` sends this function's
+    own source to a sandboxed verifier worker, in SQL mode (``initial_db_path`` unused).
+    """
+    import hashlib
+    import sqlite3
+
+    def value(v):
+        return "bytes:" + hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v
+
+    conn = sqlite3.connect("file:" + final_db_path + "?mode=ro", uri=True)
+    try:
+        h = hashlib.sha256()
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
+        for name in names:
+            quoted = '"' + name.replace('"', '""') + '"'
+            rows = sorted(
+                repr(tuple(value(v) for v in r)) for r in conn.execute("SELECT * FROM " + quoted)
+            )
+            h.update(repr((name, len(rows))).encode())
+            for r in rows:
+                h.update(r.encode())
+                h.update(b"\n")
+        return {"digest": h.hexdigest(), "tables": len(names)}
+    finally:
+        conn.close()
+
+
+_DIGEST_SOURCE = inspect.getsource(database_digest)
 
 
 def _trim(text: str, limit: int) -> str:
@@ -770,6 +799,30 @@ class AWMEnv:
                 detail={"evidence": outcome.result, "reason": reason},
                 seconds=outcome.seconds,
             )
+
+    def db_digest(self) -> str:
+        """A digest of the current database's content (:func:`database_digest`, run in a
+        sandboxed verifier worker on an export of the app's database): equal databases,
+        equal digests. ``"no-app"`` when the app's worker is not running. Raises
+        ``RuntimeError`` when the digest fails."""
+        with self._lock:
+            if self.app is None or not self.app.alive:
+                return "no-app"
+            path = self.app.export(f"digest-{uuid.uuid4().hex[:8]}.db")
+            try:
+                outcome = self.verifier_pool.run(
+                    _DIGEST_SOURCE,
+                    initial_db=self.initial_db,
+                    final_db=path,
+                    mode="sql",
+                    function_name=database_digest.__name__,
+                    final_from_worker=True,
+                )
+            finally:
+                path.unlink(missing_ok=True)
+        if not outcome.ok:
+            raise RuntimeError(f"database digest failed: {outcome.status}: {outcome.message}")
+        return str(outcome.result["digest"])
 
     def trajectory_text(self, final_answer: str | None = None) -> str:
         lines = []

@@ -32,11 +32,16 @@ __all__ = [
     "Action",
     "Failure",
     "RewardConfig",
+    "TOOL_CALL_CLOSE",
+    "TOOL_CALL_OPEN",
     "episode_reward",
+    "format_call_tool",
+    "format_tool_call",
     "judge_messages",
     "parse_judge_answer",
     "parse_turn",
     "system_prompt",
+    "tool_call_block",
 ]
 
 META_FUNCTIONS = ("list_tools", "call_tool", "ask_expert")
@@ -95,7 +100,8 @@ class Action:
         }
 
 
-_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+_OPEN, _CLOSE = TOOL_CALL_OPEN, TOOL_CALL_CLOSE
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
 
@@ -145,6 +151,31 @@ def parse_turn(text: str, *, expert_enabled: bool = True) -> Action:
     action.raw_call = raw
     action.extra_calls = extra
     return action
+
+
+# ---------------------------------------------------------------------------
+# writing turns (the inverse of parse_turn)
+# ---------------------------------------------------------------------------
+
+
+def tool_call_block(body: str, thought: str = "") -> str:
+    """``thought``, then ``body`` (the call's JSON text, as is) inside the tags:
+    ``thought\n<tool_call>\nbody\n</tool_call>`` (no leading newline without a thought)."""
+    return f"{thought}\n{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}".lstrip("\n")
+
+
+def format_tool_call(name: str, arguments: Any = None, thought: str = "") -> str:
+    """A turn calling the meta-function ``name`` (``list_tools``, ``call_tool``,
+    ``ask_expert``) with ``arguments``; :func:`parse_turn` reads it back."""
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return tool_call_block(body, thought)
+
+
+def format_call_tool(tool_name: str, arguments: Any = None, thought: str = "") -> str:
+    """A turn calling the app's tool ``tool_name``: ``call_tool`` with the tool's
+    arguments as a JSON string, as the system prompt asks."""
+    args = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    return format_tool_call("call_tool", {"tool_name": tool_name, "arguments": args}, thought)
 
 
 def _decode_arguments(value: Any, what: str) -> tuple[Any, Action | None]:

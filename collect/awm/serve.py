@@ -65,18 +65,19 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Body, FastAPI, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from cliconf import doc_field as _f
+from cliconf import run_app
 from collect.awm.clock import clock_field
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvConfig, EnvPool, StepResult
 from collect.awm.protocol import Action, Failure, parse_turn
 from collect.worlds import WORLDS_DIR
-from helpdp.config import doc_field as _f
-from helpdp.config import register_help
 
 __all__ = [
     "AsyncEnvClient",
@@ -137,20 +138,92 @@ class _Session:
     last_used: float = field(default_factory=time.monotonic)
 
 
+# ---------------------------------------------------------------------------
+# the wire format (pydantic: validated on the way in, its JSON Schema at /schema)
+# ---------------------------------------------------------------------------
+
+
+class TurnAction(BaseModel):
+    """A model turn with the full protocol (tags, final answer)."""
+
+    type: Literal["turn"]
+    text: str
+
+
+class ListToolsAction(BaseModel):
+    """OpenEnv's ListToolsAction."""
+
+    type: Literal["list_tools"]
+
+
+class CallToolAction(BaseModel):
+    """One tool call; ``arguments`` an object or its JSON text."""
+
+    type: Literal["call_tool"]
+    tool_name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class AskExpertAction(BaseModel):
+    """The ``ask_expert`` meta-function."""
+
+    type: Literal["ask_expert"]
+    arguments: dict[str, Any] | None = None
+
+
+ActionModel = Annotated[
+    TurnAction | ListToolsAction | CallToolAction | AskExpertAction, Field(discriminator="type")
+]
+_ACTION = TypeAdapter(ActionModel)
+
+
+class Observation(BaseModel):
+    """What a step returns under ``observation``."""
+
+    text: str
+    done: bool
+    reward: float | None
+    metadata: dict[str, Any]
+    tools: list[dict[str, Any]] | None = None
+
+
+class EpisodeState(BaseModel):
+    """``GET /state``."""
+
+    episode_id: str | None
+    step_count: int
+    scenario: str | None = None
+    task_idx: int | None = None
+    done: bool | None = None
+    format_errors: int | None = None
+    failures: dict[str, int] | None = None
+
+
+def _request_error(e: ValidationError) -> str:
+    """One line naming the first problem of a refused action."""
+    err = e.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()) if not str(p).endswith("Action"))
+    return f"invalid action: {where + ': ' if where else ''}{err.get('msg', 'invalid')}"
+
+
 def action_from_dict(data: Any, *, expert_enabled: bool = True) -> Action:
-    """Turn a JSON action into a protocol :class:`Action` (bad shapes become invalid actions)."""
-    if not isinstance(data, dict):
-        return Action(
-            "invalid", failure=Failure.INVALID_JSON, message="action must be a JSON object"
-        )
-    kind = data.get("type")
-    if kind == "turn":
-        return parse_turn(str(data.get("text", "")), expert_enabled=expert_enabled)
-    if kind == "list_tools":
+    """A JSON action (:data:`ActionModel`) as a protocol :class:`Action`.
+
+    A request that is not an action is refused (:class:`SessionError` 422, naming the
+    problem); an action whose content breaks the protocol (a turn without a valid tool
+    call, arguments that are not JSON, an empty tool name, ``ask_expert`` while the
+    expert is off) is the agent's: an invalid action, answered as a step.
+    """
+    try:
+        action = _ACTION.validate_python(data)
+    except ValidationError as e:
+        raise SessionError(422, _request_error(e)) from None
+    if isinstance(action, TurnAction):
+        return parse_turn(action.text, expert_enabled=expert_enabled)
+    if isinstance(action, ListToolsAction):
         return Action("list_tools")
-    if kind == "call_tool":
-        name = data.get("tool_name")
-        arguments = data.get("arguments", {})
+    if isinstance(action, CallToolAction):
+        arguments = action.arguments
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
@@ -158,15 +231,17 @@ def action_from_dict(data: Any, *, expert_enabled: bool = True) -> Action:
                 return Action(
                     "invalid", failure=Failure.INVALID_JSON, message=f"arguments are not JSON: {e}"
                 )
-        if not isinstance(name, str) or not name.strip():
+        if not action.tool_name.strip():
             return Action(
                 "invalid", failure=Failure.INVALID_ARGUMENTS, message="call_tool needs a tool_name"
             )
-        return Action("call_tool", tool_name=name.strip(), arguments=arguments)
-    if kind == "ask_expert" and expert_enabled:
-        return Action("ask_expert", arguments=data.get("arguments") or {})
+        return Action("call_tool", tool_name=action.tool_name.strip(), arguments=arguments)
+    if expert_enabled:
+        return Action("ask_expert", arguments=action.arguments or {})
     return Action(
-        "invalid", failure=Failure.UNKNOWN_META_FUNCTION, message=f"unknown action type {kind!r}"
+        "invalid",
+        failure=Failure.UNKNOWN_META_FUNCTION,
+        message="unknown action type 'ask_expert'",
     )
 
 
@@ -655,56 +730,9 @@ def create_app(pool: EnvPool, config: ServeConfig | None = None, *, token: str |
 
 
 SCHEMA = {
-    "action": {
-        "oneOf": [
-            {
-                "type": "object",
-                "properties": {"type": {"const": "turn"}, "text": {"type": "string"}},
-                "required": ["type", "text"],
-            },
-            {
-                "type": "object",
-                "properties": {"type": {"const": "list_tools"}},
-                "required": ["type"],
-            },
-            {
-                "type": "object",
-                "properties": {
-                    "type": {"const": "call_tool"},
-                    "tool_name": {"type": "string"},
-                    "arguments": {"type": ["object", "string"]},
-                },
-                "required": ["type", "tool_name"],
-            },
-            {
-                "type": "object",
-                "properties": {"type": {"const": "ask_expert"}, "arguments": {"type": "object"}},
-                "required": ["type"],
-            },
-        ]
-    },
-    "observation": {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string"},
-            "done": {"type": "boolean"},
-            "reward": {"type": ["number", "null"]},
-            "metadata": {"type": "object"},
-            "tools": {"type": "array"},
-        },
-    },
-    "state": {
-        "type": "object",
-        "properties": {
-            "episode_id": {"type": ["string", "null"]},
-            "step_count": {"type": "integer"},
-            "scenario": {"type": "string"},
-            "task_idx": {"type": "integer"},
-            "done": {"type": "boolean"},
-            "format_errors": {"type": "integer"},
-            "failures": {"type": "object"},
-        },
-    },
+    "action": _ACTION.json_schema(),
+    "observation": Observation.model_json_schema(),
+    "state": EpisodeState.model_json_schema(),
 }
 
 
@@ -919,24 +947,18 @@ def serve(config: ServeConfig) -> None:
         pool.close()
 
 
-def register() -> None:
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(name="serve_schema", node=ServeConfig)
-    register_help("serve", ServeConfig, "python -m collect.awm.serve [KEY=VALUE ...]")
-
-
 def main() -> None:
-    import hydra
-    from omegaconf import OmegaConf
+    """``python -m collect.awm.serve``."""
+    from collect.awm.sandbox import IsolationUnavailable, SandboxError, UnsafeDirectory
 
-    register()
-
-    @hydra.main(version_base=None, config_path="../../conf", config_name="serve")
-    def _main(cfg: Any) -> None:
-        serve(OmegaConf.to_object(cfg))
-
-    _main()
+    run_app(
+        "collect.awm.serve",
+        ServeConfig,
+        serve,
+        config_name="serve",
+        errors=(SandboxError, IsolationUnavailable, UnsafeDirectory),
+        instance=True,
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ Same CSR layout as ``helpdp._src.kernels`` (see there): state ``s`` owns rows
 taking each row's action at its state (a deterministic policy is 0/1 per row;
 the rows of a state sum to 1, or to 0 where the policy has nothing to do there,
 which then counts as failure, like a non-terminal state without observed
-actions). No I/O, no pandas; numba-jitted with ``cache=True`` (``.py_func`` for
+actions). ``evaluate_rows`` also gives ``helpdp.state_success`` (the data's
+behaviour policy: action frequencies as ``pi_row``). No I/O, no pandas; numba-jitted with ``cache=True`` (``.py_func`` for
 tests).
 """
 

@@ -207,41 +207,6 @@ def iterate_sweeps(
 
 
 @njit(cache=True)
-def evaluate_stochastic(
-    order, sa_ptr, tr_ptr, tr_next, tr_prob, terminal, success, pi_row, gamma, tol,
-    max_iters, out_s,
-):  # fmt: skip
-    """Discounted success S of a stochastic policy ``pi_row`` (a probability per row).
-
-    Used for the behaviour policy of the data (action frequencies). One sweep is
-    exact when ``order`` is reverse topological; otherwise sweeps repeat to ``tol``.
-    Returns the number of sweeps.
-    """
-    it = 0
-    while it < max_iters:
-        it += 1
-        change = 0.0
-        for i in range(order.shape[0]):
-            s = order[i]
-            if terminal[s]:
-                v = 1.0 if success[s] else 0.0
-            else:
-                v = 0.0
-                for j in range(sa_ptr[s], sa_ptr[s + 1]):
-                    acc = 0.0
-                    for t in range(tr_ptr[j], tr_ptr[j + 1]):
-                        acc += tr_prob[t] * out_s[tr_next[t]]
-                    v += pi_row[j] * gamma * acc
-            d = abs(v - out_s[s])
-            if d > change:
-                change = d
-            out_s[s] = v
-        if change < tol:
-            break
-    return it
-
-
-@njit(cache=True)
 def topological_order(n, sa_ptr, tr_ptr, tr_next):
     """Kahn's algorithm with a FIFO queue (breadth-first: children get numbers near
     their parents). Returns ``(order, level, acyclic)``: ``order`` lists parents

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from helpdp.config import doc_field as _f
-from helpdp.config import register_help
+from cliconf import doc_field as _f
 
 BACKBONES = ("tiny", "minilm", "hf")
 MODES = ("threshold", "prefix")
@@ -92,12 +91,3 @@ class HelperTrainConfig:
     max_train_examples: int | None = _f(None, "subsample the training examples (null: all)")
     device: str = _f("cpu", "cpu|cuda|auto")
     progress: bool = _f(True, "progress bars")
-
-
-def register() -> None:
-    from hydra.core.config_store import ConfigStore
-
-    cs = ConfigStore.instance()
-    cs.store(name="helper_train_schema", node=HelperTrainConfig)
-    cs.store(group="helper", name="helper_schema", node=HelperModelConfig)
-    register_help("helper_train", HelperTrainConfig, "python -m helpdp.helper.train")

@@ -22,8 +22,8 @@ DP helps iff a state's gain ratio exceeds r, a threshold on a per-state score.
 The price is that it cannot represent a state whose help decision flips back
 and forth as the budget grows (rare: the frontier's policies are nearly nested).
 
-Training uses ``transformers.Trainer`` (AdamW, linear schedule with warm-up,
-progress bars) on ``HelperNet`` (``helpdp.helper.model``), whose loss is the
+Training uses ``transformers.Trainer`` (``helpdp.helper.trainer``, the loop the
+LM PRM shares: AdamW, linear schedule with warm-up, progress bars) on ``HelperNet`` (``helpdp.helper.model``), whose loss is the
 class-weighted soft cross-entropy (``class_weighting=balanced``: help labels are
 a minority). The directory written holds ``helper.json`` (backbone, classes,
 mode, budgets, thresholds, label source, metrics) and the network.
@@ -36,12 +36,11 @@ import math
 import time
 from pathlib import Path
 
-import hydra
 import numpy as np
 import pandas as pd
 
-from helpdp.cli import check_argv, guard
-from helpdp.helper.config import MODES, HelperModelConfig, HelperTrainConfig, register
+from cliconf import run_app
+from helpdp.helper.config import MODES, HelperModelConfig, HelperTrainConfig
 
 HELPER_JSON = "helper.json"
 
@@ -122,7 +121,6 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     """Fit, pick thresholds, save to ``out``; returns the contents of helper.json."""
     import torch
     from omegaconf import OmegaConf
-    from transformers import Trainer, TrainingArguments
 
     from helpdp.helper.model import (
         Encoder,
@@ -133,6 +131,7 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         predict_proba,
         save_net,
     )
+    from helpdp.helper.trainer import fit_with_trainer
 
     cfg = _as_cfg(HelperTrainConfig, cfg)
     mcfg = _plain(_as_cfg(HelperModelConfig, cfg.helper))
@@ -177,16 +176,6 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     seq_train = encoder(train["text"])
     seq_val = encoder(val["text"]) if len(val) else []
 
-    class _Rows(torch.utils.data.Dataset):
-        def __init__(self, seqs, y):
-            self.seqs, self.y = seqs, y
-
-        def __len__(self):
-            return len(self.seqs)
-
-        def __getitem__(self, i):
-            return {"input_ids": self.seqs[i], "labels": self.y[i]}
-
     def collate(rows):
         batch = encoder.collate([r["input_ids"] for r in rows])
         batch["labels"] = torch.tensor(np.stack([r["labels"] for r in rows]), dtype=torch.float32)
@@ -194,30 +183,23 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
 
     bs = int(mcfg["batch_size"])
     total = math.ceil(len(train) / bs) * float(mcfg["epochs"])
-    args = TrainingArguments(
-        output_dir=str(out / "_trainer"),
-        num_train_epochs=float(mcfg["epochs"]),
-        per_device_train_batch_size=bs,
-        learning_rate=float(mcfg["lr"]),
-        weight_decay=float(mcfg["weight_decay"]),
-        warmup_steps=int(float(mcfg["warmup_ratio"]) * total),
-        lr_scheduler_type="linear",
-        logging_steps=max(1, int(total // 20)),
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=not cfg.progress,
-        remove_unused_columns=False,
-        use_cpu=device == "cpu",
-        bf16=bool(mcfg.get("bf16")),
-        seed=int(mcfg["seed"]),
-        dataloader_pin_memory=False,
-    )
     ebs = int(mcfg["eval_batch_size"])
     p_before = predict_proba(net, encoder, seq_train, batch_size=ebs, device=device)
-    trainer = Trainer(
-        model=net, args=args, train_dataset=_Rows(seq_train, y_train), data_collator=collate
+    trainer = fit_with_trainer(
+        net,
+        [{"input_ids": s, "labels": y} for s, y in zip(seq_train, y_train, strict=True)],
+        collate,
+        epochs=float(mcfg["epochs"]),
+        batch_size=bs,
+        lr=float(mcfg["lr"]),
+        weight_decay=float(mcfg["weight_decay"]),
+        warmup_ratio=float(mcfg["warmup_ratio"]),
+        seed=int(mcfg["seed"]),
+        cpu=device == "cpu",
+        bf16=bool(mcfg.get("bf16")),
+        progress=cfg.progress,
+        logging_steps=max(1, int(total // 20)),
     )
-    trainer.train()
     net.eval()
     p_train = predict_proba(net, encoder, seq_train, batch_size=ebs, device=device)
     metrics = {
@@ -286,9 +268,6 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     save_net(net, tok, out)
     (out / HELPER_JSON).write_text(json.dumps(helper_meta, indent=2, default=float) + "\n")
-    import shutil
-
-    shutil.rmtree(out / "_trainer", ignore_errors=True)
     return helper_meta
 
 
@@ -309,14 +288,15 @@ def run_train(cfg) -> dict:
     return res
 
 
-register()
-
-
-@hydra.main(version_base=None, config_path="../../conf", config_name="helper_train")
-def main(cfg) -> None:
-    guard("helpdp.helper.train", run_train, cfg)
+def main() -> None:
+    run_app(
+        "helpdp.helper.train",
+        HelperTrainConfig,
+        run_train,
+        config_name="helper_train",
+        groups={"helper": HelperModelConfig},
+    )
 
 
 if __name__ == "__main__":
-    check_argv("helpdp.helper.train", HelperTrainConfig, groups=("helper",))
     main()

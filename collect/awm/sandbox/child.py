@@ -9,7 +9,6 @@ import importlib.util
 import json
 import os
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -139,19 +138,6 @@ def clock_reading() -> dict[str, float]:
     return {"python": time.time(), "sqlite": float(sql_now)}
 
 
-def watch_parent() -> None:
-    """``isolation=python``: exit when the parent dies (bubblewrap's --die-with-parent otherwise)."""
-    parent = os.getppid()
-
-    def loop() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(0)
-
-    threading.Thread(target=loop, name="sandbox-watchdog", daemon=True).start()
-
-
 def runtime_roots(cfg: dict) -> tuple[str, ...]:
     """Directories dataset code may read: its own, the ones it was given, Python's."""
     roots = [cfg["workdir"], *cfg.get("read_dirs", []), "/usr/share/zoneinfo", *sys.path]
@@ -191,7 +177,8 @@ def main(config_json: str) -> None:
         return fail(f"framework import failed: {e!r}")
     netns, netns_error = bool(cfg.get("netns")), None
     if cfg.get("isolation") == "python":
-        watch_parent()
+        # exit when the parent dies (bubblewrap's --die-with-parent otherwise)
+        load_sibling("parentwatch").watch_parent(name="sandbox-watchdog")
         if cfg.get("isolate_network", True):
             netns, netns_error = isolate_network_python()
     seccomp = False

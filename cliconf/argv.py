@@ -1,5 +1,6 @@
 """The command boundary: every ``python -m ...`` command checks its arguments before
-Hydra sees them, and turns the project's own errors into one line.
+Hydra sees them, and turns the project's own errors into one line (both wired by
+:func:`cliconf.run_app`).
 
 * :func:`check_argv`: each ``key=value`` (also ``+key``/``++key``) must name a field
   of the command's schema, nested through dataclass fields; an unknown key is
@@ -7,8 +8,10 @@ Hydra sees them, and turns the project's own errors into one line.
   ``+budjet=1`` and ignore it). Keys below a ``dict`` field (``budgets.expert=1``)
   are open: they are passed on as ``++key``, so the README's spelling works without
   a ``+``.
-* :func:`guard`: runs a command's body; a :class:`~helpdp.data.DatasetError`,
-  ``ValueError``, ``FileNotFoundError`` or ``KeyError`` prints
+* :func:`guard`: runs a command's body; a ``ValueError`` (the projects' own errors
+  derive from it: ``DatasetError``, ``UsageError``, ...), ``FileNotFoundError``,
+  ``FileExistsError``, ``NotADirectoryError``, ``KeyError`` or a command's own error
+  types prints
   ``<command>: error: <message>`` on stderr and exits with status 2.
   ``HYDRA_FULL_ERROR=1`` shows the traceback instead.
 """
@@ -25,7 +28,7 @@ from typing import Any
 
 __all__ = ["UsageError", "check_argv", "guard", "parse_budgets"]
 
-ERRORS = (ValueError, FileNotFoundError, KeyError)
+ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, KeyError)
 
 
 class UsageError(ValueError):
@@ -100,6 +103,9 @@ def check_argv(
     args = list(sys.argv[1:] if argv is None else argv)
     out = []
     for arg in args:
+        if "=" not in arg and not arg.startswith(("-", "~")):
+            hint = f" (did you mean 'out={arg}'?)" if "out" in _fields(schema) else ""
+            _exit(command, f"'{arg}': arguments are KEY=VALUE{hint}")
         if arg.startswith("-") or "=" not in arg:
             out.append(arg)
             continue
@@ -151,14 +157,15 @@ def _exit(command: str, message: str) -> typing.NoReturn:
     raise SystemExit(2)
 
 
-def guard(command: str, body: Callable[..., Any], *args, **kwargs) -> Any:
-    """``body(*args, **kwargs)``; the project's errors become one line and exit 2."""
-    from helpdp.data import DatasetError
-
+def guard(
+    command: str, body: Callable[..., Any], *args, errors: Sequence[type] = (), **kwargs
+) -> Any:
+    """``body(*args, **kwargs)``; the project's errors (:data:`ERRORS` and ``errors``)
+    become one line and exit 2."""
     try:
         return body(*args, **kwargs)
-    except (DatasetError, *ERRORS) as e:
+    except (*ERRORS, *errors) as e:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        _exit(command, str(message))
+        _exit(command, " ".join(str(message).split("\n")))

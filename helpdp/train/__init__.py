@@ -1,0 +1,11 @@
+"""GRPO with a help gate: TRL's GRPOTrainer learns AWM tasks while the expert is
+called only where a :class:`~helpdp.policies.HelpPolicy` says, within caps.
+
+* :mod:`helpdp.train.rollout`: ``AWMRollout``, the ``rollout_func`` (episodes run by
+  ``collect.rollout``'s turn loop), and ``TokenActor``;
+* :mod:`helpdp.train.gate`: the gate (caps, expert/solo roles) and the split schedules;
+* :mod:`helpdp.train.rewards`: the reward callables (verifier, graduated, format);
+* :mod:`helpdp.train.trainer`: ``python -m helpdp.train`` (``conf/train.yaml``, ``conf/train/``).
+
+Importing this package imports neither torch nor trl.
+"""

@@ -1,0 +1,143 @@
+"""TRL reward callables: ``(prompts, completions, **kwargs) -> list[float | None]``.
+
+The rollout function (:class:`helpdp.train.rollout.AWMRollout`) returns one entry
+per episode in each of these extra keys, which GRPOTrainer hands to every reward
+function: ``outcome`` (the verifier's: complete / incomplete / others /
+format_error / server_error ...), ``end_reason``, ``valid``, ``blind_calls``
+(expert calls before any failed turn), ``recovery_calls`` (after one),
+``format_errors`` and ``turns``. An episode that a dead worker or a failing
+endpoint ended (``valid`` false, outcome ``server_error``) gets ``None``: TRL leaves
+it out of its group's baseline and gives it no advantage, so one broken episode
+never poisons the batch.
+
+The classes are plain and picklable (parameters are attributes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FormatReward", "GraduatedReward", "VerifierReward", "build_rewards"]
+
+
+def _rows(n: int, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    keys = ("outcome", "end_reason", "valid", "blind_calls", "recovery_calls")
+    keys += ("format_errors", "turns")
+    return [{k: kwargs[k][i] for k in keys if k in kwargs} for i in range(n)]
+
+
+def _format_ended(row: dict[str, Any]) -> bool:
+    return row.get("outcome") == "format_error" or row.get("end_reason") == "format_error"
+
+
+def _broken(row: dict[str, Any]) -> bool:
+    return row.get("outcome") == "server_error" or (
+        "valid" in row and not row["valid"] and not _format_ended(row)
+    )
+
+
+@dataclass
+class VerifierReward:
+    """The verifier's reward: complete 1.0, incomplete 0.1, format error -1.0.
+
+    >>> r = VerifierReward()
+    >>> r(["p"] * 4, ["c"] * 4, outcome=["complete", "incomplete", "format_error", "server_error"],
+    ...   valid=[True, True, False, False])
+    [1.0, 0.1, -1.0, None]
+    """
+
+    complete: float = 1.0
+    incomplete: float = 0.1
+    format_error: float = -1.0
+    __name__ = "verifier"  # the name TRL logs the reward under
+
+    def __call__(self, prompts: Sequence, completions: Sequence, **kwargs) -> list[float | None]:
+        out: list[float | None] = []
+        for row in _rows(len(completions), kwargs):
+            if _format_ended(row):
+                out.append(self.format_error)
+            elif _broken(row):
+                out.append(None)
+            else:
+                out.append(self.complete if row.get("outcome") == "complete" else self.incomplete)
+        return out
+
+
+@dataclass
+class GraduatedReward:
+    """The seed's hierarchy: solo completion 2.0 > recovery with the expert after an
+    error 1.3 > blind expert call before any attempt 0.8 > incomplete 0.1 > format
+    error -1.0. A completed episode with both kinds of call counts as a recovery.
+
+    >>> r = GraduatedReward()
+    >>> r([""] * 5, [""] * 5,
+    ...   outcome=["complete", "complete", "complete", "incomplete", "format_error"],
+    ...   blind_calls=[0, 0, 1, 2, 0], recovery_calls=[0, 1, 0, 0, 0],
+    ...   valid=[True, True, True, True, False])
+    [2.0, 1.3, 0.8, 0.1, -1.0]
+    """
+
+    solo: float = 2.0
+    recovery: float = 1.3
+    blind: float = 0.8
+    incomplete: float = 0.1
+    format_error: float = -1.0
+    __name__ = "graduated"  # the name TRL logs the reward under
+
+    def __call__(self, prompts: Sequence, completions: Sequence, **kwargs) -> list[float | None]:
+        out: list[float | None] = []
+        for row in _rows(len(completions), kwargs):
+            if _format_ended(row):
+                out.append(self.format_error)
+            elif _broken(row):
+                out.append(None)
+            elif row.get("outcome") != "complete":
+                out.append(self.incomplete)
+            elif int(row.get("recovery_calls", 0)) > 0:
+                out.append(self.recovery)
+            elif int(row.get("blind_calls", 0)) > 0:
+                out.append(self.blind)
+            else:
+                out.append(self.solo)
+        return out
+
+
+@dataclass
+class FormatReward:
+    """The share of an episode's turns that were well-formed (no format error).
+
+    >>> FormatReward()([""] * 3, [""] * 3, format_errors=[0, 1, 4], turns=[3, 4, 4],
+    ...                outcome=["complete", "incomplete", "server_error"])
+    [1.0, 0.75, None]
+    """
+
+    __name__ = "format"  # the name TRL logs the reward under
+
+    def __call__(self, prompts: Sequence, completions: Sequence, **kwargs) -> list[float | None]:
+        out: list[float | None] = []
+        for row in _rows(len(completions), kwargs):
+            turns = int(row.get("turns", 0))
+            if row.get("outcome") == "server_error" or turns == 0:
+                out.append(None)
+            else:
+                out.append(1.0 - int(row.get("format_errors", 0)) / turns)
+        return out
+
+
+def build_rewards(cfg: Any) -> tuple[list[Any], list[float]]:
+    """The reward callables of a :class:`~helpdp.train.config.RewardConfig` and their weights."""
+    if cfg.kind == "graduated":
+        main: Any = GraduatedReward(
+            cfg.solo, cfg.recovery, cfg.blind, cfg.incomplete, cfg.format_error
+        )
+    elif cfg.kind == "verifier":
+        main = VerifierReward(cfg.complete, cfg.incomplete, cfg.format_error)
+    else:
+        raise ValueError(f"rewards.kind must be graduated or verifier, got {cfg.kind!r}")
+    funcs, weights = [main], [1.0]
+    if cfg.format_weight:
+        funcs.append(FormatReward())
+        weights.append(float(cfg.format_weight))
+    return funcs, weights

@@ -1,0 +1,507 @@
+"""The TRL glue: :class:`AWMRollout` is GRPOTrainer's ``rollout_func``.
+
+``rollout_func(prompts, trainer) -> dict``: GRPOTrainer hands it the batch's
+prompts (each task repeated ``num_generations`` times, consecutively) and gets
+back, per rollout, ``prompt_ids``, ``completion_ids``, ``logprobs``, an
+``env_mask`` (1: tokens the actor sampled; 0: tool responses, expert messages and
+chat markup between turns, which the loss skips) and the episode facts the
+reward functions read (see :mod:`helpdp.train.rewards`).
+
+An episode is run by the collector's own turn loop (:class:`collect.rollout.EpisodeRunner`
+via :func:`collect.rollout.run_episodes`: the ``<tool_call>`` protocol, the
+environment step, interventions, records). The only new piece is the actor,
+:class:`TokenActor`: it keeps every episode as one token sequence and extends it
+turn by turn (the feedback between turns is tokenized as a chat-template suffix,
+TRL's own trick), so that the ids trained on are exactly the ids sampled. The
+help gate is a :class:`~helpdp.train.gate.Gate` set as the runner's policy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collect.rollout import RunContext, TextRenderer, TurnReply, TurnRequest, run_episodes
+from collect.schedule import EpisodeSpec, stable_int64
+from collect.statekey import HistoryKeys
+from helpdp.train.gate import Gate, SplitSchedule
+
+__all__ = ["AWMRollout", "HFBackend", "TokenActor", "Timings", "VLLMBackend", "task_prompts"]
+
+
+def _cut_after_call(text: str) -> str:
+    end = text.find("</tool_call>")
+    return text if end < 0 else text[: end + len("</tool_call>")]
+
+
+# ---------------------------------------------------------------------------
+# generation backends: token ids in, token ids out
+# ---------------------------------------------------------------------------
+
+
+class HFBackend:
+    """``transformers`` generation with the trainer's (or any) model, left-padded."""
+
+    def __init__(self, model_fn, tokenizer, *, temperature=1.0, top_p=1.0, stop_after_call=True):
+        self.model_fn = model_fn  # () -> the model to generate with (the trainer's, unwrapped)
+        self.tok = tokenizer
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.stop = ["</tool_call>"] if stop_after_call else None
+
+    def generate(self, prompts: list[list[int]], max_new: list[int], seed: int):
+        import torch
+
+        model = self.model_fn()
+        pad = self.tok.pad_token_id
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        ids, mask = ids.to(model.device), mask.to(model.device)
+        torch.manual_seed(int(seed) % (2**31))
+        kw: dict[str, Any] = {"max_new_tokens": max(max_new), "pad_token_id": pad}
+        kw["eos_token_id"] = self.tok.eos_token_id
+        if self.temperature > 0:
+            kw.update(do_sample=True, temperature=self.temperature, top_p=self.top_p)
+        else:
+            kw["do_sample"] = False
+        if self.stop:
+            kw.update(stop_strings=self.stop, tokenizer=self.tok)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                out = model.generate(input_ids=ids, attention_mask=mask, **kw)
+        finally:
+            model.train(was_training)
+        result = []
+        for i in range(len(prompts)):
+            new = out[i, width:].tolist()
+            while new and new[-1] == pad:
+                new.pop()
+            if self.tok.eos_token_id in new:
+                new = new[: new.index(self.tok.eos_token_id) + 1]
+            result.append((new[: max_new[i]], None))
+        return result
+
+
+class VLLMBackend:
+    """vLLM through TRL (``use_vllm=True``, colocate or server): ``trainer.vllm_generation``.
+
+    GPU only and not run in this repository. Stop strings and the per-call token
+    limit come from ``GRPOConfig`` (``generation_kwargs={"stop": ["</tool_call>"],
+    "include_stop_str_in_output": True}``, ``max_completion_length``); a turn longer
+    than the rollout's remaining budget is cut.
+    """
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def generate(self, prompts: list[list[int]], max_new: list[int], seed: int):
+        _, completion_ids, logprobs, _ = self.trainer.vllm_generation.generate(
+            prompts=prompts, images=None, num_generations=1
+        )
+        out = []
+        for ids, lps, m in zip(completion_ids, logprobs, max_new):
+            lp = [float(x[0]) if x and x[0] is not None else float("nan") for x in lps]
+            out.append((list(ids)[:m], lp[:m]))
+        return out
+
+
+# ---------------------------------------------------------------------------
+# the actor the episode runner drives
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Seq:
+    ids: list[int]
+    prompt_len: int
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    n_messages: int = 0
+
+
+class TokenActor:
+    """An actor for :func:`collect.rollout.run_episodes` that keeps each episode's tokens.
+
+    The first request of an episode is its prompt (the chat template of the
+    system prompt and the task, plus help given before turn 0). Each later request
+    holds the previous messages, the assistant turn (already in the tokens) and a
+    new user message (the tool response, maybe with the expert's message or the
+    refusal of an ask_expert): only that message is tokenized, as the template's
+    suffix after an assistant turn, and masked.
+    """
+
+    name = "grpo"
+    needs_solutions = False
+
+    def __init__(self, backend, tokenizer, *, max_turn_tokens=512, max_completion=4096,
+                 chat_template_kwargs=None, stop_after_call=True):  # fmt: skip
+        self.backend = backend
+        self.tok = tokenizer
+        self.max_turn_tokens = int(max_turn_tokens)
+        self.max_completion = int(max_completion)
+        self.kwargs = dict(chat_template_kwargs or {})
+        self.stop_after_call = stop_after_call
+        self.seqs: dict[int, _Seq] = {}
+        self.seconds = 0.0
+        self.turns = 0
+        self._suffix_prefix: list[int] | None = None
+
+    def _template(self, messages, generation: bool) -> list[int]:
+        out = self.tok.apply_chat_template(
+            list(messages), tokenize=True, add_generation_prompt=generation, **self.kwargs
+        )
+        if isinstance(out, dict) or hasattr(out, "keys"):
+            out = out["input_ids"]
+        return list(out)
+
+    def suffix_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        """Tokens that follow an ended assistant turn (its EOS) up to the next
+        assistant header, for ``messages`` (TRL's ``_get_tool_suffix_ids`` method)."""
+        dummy = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "x"}]
+        if self._suffix_prefix is None:
+            prefix = self._template(dummy, False)
+            eos = [i for i, t in enumerate(prefix) if t == self.tok.eos_token_id]
+            self._suffix_prefix = prefix[: eos[-1] + 1] if eos else prefix
+        prefix = self._suffix_prefix
+        full = self._template(dummy + list(messages), True)
+        if full[: len(prefix)] != prefix:
+            raise ValueError("chat template: the dummy prefix is not a prefix of the full ids")
+        return full[len(prefix) :]
+
+    def reset(self) -> None:
+        self.seqs.clear()
+
+    def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
+        if not requests:
+            return []
+        started = time.perf_counter()
+        prompts, budgets, live = [], [], []
+        replies: list[TurnReply | None] = [None] * len(requests)
+        for i, req in enumerate(requests):
+            eid = req.view.spec.episode_id
+            seq = self.seqs.get(eid)
+            if seq is None:
+                ids = self._template(req.messages, True)
+                seq = self.seqs[eid] = _Seq(ids, len(ids))
+            else:
+                new = self.suffix_ids(req.messages[seq.n_messages + 1 :])
+                seq.ids += new
+                seq.mask += [0] * len(new)
+                seq.logprobs += [0.0] * len(new)
+            seq.n_messages = len(req.messages)
+            room = self.max_completion - (len(seq.ids) - seq.prompt_len)
+            if room <= 0:  # out of completion budget: an empty turn, i.e. answer now
+                replies[i] = TurnReply("", len(seq.ids), 0)
+                continue
+            prompts.append(seq.ids)
+            budgets.append(min(self.max_turn_tokens, room))
+            live.append(i)
+        if live:
+            seed = sum(requests[i].seed for i in live)
+            outs = self.backend.generate([list(p) for p in prompts], budgets, seed)
+            for i, (ids, lps) in zip(live, outs):
+                seq = self.seqs[requests[i].view.spec.episode_id]
+                n_prompt = len(seq.ids)
+                seq.ids += ids
+                seq.mask += [1] * len(ids)
+                seq.logprobs += lps if lps is not None else [0.0] * len(ids)
+                if not ids or ids[-1] != self.tok.eos_token_id:  # close the turn (not sampled)
+                    seq.ids.append(self.tok.eos_token_id)
+                    seq.mask.append(0)
+                    seq.logprobs.append(0.0)
+                text = self.tok.decode(ids, skip_special_tokens=True)
+                if self.stop_after_call:
+                    text = _cut_after_call(text)
+                replies[i] = TurnReply(text, n_prompt, len(ids))
+        self.seconds += time.perf_counter() - started
+        self.turns += len(requests)
+        return [r for r in replies]  # type: ignore[misc]
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# the rollout function
+# ---------------------------------------------------------------------------
+
+
+def task_prompts(pool: Any, tasks: Sequence[tuple[str, int]]) -> tuple[list[dict], dict]:
+    """Dataset rows (``prompt``: the task as one user message, ``task_id``) and the
+    lookup task text -> (scenario, task_idx) the rollout uses; texts must be unique."""
+    rows, lookup = [], {}
+    for name, idx in tasks:
+        text = pool.scenario(name).task(idx).text
+        if text in lookup:
+            raise ValueError(f"tasks {lookup[text]} and {(name, idx)} have the same text")
+        lookup[text] = (name, int(idx))
+        rows.append({"prompt": [{"role": "user", "content": text}], "task_id": f"{name}/{idx}"})
+    return rows, lookup
+
+
+class Timings:
+    """Seconds spent in the gate, the expert and generation (thread-safe sums)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.gate = self.expert = 0.0
+        self.gate_calls = 0
+
+    def add(self, name: str, seconds: float) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + seconds)
+            if name == "gate":
+                self.gate_calls += 1
+
+
+class _TimedPolicy:
+    def __init__(self, inner: Gate, timings: Timings):
+        self.inner, self.timings, self.name = inner, timings, inner.name
+
+    def decide(self, views):
+        t0 = time.perf_counter()
+        try:
+            with self.timings.lock:
+                return self.inner.decide(views)
+        finally:
+            self.timings.add("gate", time.perf_counter() - t0)
+
+
+class _TimedIntervention:
+    def __init__(self, inner: Any, timings: Timings):
+        self.inner, self.timings = inner, timings
+        self.name, self.kind, self.config = inner.name, inner.kind, inner.config
+
+    def available(self, calls_so_far: int) -> bool:
+        return self.inner.available(calls_so_far)
+
+    def help(self, view, env, rng):
+        t0 = time.perf_counter()
+        try:
+            return self.inner.help(view, env, rng)
+        finally:
+            self.timings.add("expert", time.perf_counter() - t0)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class AWMRollout:
+    """GRPOTrainer's ``rollout_func`` for AWM tasks with a gated expert.
+
+    ``actor_factory(trainer) -> TokenActor`` builds the actor on first use (the
+    trainer's model, or vLLM); ``policy`` is the gate's HelpPolicy; ``schedule`` the
+    expert/solo split. Per call it records the episodes' logs (``last_logs``), the
+    decisions (``decisions``), and appends to ``out/decisions.jsonl`` and
+    ``out/episodes.jsonl`` when ``out`` is set.
+    """
+
+    def __init__(self, pool, interventions, lookup: dict, actor_factory, policy, schedule: SplitSchedule, *,
+                 design="agent", max_per_episode=None, max_per_batch=None,
+                 denied_text="The expert is not available now; continue on your own.",
+                 max_completion=4096, seed=0, num_generations=None, out=None,
+                 log_metric=None):  # fmt: skip
+        self.pool = pool
+        self.timings = Timings()
+        self.interventions = [_TimedIntervention(iv, self.timings) for iv in interventions]
+        self.lookup = lookup
+        self.actor_factory = actor_factory
+        self.actor: TokenActor | None = None
+        self.policy = policy
+        self.schedule = schedule
+        self.design = design
+        self.max_per_episode = max_per_episode
+        self.max_per_batch = max_per_batch
+        self.denied_text = denied_text
+        self.max_completion = int(max_completion)
+        self.seed = int(seed)
+        self.num_generations = num_generations
+        self.out = Path(out) if out else None
+        self.log_metric = log_metric
+        self.step = 0
+        self.episodes = 0
+        self.decisions: list[dict] = []
+        self.last_logs: list[Any] = []
+        self.last_output: dict | None = None
+        self.last_stats: dict[str, float] = {}
+        self.history: list[dict[str, float]] = []
+        self.gate: Gate | None = None
+        self._lock = threading.Lock()
+
+    # -- helpers ------------------------------------------------------------------------
+    def roles(self, prompts: Sequence[Any], group: int) -> list[bool]:
+        """Expert (True) or solo per rollout: in each run of equal prompts, the first
+        ``n_expert`` (the schedule's, scaled to the run's length) are expert rollouts."""
+        flags: list[bool] = []
+        i = 0
+        while i < len(prompts):
+            j = i
+            while j < len(prompts) and prompts[j] == prompts[i]:
+                j += 1
+            k = j - i
+            n = self.schedule.n_expert(group)
+            n = n if k == group else int(round(n * k / max(group, 1)))
+            flags += [r < n for r in range(k)]
+            i = j
+        return flags
+
+    def _on_decision(self, runner, event: dict) -> None:
+        event = {"step": self.step, **event}
+        event["expert"] = bool(self.gate.expert.get(event["episode_id"])) if self.gate else False
+        with self._lock:
+            self.decisions.append(event)
+            self._batch_decisions.append(event)
+
+    def _task(self, prompt: Any) -> tuple[str, int]:
+        text = prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
+        if text not in self.lookup:
+            raise KeyError(f"rollout: a prompt that is no known task: {text[:80]!r}")
+        return self.lookup[text]
+
+    # -- the rollout function -------------------------------------------------------------
+    def __call__(self, prompts: Sequence[Any], trainer: Any = None) -> dict[str, Any]:
+        if self.actor is None:
+            self.actor = self.actor_factory(trainer)
+        actor = self.actor
+        actor.reset()
+        if self.log_metric is None and trainer is not None:
+            self.log_metric = getattr(trainer, "_log_metric", None)
+        group = self.num_generations or getattr(trainer, "num_generations", None) or len(prompts)
+        flags = self.roles(prompts, int(group))
+        specs = []
+        for i, prompt in enumerate(prompts):
+            name, idx = self._task(prompt)
+            eid = self.episodes + i
+            entropy = stable_int64("helpdp.train", self.seed, eid) & ((1 << 63) - 1)
+            specs.append(
+                EpisodeSpec(eid, name, idx, f"{name}/{idx}", "train", self.seed, (0.0,), entropy)
+            )
+        self.gate = Gate(
+            self.policy,
+            {s.episode_id: f for s, f in zip(specs, flags)},
+            self.max_per_episode,
+            self.max_per_batch,
+        )
+        self._batch_decisions: list[dict] = []
+        ctx = RunContext(
+            self.pool,
+            self.interventions,
+            HistoryKeys(),
+            TextRenderer(2048),
+            policy=_TimedPolicy(self.gate, self.timings),
+            ask_mode=self.design,
+            denied_text=self.denied_text,
+            help_failure="nohelp",
+            on_decision=self._on_decision,
+        )
+        gen0, gate0, exp0, turns0 = (
+            actor.seconds,
+            self.timings.gate,
+            self.timings.expert,
+            actor.turns,
+        )
+        t0 = time.perf_counter()
+        logs = run_episodes(specs, actor, ctx, batch_size=len(specs))
+        wall = time.perf_counter() - t0
+        self.episodes += len(specs)
+        self.last_logs = logs
+        out = self._output(logs, flags)
+        stats = self._stats(logs, flags, wall, actor.seconds - gen0, self.timings.gate - gate0,
+                            self.timings.expert - exp0, actor.turns - turns0)  # fmt: skip
+        valid = [lg for lg in logs if lg.episode["outcome"] != "server_error"]
+        self.schedule.observe([lg.episode["format_errors"] > 0 for lg in valid])
+        self._write(logs, flags)
+        self.last_output, self.last_stats = out, stats
+        self.history.append(stats)
+        if self.log_metric is not None:
+            for k, v in stats.items():
+                self.log_metric(k, float(v))
+        self.step += 1
+        return out
+
+    def _output(self, logs, flags) -> dict[str, Any]:
+        actor = self.actor
+        prompt_ids, completion_ids, env_mask, logprobs = [], [], [], []
+        for lg in logs:
+            seq = actor.seqs.get(lg.spec.episode_id)
+            if seq is None:  # the environment never started: one masked EOS
+                ids = actor._template([{"role": "user", "content": self._task_text(lg)}], True)
+                seq = _Seq(ids + [actor.tok.eos_token_id], len(ids), [0], [0.0])
+            comp = seq.ids[seq.prompt_len :][: self.max_completion]
+            prompt_ids.append(seq.ids[: seq.prompt_len])
+            completion_ids.append(comp)
+            env_mask.append(seq.mask[: len(comp)])
+            logprobs.append(seq.logprobs[: len(comp)])
+        ep = [lg.episode for lg in logs]
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion_ids,
+            "logprobs": None if all(not any(lp) for lp in logprobs) else logprobs,
+            "env_mask": env_mask,
+            "outcome": [e["outcome"] for e in ep],
+            "end_reason": [e["end_reason"] for e in ep],
+            "valid": [bool(e["valid"]) for e in ep],
+            "blind_calls": [int(e["blind_calls"]) for e in ep],
+            "recovery_calls": [int(e["recovery_calls"]) for e in ep],
+            "expert_calls": [int(e["expert_calls"]) for e in ep],
+            "format_errors": [int(e["format_errors"]) for e in ep],
+            "turns": [int(e["steps"]) for e in ep],
+            "role": ["expert" if f else "solo" for f in flags],
+            "episode_id": [int(e["episode_id"]) for e in ep],
+        }
+
+    def _task_text(self, lg) -> str:
+        for text, key in self.lookup.items():
+            if key == (lg.spec.scenario, lg.spec.task_idx):
+                return text
+        return ""
+
+    def _stats(self, logs, flags, wall, gen, gate, expert, turns) -> dict[str, float]:
+        ep = [lg.episode for lg in logs]
+        n = max(len(ep), 1)
+        dec = self._batch_decisions
+        asked = [d for d in dec if d["asked"] and d["expert"]]
+        env = max(wall - gen - gate - expert, 0.0)
+        return {
+            "rollout/completion_rate": sum(e["outcome"] == "complete" for e in ep) / n,
+            "rollout/format_error_rate": sum(e["format_errors"] > 0 for e in ep) / n,
+            "rollout/format_ended_rate": sum(e["end_reason"] == "format_error" for e in ep) / n,
+            "rollout/broken_episodes": sum(e["outcome"] == "server_error" for e in ep),
+            "rollout/turns": turns,
+            "rollout/turns_per_s": turns / wall if wall > 0 else 0.0,
+            "expert/calls_blind": sum(e["blind_calls"] for e in ep) / n,
+            "expert/calls_recovery": sum(e["recovery_calls"] for e in ep) / n,
+            "expert/calls": sum(e["expert_calls"] for e in ep),
+            "expert/errors": sum(1 for d in dec if d["error"]),
+            "expert/tokens": sum(d["tokens"] for d in dec),
+            "gate/decisions": len(asked),
+            "gate/granted": sum(1 for d in dec if d["gate"] > 0),
+            "gate/errors": sum(1 for d in dec if d.get("gate_error")),
+            "gate/asks": sum(1 for d in dec if d["asked"] and self.design == "agent"),
+            "phase/expert_rollouts": sum(flags),
+            "phase/format_error_rate_seen": self.schedule.rate,
+            "time/gate_share": gate / wall if wall > 0 else 0.0,
+            "time/env_share": env / wall if wall > 0 else 0.0,
+            "time/expert_share": expert / wall if wall > 0 else 0.0,
+            "time/generate_share": gen / wall if wall > 0 else 0.0,
+        }
+
+    def _write(self, logs, flags) -> None:
+        if self.out is None:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.out / "decisions.jsonl", "a") as f:
+            for d in self._batch_decisions:
+                f.write(json.dumps(d, default=str) + "\n")
+        with open(self.out / "episodes.jsonl", "a") as f:
+            for lg, flag in zip(logs, flags):
+                row = {"step": self.step, "role": "expert" if flag else "solo", **lg.episode}
+                f.write(json.dumps(row, default=str) + "\n")

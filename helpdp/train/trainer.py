@@ -1,0 +1,324 @@
+"""``python -m helpdp.train``: build the pieces from a :class:`~helpdp.train.config.TrainConfig`
+and run TRL's GRPOTrainer with :class:`~helpdp.train.rollout.AWMRollout` as ``rollout_func``.
+
+Per step the metrics of the rollout (completion and format-error rates, expert
+calls blind/recovery, the phase, the gate's decisions, time shares) reach TRL's
+log next to its loss and rewards; :class:`MetricsCallback` writes every log to
+``out/metrics.csv`` and a progress bar, TRL's TensorBoard callback to ``out/tb``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cliconf import as_config
+from helpdp.train.config import TrainConfig
+from helpdp.train.envs import build_pool
+from helpdp.train.gate import SplitSchedule, build_policy
+from helpdp.train.rewards import build_rewards
+from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, VLLMBackend, task_prompts
+
+__all__ = ["MetricsCallback", "build_trainer", "train", "training_tasks"]
+
+CONSOLE = {
+    "loss": "loss",
+    "reward": "reward",
+    "rollout/completion_rate": "done",
+    "rollout/format_error_rate": "fmt_err",
+    "expert/calls": "expert",
+    "phase/expert_rollouts": "n_exp",
+}
+
+
+def training_tasks(cfg: Any, pool: Any) -> list[tuple[str, int]]:
+    """(scenario, task_idx) of the configured splits, with a verifier (and a
+    reference solution when the expert is the oracle)."""
+    from collect.schedule import SplitConfig, split_tasks, task_id
+
+    data = pool.dataset
+    names = [n for n in data.names() if not cfg.tasks.scenarios or n in set(cfg.tasks.scenarios)]
+    need_solution = any(iv.kind == "oracle" for iv in cfg.interventions.values())
+    tasks = []
+    for name in names:
+        sc = data.get(name)
+        idx = list(range(sc.n_tasks))
+        if cfg.tasks.max_tasks is not None:
+            idx = idx[: int(cfg.tasks.max_tasks)]
+        for i in idx:
+            if i not in sc.verifiers and i not in sc.sql_verifiers:
+                continue
+            if need_solution and i not in sc.solutions:
+                continue
+            tasks.append((name, i))
+    splits = split_tasks([task_id(n, i) for n, i in tasks], SplitConfig())
+    wanted = set(cfg.tasks.splits)
+    return [(n, i) for n, i in tasks if splits[task_id(n, i)] in wanted]
+
+
+class MetricsCallback:
+    """A ``transformers`` callback: every log row to CSV, a progress bar on stderr,
+    phase transitions printed."""
+
+    def __init__(self, out: Path, total: int, schedule: SplitSchedule, progress: bool = True):
+        from tqdm.auto import tqdm
+
+        self.path = Path(out) / "metrics.csv"
+        self.rows: list[dict] = []
+        self.schedule = schedule
+        self.seen = 0
+        self.bar = tqdm(total=total, desc="grpo", unit="step", disable=not progress)
+
+    # transformers.TrainerCallback protocol (duck-typed: every hook returns None)
+    def __getattr__(self, name):
+        if name.startswith("on_"):
+            return lambda *a, **k: None
+        raise AttributeError(name)
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        if not logs or "train_runtime" in logs:
+            return
+        row = {"step": state.global_step, **{k: v for k, v in logs.items()}}
+        self.rows.append(row)
+        keys: list[str] = []
+        for r in self.rows:
+            keys += [k for k in r if k not in keys]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(self.rows)
+        post = {v: logs[k] for k, v in CONSOLE.items() if logs.get(k) is not None}
+        post["phase"] = self.schedule.phase
+        self.bar.set_postfix(
+            {k: f"{v:.3g}" if isinstance(v, float) else v for k, v in post.items()}
+        )
+        for step, a, b, rate in self.schedule.transitions[self.seen :]:
+            self.bar.write(
+                f"phase: {a} -> {b} after rollout batch {step} (format errors {rate:.2f})"
+            )
+        self.seen = len(self.schedule.transitions)
+
+    def on_step_end(self, args, state, control, **kw):
+        self.bar.update(state.global_step - self.bar.n)
+
+    def on_train_end(self, args, state, control, **kw):
+        self.bar.close()
+
+
+def _device(cfg) -> str:
+    import torch
+
+    if cfg.grpo.device != "auto":
+        return cfg.grpo.device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None, policy=None):
+    """``(trainer, rollout, pool)`` for ``cfg`` (a TrainConfig or its OmegaConf node);
+    ``interventions``/``policy`` override the configured expert and gate (tests)."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    from collect.interventions import build_interventions
+    from helpdp.train.tiny import build_tiny, warm_start, world_texts
+
+    cfg = as_config(TrainConfig, cfg, instance=True)
+    if cfg.gate.design not in ("agent", "proactive"):
+        raise ValueError(f"gate.design must be agent or proactive, got {cfg.gate.design!r}")
+    if cfg.grpo.cpu_threads:
+        torch.set_num_threads(int(cfg.grpo.cpu_threads))
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("decisions.jsonl", "episodes.jsonl", "metrics.csv"):
+        (out / name).unlink(missing_ok=True)
+    pool = build_pool(cfg, work_root)
+    if not hasattr(pool, "dataset"):
+        raise ValueError("the pool has no dataset")
+    tasks = training_tasks(cfg, pool)
+    if not tasks:
+        raise ValueError("no training task: check tasks.scenarios / tasks.splits / worlds")
+    rows, lookup = task_prompts(pool, tasks)
+    dataset = Dataset.from_list(rows)
+
+    if cfg.model.kind == "tiny":
+        corpus, turns = world_texts(pool, tasks)
+        model, tok = build_tiny(cfg.model, corpus)
+        warm_start(model, tok, turns, cfg.model.warm_start_steps)
+    elif cfg.model.kind == "hf":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(
+            cfg.model.name_or_path, local_files_only=cfg.model.local_files_only
+        )
+        dtype = "auto" if cfg.model.dtype == "auto" else getattr(torch, cfg.model.dtype)
+        model = AutoModelForCausalLM.from_pretrained(
+            cfg.model.name_or_path, dtype=dtype, local_files_only=cfg.model.local_files_only
+        )
+    else:
+        raise ValueError(f"model.kind must be tiny or hf, got {cfg.model.kind!r}")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+
+    g = cfg.grpo
+    device = _device(cfg)
+    args = GRPOConfig(
+        output_dir=str(out / "trainer"),
+        max_steps=g.max_steps,
+        learning_rate=g.learning_rate,
+        per_device_train_batch_size=g.prompts_per_step * g.num_generations,
+        num_generations=g.num_generations,
+        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        max_completion_length=g.max_completion_length,
+        temperature=g.temperature,
+        top_p=g.top_p,
+        beta=g.beta,
+        loss_type=g.loss_type,
+        bf16=g.bf16,
+        gradient_checkpointing=g.gradient_checkpointing,
+        use_vllm=g.use_vllm,
+        vllm_mode=g.vllm_mode,
+        vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
+        generation_kwargs={"stop": ["</tool_call>"], "include_stop_str_in_output": True}
+        if g.use_vllm and cfg.rollout.stop_after_tool_call
+        else None,
+        logging_steps=g.logging_steps,
+        save_strategy="steps" if g.save_steps else "no",
+        save_steps=g.save_steps or 500,
+        seed=g.seed,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=device == "cpu",
+        reward_weights=None,
+        dataloader_num_workers=0,
+    )
+    funcs, weights = build_rewards(cfg.rewards)
+    args.reward_weights = weights
+    schedule = SplitSchedule.from_config(cfg.schedule)
+    if interventions is None:
+        interventions = build_interventions(dict(cfg.interventions))
+    interventions = list(interventions)[:1]
+    policy = policy if policy is not None else build_policy(cfg.gate)
+
+    def actor_factory(trainer):
+        if g.use_vllm:
+            backend: Any = VLLMBackend(trainer)
+        else:
+            backend = HFBackend(
+                lambda: trainer.accelerator.unwrap_model(trainer.model),
+                tok,
+                temperature=g.temperature,
+                top_p=g.top_p,
+                stop_after_call=cfg.rollout.stop_after_tool_call,
+            )
+        return TokenActor(
+            backend,
+            tok,
+            max_turn_tokens=cfg.rollout.max_turn_tokens,
+            max_completion=g.max_completion_length,
+            chat_template_kwargs=cfg.model.chat_template_kwargs,
+            stop_after_call=cfg.rollout.stop_after_tool_call,
+        )
+
+    rollout = AWMRollout(
+        pool,
+        interventions,
+        lookup,
+        actor_factory,
+        policy,
+        schedule,
+        design=cfg.gate.design,
+        max_per_episode=cfg.gate.max_per_episode,
+        max_per_batch=cfg.gate.max_per_batch,
+        denied_text=cfg.gate.denied_text,
+        max_completion=g.max_completion_length,
+        seed=g.seed,
+        num_generations=g.num_generations,
+        out=out,
+    )
+    peft_config = None
+    if cfg.model.lora_r:
+        peft_config = LoraConfig(
+            r=cfg.model.lora_r,
+            lora_alpha=cfg.model.lora_alpha,
+            lora_dropout=cfg.model.lora_dropout,
+            target_modules=list(cfg.model.target_modules),
+            task_type="CAUSAL_LM",
+        )
+    callbacks: list[Any] = [MetricsCallback(out, g.max_steps, schedule, cfg.progress)]
+    if "tensorboard" in g.report_to:
+        from torch.utils.tensorboard import SummaryWriter
+        from transformers.integrations import TensorBoardCallback
+
+        callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(str(out / "tb"))))
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tok,
+        peft_config=peft_config,
+        rollout_func=rollout,
+        callbacks=callbacks,
+    )
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # the progress bar and metrics.csv report instead
+    return trainer, rollout, pool
+
+
+def train(cfg: Any, **kw) -> dict[str, Any]:
+    """Train; returns a summary (also written to ``out/train.json``)."""
+    cfg = as_config(TrainConfig, cfg, instance=True)
+    t0 = time.perf_counter()
+    scratch = tempfile.mkdtemp(prefix="helpdp-train-")
+    trainer = pool = None
+    try:
+        trainer, rollout, pool = build_trainer(cfg, work_root=scratch, **kw)
+        trainer.train()
+        out = Path(cfg.out)
+        if cfg.save_model:
+            trainer.save_model(str(out / "model"))
+        losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+        summary = {
+            "steps": trainer.state.global_step,
+            "losses": losses,
+            "episodes": rollout.episodes,
+            "expert_calls": sum(1 for d in rollout.decisions if d["action"]),
+            "phase": rollout.schedule.phase,
+            "transitions": rollout.schedule.transitions,
+            "rollout": rollout.history,
+            "seconds": time.perf_counter() - t0,
+        }
+        (out / "train.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+        summary["trainer"], summary["rollout_func"] = trainer, rollout
+        return summary
+    finally:
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(Path(cfg.out) / "trainer", ignore_errors=True)
+
+
+def run_cli(cfg: Any) -> dict[str, Any]:
+    """The body of ``python -m helpdp.train``."""
+    res = train(cfg)
+    last = res["rollout"][-1] if res["rollout"] else {}
+    print(
+        f"grpo: {res['steps']} steps, {res['episodes']} episodes, loss "
+        f"{res['losses'][-1] if res['losses'] else float('nan'):.4g}, completion "
+        f"{last.get('rollout/completion_rate', float('nan')):.2f}, expert calls "
+        f"{res['expert_calls']}, phase {res['phase']} -> {cfg.out}  [{res['seconds']:.1f}s]"
+    )
+    return res
