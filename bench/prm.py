@@ -122,7 +122,7 @@ def main(argv=None) -> dict:
 
     res = {
         "data": str(data),
-        "model": f"tiny Qwen3 from config ({n_params / 1e3:.0f}k params, LoRA r={cfg['lora_r']}), CPU, {args.threads} thread(s)",
+        "model": f"tiny Qwen3 from config ({n_params / 1e3:.0f}k params, LoRA r={cfg['lora']['r']}), CPU, {args.threads} thread(s)",
         "states": int(len(sids)),
         "pairs": int(len(seqs)),
         "mean_tokens": mean_tokens,

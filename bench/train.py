@@ -1,18 +1,29 @@
-"""Rollout speed of the GRPO integration on CPU: turns/s with the tiny Qwen3, and the
-share of a turn spent in the help gate and in the environment (+ expert).
+"""Rollout speed of the GRPO integration on CPU, and what it says about the GPU scale.
 
-    python bench/train.py [--batches 3] [--group 4] [--prompts 2]
+    python bench/train.py [--batches 3] [--group 4] [--prompts 2] [--reps 5]
 
 No training step: :class:`helpdp.train.rollout.AWMRollout` is called as TRL would call
-it, with transformers generation from the tiny model (conf/train/cpu_smoke.yaml). The
-GPU line is an ESTIMATE, not a measurement: it keeps the measured gate + environment
-seconds per turn and replaces generation by an assumed vLLM time per turn.
+it, with transformers generation from the tiny model (conf/train/cpu_smoke.yaml) and
+the oracle expert gated by ``always``. Measured here, on this machine's CPU:
+
+1. a baseline in the same run: one environment driven directly, one call at a time
+   (an app worker's start, a reset, a tool-call step, the final step with its
+   verifier run) and the gate's decision, each the median of ``--reps``;
+2. cold rollout batches (each scenario's first: app workers start) and warm ones
+   (the same tasks again: the pool's environments are reused), with each phase's
+   wall time and each kind of environment call's thread seconds.
+
+The GPU block is an ESTIMATE, not a measurement: the measured environment and gate
+costs per turn, amortised over the demo data's mean episode length, against an
+assumed generation time per turn for Qwen3-4B on vLLM from a memory-bandwidth
+roofline (its parameters are printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -33,10 +44,106 @@ from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, task_prompts
 from helpdp.train.tiny import build_tiny, world_texts  # noqa: E402
 from helpdp.train.trainer import training_tasks  # noqa: E402
 
-# assumption for the estimate: Qwen3-4B, vLLM, 128 rollouts in lock step on one B200,
-# ~150 tokens per turn at ~2,500 tokens/s per sequence-batch slot -> ~0.06 s per turn
-# of wall time amortised over the batch (an assumption, not measured here)
-GPU_SECONDS_PER_TURN = 0.06
+# ---------------------------------------------------------------------------------------
+# the GPU ESTIMATE's assumptions (none of it is measured here; there is no GPU)
+# ---------------------------------------------------------------------------------------
+# Qwen3-4B (config.json of Qwen/Qwen3-4B): 4.0e9 parameters, 36 layers, 8 KV heads of
+# dimension 128. In bf16, one decode step of vLLM reads all weights once and every
+# running sequence's KV cache once: memory-bound, so the step's time is about
+# bytes / (HBM bandwidth x efficiency) (the usual roofline of LLM decoding).
+WEIGHT_BYTES = 4.0e9 * 2
+KV_BYTES_PER_TOKEN = 2 * 36 * 8 * 128 * 2  # K and V, layers, KV heads, head dim, bf16
+HBM_BYTES_PER_S = {"H100 SXM": 3.35e12, "B200": 8.0e12}  # vendors' data sheets
+EFFICIENCY = 0.6  # share of peak bandwidth a decode step reaches (assumed)
+CONTEXT_TOKENS = 6000  # mean context of a turn: system prompt + tools + earlier turns (assumed)
+TOKENS_PER_TURN = (150, 300)  # tokens the actor generates per turn (the seed's range)
+# sequences decoding together on one GPU: the b200 preset (16 per GPU process: 2 prompts
+# x 8 rollouts, colocate) and all 128 of a step on one GPU
+BATCHES = (16, 128)
+HOST_CORES_PER_GPU = 16  # CPU cores for one GPU process's environments (assumed)
+
+
+def decode_seconds_per_turn(batch: int, bandwidth: float, tokens: int) -> float:
+    step = (WEIGHT_BYTES + batch * CONTEXT_TOKENS * KV_BYTES_PER_TOKEN) / (bandwidth * EFFICIENCY)
+    return tokens * step
+
+
+def median_seconds(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def baseline(pool, task: tuple[str, int], reps: int) -> dict[str, float]:
+    """One environment, one call at a time: the cost of each kind of call."""
+    from collect.awm.protocol import format_call_tool
+    from helpdp.policies import StateView
+    from helpdp.train.gate import Gate
+
+    name, idx = task
+    solution = pool.scenario(name).solutions[idx]
+    first = solution.calls[0]
+    call = format_call_tool(first["tool_name"], first.get("arguments") or {})
+    envs = [pool.acquire(name) for _ in range(reps)]  # new: no app worker yet
+    try:
+        cold = statistics.median(
+            [median_seconds(lambda e=e: e.reset(idx), 1) for e in envs]
+        )  # each: an app worker starts
+        env = envs[0]
+        resets, firsts, steps, finals = [], [], [], []
+        for _ in range(reps):  # an episode of 3 turns (max_turns): a call twice, the answer
+            resets.append(median_seconds(lambda: env.reset(idx), 1))
+            firsts.append(median_seconds(lambda: env.step(call), 1))
+            steps.append(median_seconds(lambda: env.step(call), 1))
+            finals.append(median_seconds(lambda: env.step("Done."), 1))
+    finally:
+        for e in envs:
+            e.close()
+    gate = Gate(Always(), {0: True})
+    view = StateView(0, f"{name}/{idx}", 0, "", episode_id=0)
+    n = 2000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        gate.decide([view])
+    return {
+        "cold": cold,
+        "reset": statistics.median(resets),
+        "first_step": statistics.median(firsts),
+        "step": statistics.median(steps),
+        "end_step": statistics.median(finals),
+        "gate": (time.perf_counter() - t0) / n,
+    }
+
+
+def run_batches(rollout, rows, a, label):
+    """Rollout batches; sums of their stats."""
+    tot: dict[str, float] = {}
+    for b in range(a.batches):
+        picked = [rows[(b * a.prompts + i) % len(rows)]["prompt"] for i in range(a.prompts)]
+        rollout([p for p in picked for _ in range(a.group)])
+        for k, v in rollout.last_stats.items():
+            tot[k] = tot.get(k, 0.0) + float(v)
+    s = tot
+    wall, turns = s["time/wall_s"], s["rollout/turns"]
+    # the first version's accounting: everything but generation, gate and expert
+    s["old_env_share"] = (
+        wall - s["time/generate_s"] - s["gate/seconds"] - s["expert/seconds"]
+    ) / wall
+    print(f"{label}: {a.batches} batches x {a.prompts * a.group} rollouts, {turns:.0f} turns "
+          f"in {wall:.2f} s: {turns / wall:.2f} turns/s")  # fmt: skip
+    parts = ["generate", "request", "env", "other"]
+    print("  wall shares: " + "  ".join(f"{p} {s[f'time/{p}_s'] / wall:5.1%}" for p in parts))
+    print(f"  app workers started: {s['env/cold_resets']:.0f}; warm resets: {s['env/resets']:.0f}; "
+          f"steps {s['env/steps']:.0f} + ending steps {s['env/end_steps']:.0f}")  # fmt: skip
+    return s
+
+
+def per(s, kind, count=None):
+    n = s[f"env/{count or kind + 's'}"]
+    return s[f"env/{kind}_s"] / n if n else float("nan")
 
 
 def main() -> None:
@@ -44,10 +151,16 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
+    import pandas as pd
     import torch
 
+    import helpdp
+
     torch.set_num_threads(2)
+    demo = Path(helpdp.__file__).resolve().parent / "data" / "demo" / "episodes.parquet"
+    mean_turns = float(pd.read_parquet(demo, columns=["steps"])["steps"].mean())
     cfg = as_config(TrainConfig, compose_config("train", [], node=TrainConfig), instance=True)
     scratch = tempfile.mkdtemp(prefix="helpdp-bench-train-")
     pool = build_pool(cfg, scratch)
@@ -63,33 +176,61 @@ def main() -> None:
             Always(), SplitSchedule(kind="fixed", n_fixed=4, reference_group=8),
             design="proactive", max_per_episode=2, num_generations=a.group,
         )  # fmt: skip
-        rollout([rows[0]["prompt"]])  # warm-up: start the app workers
-        turns = wall = gen = gate = env = expert = 0.0
-        for b in range(a.batches):
-            picked = [rows[(b * a.prompts + i) % len(rows)]["prompt"] for i in range(a.prompts)]
-            t0 = time.perf_counter()
-            rollout([p for p in picked for _ in range(a.group)])
-            dt = time.perf_counter() - t0
-            s = rollout.last_stats
-            wall += dt
-            turns += s["rollout/turns"]
-            gen += s["time/generate_share"] * dt
-            gate += s["time/gate_share"] * dt
-            env += s["time/env_share"] * dt
-            expert += s["time/expert_share"] * dt
+        base = baseline(pool, tasks[0], a.reps)
+        print(f"baseline, one environment, one call at a time (median of {a.reps}, measured):")
+        print(f"  app worker start {1000 * base['cold']:.0f} ms | reset {1000 * base['reset']:.1f} ms"
+              f" | tool-call step {1000 * base['step']:.1f} ms (the first after a reset "
+              f"{1000 * base['first_step']:.1f} ms) | final step with the verifier "
+              f"{1000 * base['end_step']:.1f} ms | gate decision {1e6 * base['gate']:.1f} us")  # fmt: skip
+        cold = run_batches(rollout, rows, a, "cold rollouts (measured; each batch a new scenario)")
+        warm = run_batches(rollout, rows, a, "warm rollouts (measured; the same tasks again)")
     finally:
         pool.close()
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"CPU, tiny Qwen3 ({a.batches} batches x {a.prompts * a.group} rollouts, measured):")
-    print(f"  {turns:.0f} turns in {wall:.2f}s: {turns / wall:.2f} turns/s")
-    print(f"  generation {gen / wall:6.1%}  gate {gate / wall:6.2%}  environment {env / wall:6.1%}"
-          f"  expert (oracle) {expert / wall:6.2%}")  # fmt: skip
-    per_turn = (gate + env) / turns
-    print(f"  gate + environment: {1000 * per_turn:.1f} ms of wall time per turn "
-          f"(lock step, {a.prompts * a.group} episodes stepping in threads)")  # fmt: skip
-    share = per_turn / (per_turn + GPU_SECONDS_PER_TURN)
-    print(f"GPU ESTIMATE (not measured): with {GPU_SECONDS_PER_TURN * 1000:.0f} ms of generation "
-          f"per turn, gate + environment would be {share:.1%} of a turn")  # fmt: skip
+    tps_c = cold["rollout/turns"] / cold["time/wall_s"]
+    tps_w = warm["rollout/turns"] / warm["time/wall_s"]
+    print(f"warm vs cold: {tps_w / tps_c:.2f}x the turns/s; environment wall share "
+          f"{cold['time/env_s'] / cold['time/wall_s']:.1%} -> {warm['time/env_s'] / warm['time/wall_s']:.1%}"
+          f" (the first version's accounting, wall - generation - gate - expert: "
+          f"{cold['old_env_share']:.1%} -> {warm['old_env_share']:.1%})")  # fmt: skip
+    w = {k: per(warm, k) for k in ("reset", "step")}
+    w["end_step"] = per(warm, "end_step", "end_steps")
+    w["gate"] = warm["gate/seconds"] / warm["gate/calls"] if warm["gate/calls"] else float("nan")
+    c_cold = per(cold, "cold_reset")
+    print(f"  thread seconds per call inside the warm rollouts ({a.prompts * a.group} threads on this"
+          f" machine's cores; the tiny model's non-final turns are mostly malformed, so its"
+          f" steps rarely reach the app) and the ratio to the baseline:")  # fmt: skip
+    for k, b in (("reset", "reset"), ("step", "step"), ("end_step", "end_step"), ("gate", "gate")):
+        print(f"    {k:9s} {1000 * w[k]:8.2f} ms  ({w[k] / base[b]:.1f}x the baseline)")
+    print(f"    app worker start inside the cold batches {1000 * c_cold:.0f} ms "
+          f"({c_cold / base['cold']:.1f}x the baseline)")  # fmt: skip
+
+    n = mean_turns
+    env_turn = ((n - 2) * base["step"] + base["first_step"] + base["end_step"] + base["reset"]) / n
+    env_turn_cold = env_turn + base["cold"] / n
+    print(f"per turn at the seed's episode length (the demo data's mean, {n:.2f} turns per episode;"
+          f" baseline costs): environment {1000 * env_turn:.1f} ms = (reset + first step + "
+          f"{n - 2:.2f} steps + final step with the verifier) / {n:.2f}; {1000 * env_turn_cold:.1f} ms if every "
+          f"episode also starts an app worker (a scenario not seen before); gate "
+          f"{1e3 * base['gate']:.3f} ms")  # fmt: skip
+    print("GPU ESTIMATE (not measured; Qwen3-4B on vLLM, memory-bandwidth roofline: weights "
+          f"{WEIGHT_BYTES / 1e9:.0f} GB + {KV_BYTES_PER_TOKEN // 1024} KiB KV per token x "
+          f"{CONTEXT_TOKENS} tokens of context per sequence, {EFFICIENCY:.0%} of peak bandwidth;"
+          f" environments on {HOST_CORES_PER_GPU} cores per GPU process):")  # fmt: skip
+    for gpu, bw in HBM_BYTES_PER_S.items():
+        for batch in BATCHES:
+            lo, hi = (decode_seconds_per_turn(batch, bw, t) for t in TOKENS_PER_TURN)
+            rounds = max(1.0, batch / HOST_CORES_PER_GPU)  # environment calls per core per round
+            env = rounds * env_turn
+            gate = batch * base["gate"]  # the gate decides one episode at a time
+            share = [(env + gate) / (g + env + gate) for g in (lo, hi)]
+            share_cold = [(rounds * env_turn_cold + gate) / (g + rounds * env_turn_cold + gate)
+                          for g in (lo, hi)]  # fmt: skip
+            print(f"  {gpu:8s} {batch:3d} sequences: generation {lo:.2f}-{hi:.2f} s per turn "
+                  f"({TOKENS_PER_TURN[0]}-{TOKENS_PER_TURN[1]} tokens at "
+                  f"{TOKENS_PER_TURN[0] / lo:.0f} tokens/s per sequence); gate + environment "
+                  f"{1000 * (env + gate):.0f} ms = {min(share):.1%}-{max(share):.1%} of a turn "
+                  f"({min(share_cold):.1%}-{max(share_cold):.1%} with a new app worker per episode)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -84,7 +84,55 @@ def _check_key(schema: type, key: str, value: str = "") -> tuple[str | None, boo
         close = difflib.get_close_matches(done[-1], lists, n=1, cutoff=0.6)
         hint = f" (did you mean '{'.'.join([*done[:-1], close[0]])}'?)" if close else ""
         return f"'{key}' takes one value, not a list{hint}", False
-    return None, False
+    return _type_error(key, value, node), False
+
+
+_NAMES = {  # type: (one, a list of them)
+    int: ("an int", "a list of ints"),
+    float: ("a float", "a list of floats"),
+    bool: ("a bool (true|false)", "a list of bools (true|false)"),
+}
+
+
+def _type_error(key: str, value: str, tp: Any) -> str | None:
+    """What is wrong with ``value`` for a field of type ``tp`` (an int, float or bool,
+    optional or not, or a list of them), checked as Hydra would: the value parsed by
+    Hydra's override grammar, then validated by OmegaConf's node of that type. None
+    for a value that converts, a sweep, an interpolation or any other type."""
+    optional = type(None) in typing.get_args(tp)
+    if optional:
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = rest[0] if len(rest) == 1 else Any
+    is_list = (typing.get_origin(tp) or tp) is list
+    item = (typing.get_args(tp) or (Any,))[0] if is_list else tp
+    if item not in _NAMES or "${" in value:
+        return None
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import ValidationError
+    from omegaconf.nodes import BooleanNode, FloatNode, IntegerNode
+
+    try:
+        parsed = OverridesParser.create().parse_override(f"k={value}").value()
+    except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
+        return None
+    node = {int: IntegerNode, float: FloatNode, bool: BooleanNode}[item]
+    if parsed is None and optional:
+        return None
+    if is_list and isinstance(parsed, list):
+        items = parsed
+    elif is_list or not isinstance(parsed, str | int | float | bool | None):
+        return None  # a sweep (1,2) or a value of another shape: Hydra's to judge
+    else:
+        items = [parsed]
+    try:
+        for v in items:
+            if v is None:
+                raise ValidationError("null")
+            node(value=v)
+    except ValidationError:
+        want = _NAMES[item][is_list] + (" or null" if optional else "")
+        return f"'{key}' takes {want}, not {value!r}"
+    return None
 
 
 def check_argv(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -506,14 +507,22 @@ def run_episodes(
     *,
     batch_size: int = 1,
     on_episode: Callable[[EpisodeLog], None] | None = None,
+    phase_seconds: dict[str, float] | None = None,
 ) -> list[EpisodeLog]:
     """Run ``specs`` with up to ``batch_size`` episodes in lock step; logs in ``specs`` order.
 
     Each round asks the actor once for every live episode (``actor.generate`` gets
     the whole batch); environment steps and interventions run in threads when
     ``batch_size > 1``. Results do not depend on ``batch_size``: every random draw
-    is seeded per episode and turn.
+    is seeded per episode and turn. ``phase_seconds``, when given, gets the wall
+    seconds of each phase of the rounds added: ``start`` (environment resets),
+    ``request`` (help decisions and interventions), ``generate`` (the actor),
+    ``advance`` (environment steps, verification, records).
     """
+    clock = time.perf_counter
+    phases = phase_seconds if phase_seconds is not None else {}
+    for name in ("start", "request", "generate", "advance"):
+        phases.setdefault(name, 0.0)
     queue = deque(specs)
     live: list[EpisodeRunner] = []
     logs: dict[int, EpisodeLog] = {}
@@ -529,20 +538,29 @@ def run_episodes(
             fresh = []
             while queue and len(live) + len(fresh) < batch_size:
                 fresh.append(EpisodeRunner(queue.popleft(), ctx))
+            t0 = clock()
             each(lambda r: r.start(), fresh)
             live.extend(fresh)
             pending = [r for r in live if not r.done]
+            t1 = clock()
             requests = each(lambda r: r.request(), pending)
             active = [(r, q) for r, q in zip(pending, requests) if q is not None]
+            t2 = t3 = t4 = clock()
             if active:
                 try:
                     replies = actor.generate([q for _, q in active])
                 except Exception as e:  # noqa: BLE001 - the actor failed: record it per episode
                     replies = [TurnReply("", error=repr(e)[:2000]) for _ in active]
+                t3 = clock()
                 each(
                     lambda pair: pair[0].advance(pair[1]),
                     list(zip([r for r, _ in active], replies)),
                 )
+                t4 = clock()
+            phases["start"] += t1 - t0
+            phases["request"] += t2 - t1
+            phases["generate"] += t3 - t2
+            phases["advance"] += t4 - t3
             still = []
             for r in live:
                 if r.done:

@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from helpdp.contract import STATES_SCHEMA, TRANSITIONS_SCHEMA, conform
+from helpdp.contract import STATES_SCHEMA, TRANSITIONS_SCHEMA, conform, fsync_dir
 
 __all__ = [
     "TABLES",
@@ -54,15 +54,6 @@ def table_bytes(table: pa.Table) -> bytes:
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue()
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _write_file(path: Path, data: bytes) -> None:
@@ -130,14 +121,14 @@ class ShardStore:
         try:
             for name in TABLES:
                 _write_file(tmp / f"{name}.parquet", blobs[name])
-            _fsync_dir(tmp)
+            fsync_dir(tmp)
             try:
                 os.rename(tmp, final)
             except OSError:
                 if final.exists():
                     return False
                 raise
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             return True
         finally:
             if tmp.exists():

@@ -396,6 +396,15 @@ def write_result(ds: Dataset, res: SearchResult | MixResult, out: Path) -> Path:
     return out
 
 
+def warm_up(mdp: MDP, **solver_kw) -> str:
+    """numba compiles its kernels (or loads them from its cache) on the first solve: run
+    it here, once, before a search is timed, so that the search's time is the search's;
+    returns the note that reports it apart (`` + 0.051s warm-up (...)``)."""
+    t = time.perf_counter()
+    solve(mdp, 1.0, **solver_kw)
+    return f" + {time.perf_counter() - t:.3f}s warm-up (numba compile/load, first solve)"
+
+
 def _budget_dir(b: float) -> str:
     return f"budget={b:g}"
 
@@ -443,10 +452,11 @@ def run_search(cfg) -> list[dict]:
                 f"this dataset has {len(names)} interventions {names}: give budgets.<name>=C for {missing}"
             )
         b = np.array([per_name[n] for n in names])
-        t1 = time.perf_counter()
         if cfg.rule != "exact":
             raise ValueError("per-intervention budgets are searched with rule=exact")
         kw = {key: v for key, v in kw.items() if key not in ("rule", "p_row", "dm_tol")}
+        warm = warm_up(mdp, **kw)
+        t1 = time.perf_counter()
         pols, w, solves = mix_budgets(mdp, b, max_solves=cfg.max_solves, log=say, **kw)
         res = MixResult(
             names=list(names), budgets=b, policies=pols, weights=w, solves=solves,
@@ -457,14 +467,10 @@ def run_search(cfg) -> list[dict]:
         summary = res.to_json()
         write_result(ds, res, out)
         print(f"budgets {summary['budget']}: E[U]={summary['expected_usage']} "
-              f"E[S]={summary['expected_success']:.4f} ({len(pols)} policies mixed, {solves} solves) "
-              f"-> {out}")  # fmt: skip
+              f"E[S]={summary['expected_success']:.4f} ({len(pols)} policies mixed)  "
+              f"[{solves} solves, {res.seconds:.3f}s{warm}] -> {out}")  # fmt: skip
         return [summary]
-    # numba compiles its kernels (or loads them from its cache) on the first solve: done
-    # here, once, and reported apart, so that the search's time is the search's
-    t_warm = time.perf_counter()
-    solve(mdp, 1.0, **kw)
-    warm = f" + {time.perf_counter() - t_warm:.3f}s warm-up (numba compile/load, first solve)"
+    warm = warm_up(mdp, **kw)
     for b in budgets:
         res = search_budget(mdp, float(b), max_solves=cfg.max_solves, log=say, **kw)
         where = write_result(ds, res, out / _budget_dir(float(b)) if sweep else out)

@@ -50,6 +50,7 @@ __all__ = [
     "build_manifest",
     "column_kind",
     "conform",
+    "fsync_dir",
     "manifest_text",
     "write_dataset",
     "write_table",
@@ -215,7 +216,8 @@ def conform(name: str, data) -> pa.Table:
     return data
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries to disk (a rename in it survives a crash); best effort."""
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -247,7 +249,7 @@ def write_table(table: pa.Table, path) -> Path:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 
@@ -325,7 +327,7 @@ def write_dataset(
             fh.write(manifest_text(manifest))
             fh.flush()
             os.fsync(fh.fileno())
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         if check:
             from helpdp.data import load_dataset  # the loader imports this module
 
@@ -334,7 +336,7 @@ def write_dataset(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 

@@ -16,7 +16,12 @@ Policies (fitted on the train tasks of ``data`` only):
 * the hand-written rules: turn 0, after a failed turn, both;
 * the DP's pi* at ``budget`` (searched on the train tasks; unseen states: nohelp);
 * the helper (``helper_dir=DIR``, from ``python -m helpdp.helper.train``), deployed at
-  ``budget``.
+  ``budget`` (or at each of ``helper_budgets``: one helper, several budgets);
+* with a text PRM (``prm_dir=DIR``, ``kind=lm``; ``prm.policy``): help at the top
+  ``prm_q`` of the validation states' predicted gain of help (``prm_score``),
+  task-wise help for the ``prm_task_q`` of episodes with the lowest predicted
+  start-state success, and ``table_fallback=prm``: the DP table with that PRM
+  policy (at ``prm_q[0]``) on the states it never saw.
 
 **Equal spend.** A policy is compared with random state-wise help at *its own
 realised* calls per episode U: the two random runs whose U bracket it are mixed
@@ -78,6 +83,35 @@ class EvaluateConfig:
     helper_dir: Any = _f(
         None, "a trained helper directory (python -m helpdp.helper.train); null: no helper"
     )
+    helper_budgets: Any = _f(
+        None,
+        "deploy the helper at each of these budgets, one policy each (e.g. [0.5,1,2]: does "
+        "realised usage follow helper.budget?); null: at budget",
+    )
+    prm_dir: Any = _f(
+        None,
+        "a trained text PRM (python -m prm.train prm=tiny|minilm, kind=lm): adds the PRM-threshold "
+        "policies (prm_q, prm_task_q, table_fallback=prm); null: none",
+    )
+    prm_score: str = _f(
+        "gain", "PRM state-wise score: gain (p_help - p_nohelp) or risk (1 - p_nohelp)"
+    )
+    prm_q: list = _f(
+        [0.1, 0.3], "PRM state-wise policies: help at the top q of the calibration states' scores"
+    )
+    prm_task_q: list = _f(
+        [0.3],
+        "PRM task-wise policies: help at every turn of the episodes whose start state's predicted "
+        "success is in the lowest q of the calibration tasks'",
+    )
+    prm_splits: list = _f(
+        ["validation"], "task splits of data whose states calibrate the PRM policies' thresholds"
+    )
+    table_fallback: str = _f(
+        "nohelp",
+        "the DP table's decision at states it never saw: nohelp, or prm (the PRM state-wise "
+        "policy at prm_q[0], needs prm_dir)",
+    )
     seeds: list = _f(list(range(100, 120)), "evaluation seeds: one episode per (task, seed)")
     splits: list = _f(["test", "train"], "task splits to evaluate on (test: unseen tasks)")
     random_p: list = _f(
@@ -124,18 +158,20 @@ def equal_spend_baseline(
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """SR, U, L, SPL and their 95% half-widths per (split, policy)."""
+    """SR, U, L, SPL per (split, policy), and the 95% half-widths of SR and U."""
     g = results.groupby(["split", "policy"], sort=False)
     out = g.agg(
         episodes=("success", "size"),
         SR=("success", "mean"),
         U=("expert_calls", "mean"),
+        U_sd=("expert_calls", "std"),
         L=("steps", "mean"),
         SPL=("spl", "mean"),
         policy_errors=("policy_errors", "sum"),
         invalid=("invalid", "sum"),
     ).reset_index()
     out["SR_ci"] = 1.96 * np.sqrt(out["SR"] * (1 - out["SR"]) / out["episodes"].clip(lower=1))
+    out["U_ci"] = (1.96 * out.pop("U_sd") / np.sqrt(out["episodes"].clip(lower=1))).fillna(0.0)
     return out
 
 
@@ -181,6 +217,10 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
     sub = task_subset(ds, train_tasks)
     res = search_budget(sub.mdp, float(cfg.budget), gamma=ds.gamma)
     search_dir = write_result(sub, res, out / "dp_search")
+    prm_pols, fallback = _prm_policies(cfg, ds)
+    table_name = f"dp table (budget {cfg.budget:g})"
+    if fallback is not None:
+        table_name = f"dp table (budget {cfg.budget:g}, unseen: {fallback.name})"
     pols: list[HelpPolicy] = [
         Never(),
         Always(),
@@ -189,13 +229,44 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
         TurnZero(),
         AfterFailure(),
         TurnZeroOrAfterFailure(),
-        TablePolicy.load(search_dir, seed=cfg.seed, name=f"dp table (budget {cfg.budget:g})"),
+        TablePolicy.load(search_dir, seed=cfg.seed, name=table_name, fallback=fallback),
+        *prm_pols,
     ]
     if cfg.helper_dir:
         from helpdp.helper import HelperPolicy
 
-        pols.append(HelperPolicy(cfg.helper_dir, budget=float(cfg.budget)))
+        for b in cfg.helper_budgets or [cfg.budget]:
+            pols.append(HelperPolicy(cfg.helper_dir, budget=float(b), seed=cfg.seed))
     return pols
+
+
+def _prm_policies(cfg: EvaluateConfig, ds) -> tuple[list[HelpPolicy], HelpPolicy | None]:
+    """The PRM-threshold policies (``prm_dir``), calibrated on the ``prm_splits``
+    tasks of ``ds``, and the table's fallback (null: nohelp)."""
+    if cfg.table_fallback not in ("nohelp", "prm"):
+        raise ValueError(f"table_fallback must be nohelp or prm, got {cfg.table_fallback!r}")
+    if not cfg.prm_dir:
+        if cfg.table_fallback == "prm":
+            raise ValueError("table_fallback=prm needs prm_dir")
+        return [], None
+    from prm.data import task_splits
+    from prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
+
+    splits = task_splits(ds)
+    tasks = sorted(splits.index[splits.isin(list(cfg.prm_splits))])
+    if not tasks:
+        raise ValueError(f"no task of data in prm_splits {list(cfg.prm_splits)}")
+    scorer = PRMScorer.load(cfg.prm_dir, device="cpu")
+    views = dataset_views(ds, tasks)
+    starts = dataset_views(ds, tasks, start_only=True)
+    state = [state_policy(scorer, views, float(q), kind=cfg.prm_score) for q in cfg.prm_q]
+    task = [TaskPolicy.calibrated(scorer, starts, float(q)) for q in cfg.prm_task_q]
+    fallback = None
+    if cfg.table_fallback == "prm":
+        if not state:
+            raise ValueError("table_fallback=prm needs at least one prm_q")
+        fallback = state[0]
+    return [*state, *task], fallback
 
 
 def _collect_config(manifest: dict, cfg: EvaluateConfig, split: str, out: Path) -> dict:
@@ -360,13 +431,13 @@ def report(summary, comparisons, search, cfg, seconds, n_train) -> str:
         lines += [
             f"## {split} tasks ({'unseen by every policy' if split == 'test' else 'seen'})",
             "",
-            "| policy | episodes | SR ± 95% | U (calls/ep) | L (turns) | SPL | policy errors "
+            "| policy | episodes | SR ± 95% | U (calls/ep) ± 95% | L (turns) | SPL | policy errors "
             "| invalid |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for r in s.itertuples():
             lines.append(
-                f"| {r.policy} | {r.episodes} | {r.SR:.3f} ± {r.SR_ci:.3f} | {r.U:.2f} | "
+                f"| {r.policy} | {r.episodes} | {r.SR:.3f} ± {r.SR_ci:.3f} | {r.U:.2f} ± {r.U_ci:.2f} | "
                 f"{r.L:.2f} | {r.SPL:.3f} | {r.policy_errors} | {r.invalid} |"
             )
         if s["invalid"].sum():

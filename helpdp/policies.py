@@ -20,7 +20,10 @@ the same seeds are paired (common random numbers).
 * :class:`ScorePolicy`: a threshold on any per-state score (a PRM's predicted gain
   from help, a helper's help score);
 * ``helpdp.helper.HelperPolicy``: the trained helper (it imports torch, so it lives
-  there).
+  there);
+* ``prm.policy``: a text PRM's scores on unseen states as a :class:`ScorePolicy`
+  (state-wise, top q of validation states), task-wise PRM help, and the PRM as
+  :class:`TablePolicy`'s fallback.
 
 :func:`safe_decide` runs a policy so that an exception falls back to nohelp and is
 counted instead of ending an episode.

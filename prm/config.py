@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cliconf import doc_field as _f
+from helpdp.lora import LoRAConfig, lora_field
 
 
 @dataclass
@@ -59,13 +60,7 @@ class PRMModelConfig:
         "lm: when a text is cut, keep its first head_tokens tokens (the task statement) "
         "before the latest ones; 0: keep only the latest",
     )
-    # --- lm: LoRA ---
-    lora_r: int = _f(8, "lm: LoRA rank")
-    lora_alpha: float = _f(16.0, "lm: LoRA scaling numerator (scale = lora_alpha / lora_r)")
-    lora_dropout: float = _f(0.0, "lm: dropout on the LoRA branch")
-    target_modules: list[str] | None = _f(
-        None, "lm: module names LoRA adapts; null: all attention and MLP projections"
-    )
+    lora: LoRAConfig = lora_field("lm: LoRA adapters (prm.lora.r=16)", r=8, alpha=16.0, dropout=0.0)
     # --- lm: optimisation ---
     lr: float = _f(2e-3, "lm: peak learning rate (AdamW, linear warm-up then linear decay)")
     weight_decay: float = _f(0.0, "lm: AdamW weight decay")

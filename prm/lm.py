@@ -65,6 +65,7 @@ from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
 from helpdp.helper.trainer import fit_with_trainer
+from helpdp.lora import lora_settings
 from prm.base import PRM, read_meta
 from prm.data import Examples, state_rows
 
@@ -197,13 +198,14 @@ class LMPRM(PRM):
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
             base.config.use_cache = False
+        settings = lora_settings(cfg)
         lora = LoraConfig(
             task_type=TaskType.SEQ_CLS,
-            r=int(cfg["lora_r"]),
-            lora_alpha=float(cfg["lora_alpha"]),
-            lora_dropout=float(cfg["lora_dropout"]),
+            r=int(settings["r"]),
+            lora_alpha=float(settings["alpha"]),
+            lora_dropout=float(settings["dropout"]),
             target_modules=list(
-                cfg.get("target_modules") or (BERT_TARGETS if backbone else DEFAULT_TARGETS)
+                settings["target_modules"] or (BERT_TARGETS if backbone else DEFAULT_TARGETS)
             ),
             modules_to_save=[_head_name(base)],
         )

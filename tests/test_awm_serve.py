@@ -4,43 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world, served
 
 from collect.awm.env import EnvConfig, EnvPool
 from collect.awm.protocol import format_call_tool
 from collect.awm.serve import AsyncEnvClient, EnvClient, ServeConfig, create_app
 
-APP = """
-import os
-from fastapi import FastAPI
-from pydantic import BaseModel
-from sqlalchemy import create_engine, text
-
-engine = create_engine(os.getenv("DATABASE_PATH"))
-app = FastAPI()
-
-
-class Note(BaseModel):
-    body: str
-
-
-@app.get("/notes", operation_id="list_notes", summary="List notes")
-def list_notes():
-    with engine.connect() as c:
-        return {"notes": [r[0] for r in c.execute(text("SELECT body FROM notes ORDER BY id"))]}
-
-
-@app.post("/notes", operation_id="add_note", summary="Add a note")
-def add_note(note: Note):
-    with engine.begin() as c:
-        c.execute(text("INSERT INTO notes (body) VALUES (:b)"), {"b": note.body})
-    return {"added": note.body}
-
+APP = (
+    NOTES_APP
+    + """
 
 @app.post("/verify", operation_id="verify")
 def verify():
@@ -48,54 +23,11 @@ def verify():
         c.execute(text("INSERT INTO notes (body) VALUES ('remember the milk')"))
     return {"result": "complete"}
 """
-
-VERIFIER = """
-def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
-    import sqlite3
-    rows = sqlite3.connect(final_db_path).execute("SELECT body FROM notes").fetchall()
-    return {"result": "complete" if ("remember the milk",) in rows else "others"}
-"""
+)
 
 
 def _world(root: Path) -> Path:
-    task = "Add a note saying 'remember the milk'."
-    records = {
-        "gen_tasks.jsonl": {"scenario": "notes_1", "tasks": [task]},
-        "gen_db.jsonl": {
-            "scenario": "notes_1",
-            "db_schema": {
-                "tables": [
-                    {
-                        "name": "notes",
-                        "ddl": "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)",
-                        "indexes": [],
-                    }
-                ]
-            },
-        },
-        "gen_sample.jsonl": {
-            "scenario": "notes_1",
-            "sample_data": {
-                "tables": [
-                    {
-                        "table_name": "notes",
-                        "insert_statements": ["INSERT INTO notes (body) VALUES ('first')"],
-                    }
-                ]
-            },
-        },
-        "gen_envs.jsonl": {"scenario": "notes_1", "db_path": "n.db", "full_code": APP},
-        "gen_verifier.pure_code.jsonl": {
-            "scenario": "notes_1",
-            "task_idx": 0,
-            "task": task,
-            "verification": {"code": VERIFIER},
-        },
-    }
-    root.mkdir(parents=True, exist_ok=True)
-    for name, record in records.items():
-        (root / name).write_text(json.dumps(record) + "\n")
-    return root
+    return notes_world(root, {"notes_1": APP}, [(MILK_TASK, MILK_VERIFIER)])
 
 
 @pytest.fixture(scope="module")
@@ -105,21 +37,8 @@ def server_url(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     pool = EnvPool(_world(root / "data"), EnvConfig(work_root=str(root / "work")))
     app = create_app(pool, ServeConfig(max_sessions=4))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with served(uvicorn.Config(app, log_level="warning", lifespan="off")) as url:
+        yield url
     pool.close()
 
 

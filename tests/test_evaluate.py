@@ -40,4 +40,6 @@ def test_compare_is_paired_and_at_equal_spend():
     assert c["vs never"][0] == 1.0
     s = summarize(r)
     row = s[s["policy"] == "smart"].iloc[0]
-    assert (row["SR"], row["U"], row["episodes"]) == (1.0, 1.0, 4)
+    assert (row["SR"], row["U"], row["episodes"], row["U_ci"]) == (1.0, 1.0, 4, 0.0)
+    rnd = s[s["policy"] == "random p=0.1"].iloc[0]
+    assert rnd["U_ci"] == pytest.approx(1.96 * np.std([0, 1, 0, 1], ddof=1) / 2)

@@ -63,7 +63,8 @@ def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("helper")
     labels = toy_labels()
     meta = {"actions": ["nohelp", "expert"], "strategy": "all_states", "rule": "exact"}
-    res = train_helper(labels, meta, {"helper": TINY, "progress": False}, out)
+    cfg = {"helper": TINY, "progress": False, "calibration": "help_rate"}  # no dataset here
+    res = train_helper(labels, meta, cfg, out)
     return out, res, labels
 
 
@@ -152,7 +153,7 @@ def test_helper_train_help_lists_every_field():
         text=True,
         check=True,
     ).stdout
-    for f in ("labels=", "mode=", "helper.backbone=", "helper.class_weighting=", "helper.lora_r="):
+    for f in ("labels=", "mode=", "helper.backbone=", "helper.class_weighting=", "helper.lora.r="):
         assert f in out
 
 
@@ -179,3 +180,92 @@ def test_prefix_mode_reads_the_budget_from_the_input(tmp_path):
         pol.decide(views, budget=0.7)
     with pytest.raises(ValueError, match="no thresholds"):
         pol.threshold(1.0)
+
+
+def chain_dataset(path):
+    """One task, four decisions in a row (s0..s3, then the end), each state seen once
+    with nohelp and once with help; help makes no difference to where it goes."""
+    from prm._toy import write_episodes
+
+    names = [f"s{i}" for i in range(4)]
+    states = {n: {"task_id": "t", "depth": i, "text": n} for i, n in enumerate(names)}
+    states["end"] = {"task_id": "t", "depth": 4, "terminal": True, "success": True}
+    paths = [[x for n in names for x in (n, a)] + ["end"] for a in (0, 1)]
+    return write_episodes(path, states, [{"task_id": "t", "path": pth} for pth in paths])
+
+
+def test_usage_thresholds_spend_each_budget_with_ties(tmp_path):
+    """Scores 0.9, 0.6, 0.6, 0.3 (s1 and s2 tie): each budget gets its own threshold,
+    the tied level randomised so that expected calls per episode equal the budget."""
+    from helpdp import load_dataset
+    from helpdp.helper.train import help_probability, usage_thresholds
+
+    ds = load_dataset(chain_dataset(tmp_path / "d"))
+    mdp = ds.mdp
+    by_name = dict(zip(ds.states["state_id"], ds.states["text"]))
+    score_of = {"s0": 0.9, "s1": 0.6, "s2": 0.6, "s3": 0.3}
+    score = np.array([score_of.get(by_name[s], np.nan) for s in ds.state_ids])
+    res = usage_thresholds(mdp, score, [0.5, 2.5, 3.5], gamma=1.0)
+    th = [res[b]["threshold"] for b in (0.5, 2.5, 3.5)]
+    assert th == pytest.approx([0.9, 0.6, 0.3])  # three budgets, three thresholds
+    tw = [res[b]["tie_weight"] for b in (0.5, 2.5, 3.5)]
+    assert tw == pytest.approx([0.5, 0.75, 0.5], abs=1e-9)
+    assert [res[b]["usage"] for b in (0.5, 2.5, 3.5)] == pytest.approx([0.5, 2.5, 3.5])
+    assert all(res[b]["fallback"] == 0.0 for b in res)  # both actions seen everywhere
+    h = help_probability(score, res[2.5]["threshold"], 0.25)  # s0 always, s1/s2 a quarter
+    assert sorted(h[~np.isnan(score)].tolist()) == pytest.approx([0.0, 0.25, 0.25, 1.0])
+    # a budget above what helping everywhere spends: help everywhere
+    big = usage_thresholds(mdp, score, [10.0], gamma=1.0)[10.0]
+    assert (big["threshold"], big["tie_weight"], big["usage"]) == pytest.approx((0.3, 1.0, 4.0))
+
+
+def test_usage_calibration_end_to_end(tmp_path):
+    """helpdp.label on a collected-style text dataset, a tiny helper with
+    calibration=usage: per budget the validation tasks' expected calls equal the
+    budget (or all the help there is), thresholds non-increasing, and deployed
+    help rates on validation states grow with helper.budget."""
+    from omegaconf import OmegaConf
+
+    from helpdp import load_dataset
+    from helpdp.helper import HelperPolicy
+    from helpdp.helper.train import train_helper
+    from helpdp.label import LabelConfig, make_labels
+    from prm._toy import separable_dataset
+
+    path = separable_dataset(tmp_path / "data", n_tasks=30)
+    ds = load_dataset(path)
+    lcfg = OmegaConf.merge(
+        OmegaConf.structured(LabelConfig), {"quiet": True, "budget": [0.5, 0.8, 1.2]}
+    )
+    labels, meta = make_labels(ds, lcfg)
+    res = train_helper(labels, meta, {"helper": {**TINY, "epochs": 2}, "progress": False},
+                       tmp_path / "helper")  # fmt: skip
+    assert res["calibration"] == "usage"
+    cal = res["metrics"]["calibration_usage"]
+    for b in (0.5, 0.8, 1.2):
+        assert cal[b]["usage"] == pytest.approx(b, abs=1e-6)  # 2 decisions per episode: room
+    th = [res["thresholds"][k] for k in ("0.5", "0.8", "1.2")]
+    assert th[0] >= th[1] >= th[2]
+    pol = HelperPolicy(tmp_path / "helper")
+    val = labels[(labels["split"] == "validation") & (labels["budget"] == 1.2)]
+    views = [StateView(int(r.state_id), r.task_id, int(r.depth), r.text, episode_id=i)
+             for i, r in enumerate(val.itertuples())]  # fmt: skip
+    rates = [float(pol.decide(views, budget=b).mean()) for b in (0.5, 0.8, 1.2)]
+    assert rates[0] <= rates[1] <= rates[2] and rates[2] > rates[0]
+
+
+def test_tie_weight_between_and_at_trained_budgets():
+    from helpdp.helper import HelperPolicy
+
+    pol = HelperPolicy.__new__(HelperPolicy)  # the thresholds only, no network
+    pol.budget = 1.0
+    pol.meta = {
+        "mode": "threshold",
+        "thresholds": {"0.5": 0.6, "1": 0.6, "2": 0.4},
+        "tie_weights": {"0.5": 0.2, "1": 0.6, "2": 0.5},
+    }
+    assert pol.tie_weight(0.75) == pytest.approx(0.4)  # same threshold: interpolate
+    assert pol.tie_weight(1.5) == 0.0 and pol.threshold(1.5) == pytest.approx(0.5)
+    assert (pol.tie_weight(2.0), pol.tie_weight(9.0), pol.tie_weight(0.1)) == (0.5, 0.5, 0.2)
+    pol.meta = {"mode": "threshold", "thresholds": {"1": 0.6}}  # written before tie_weights
+    assert pol.tie_weight() == 0.0

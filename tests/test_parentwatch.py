@@ -5,7 +5,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from proc_helpers import alive
 
 import collect.awm.sandbox.parentwatch as parentwatch
 
@@ -27,14 +28,6 @@ time.sleep(60)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_a_watched_process_exits_when_its_parent_is_killed():
     grandchild = GRANDCHILD.format(path=parentwatch.__file__)
     middle = subprocess.Popen(
@@ -45,13 +38,13 @@ def test_a_watched_process_exits_when_its_parent_is_killed():
     try:
         pid = int(middle.stdout.readline())
         time.sleep(0.3)
-        assert _alive(pid)  # watching, parent alive: keeps running
+        assert alive(pid)  # watching, parent alive: keeps running
         os.kill(middle.pid, signal.SIGKILL)
         middle.wait()
         deadline = time.time() + 10
-        while time.time() < deadline and _alive(pid):
+        while time.time() < deadline and alive(pid):
             time.sleep(0.05)
-        assert not _alive(pid)
+        assert not alive(pid)
     finally:
         if middle.poll() is None:
             middle.kill()

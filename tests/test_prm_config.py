@@ -7,6 +7,7 @@ import pytest
 from hydra.core.global_hydra import GlobalHydra
 
 from cliconf import CONF_DIR, compose_config, help_text
+from helpdp.lora import LoRAConfig
 from prm.config import SCHEMAS, PRMModelConfig
 
 
@@ -55,8 +56,11 @@ def test_every_field_documented_once():
 
     for schema in SCHEMAS.values():
         walk(schema)
-    # the model group is reached through TrainConfig.prm, not only listed
-    assert visited.count(PRMModelConfig) == 1 and len(visited) == len(SCHEMAS) + 1
+    # the model group is reached through TrainConfig.prm, not only listed; its LoRA
+    # settings through PRMModelConfig.lora (helpdp.lora, shared with the helper)
+    assert visited.count(PRMModelConfig) == 1 and visited.count(LoRAConfig) == 1
+    assert len(visited) == len(SCHEMAS) + 2
+    assert "prm.lora.r=8\n" in help_text("prm.train", SCHEMAS["prm_train"], None)
     cfg = compose_config("prm_train", node=SCHEMAS["prm_train"])
     text = help_text("prm.train", SCHEMAS["prm_train"], cfg)
     assert "prm.prior_strength=2.0" in text and "Beta prior strength" in text

@@ -1,6 +1,7 @@
 """The command lines and their outputs (CONTRACT section 3), on the demo data."""
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import fields
@@ -77,8 +78,13 @@ def test_budget_list_sweeps_into_subdirectories(tmp_path):
         assert js["expected_usage"] <= float(b) + 1e-9
 
 
-def test_frontier_agrees_with_search_and_plots(tmp_path):
+WARM = r"\[\d+ solves, \d+\.\d{3}s \+ \d+\.\d{3}s warm-up \(numba compile/load, first solve\)\] -> "
+
+
+def test_frontier_agrees_with_search_and_plots(tmp_path, capsys):
     fr = run_frontier(_cfg(FrontierConfig, budget=1.0, out=str(tmp_path)))
+    # the first solve (numba's compile or cache load) is timed apart from fr.seconds
+    assert re.search(rf"\n{len(fr.table)} frontier policies  {WARM}", capsys.readouterr().out)
     t = pd.read_parquet(tmp_path / "frontier.parquet")
     assert list(t.columns) == ["r_min", "r_max", "expected_usage", "expected_success"]
     assert np.all(np.diff(t["expected_usage"]) > 0) and np.all(
@@ -108,7 +114,7 @@ def test_frontier_vertices_match_lp_on_a_small_mdp():
         assert fr.success_at(u) == pytest.approx(lp_optimum(frames, [u]), abs=1e-9)
 
 
-def test_two_interventions_per_intervention_budgets(tmp_path):
+def test_two_interventions_per_intervention_budgets(tmp_path, capsys):
     # two independent decisions, one per intervention kind: s0 (a: nohelp 0.5 / i1 0.9 / i2 0.6)
     tr = [(0, 0, 1, 1), (0, 0, 2, 1), (0, 1, 1, 9), (0, 1, 2, 1), (0, 2, 1, 6), (0, 2, 2, 4)]
     manifest, states, trans = make_frames(3, tr, success=(1,), actions=("nohelp", "oracle", "llm"))
@@ -122,6 +128,7 @@ def test_two_interventions_per_intervention_budgets(tmp_path):
     )
     (js,) = run_search(cfg)
     assert js["expected_usage"] == {"oracle": 0.0, "llm": 1.0}
+    assert re.search(rf"\(\d policies mixed\)  {WARM}", capsys.readouterr().out)
     assert js["expected_success"] == pytest.approx(0.6)
     # half the episodes with the oracle, half without: 0.5 * 0.9 + 0.5 * 0.5
     cfg = _cfg(

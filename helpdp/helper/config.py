@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cliconf import doc_field as _f
+from helpdp.lora import LoRAConfig, lora_field
 
 BACKBONES = ("tiny", "minilm", "hf")
 MODES = ("threshold", "prefix")
@@ -46,11 +47,11 @@ class HelperModelConfig:
     )
     pooling: str = _f("mean", "mean (encoders) or last (decoders: the last real token)")
     dropout: float = _f(0.1, "dropout before the classification layer")
-    lora_r: int = _f(0, "LoRA rank; 0 fine-tunes every weight")
-    lora_alpha: float = _f(32.0, "LoRA scaling numerator (scale = lora_alpha / lora_r)")
-    lora_dropout: float = _f(0.05, "dropout on the LoRA branch")
-    target_modules: list[str] | None = _f(
-        None, "modules LoRA adapts; null: every attention and MLP projection of Qwen3"
+    lora: LoRAConfig = lora_field(
+        "LoRA adapters (helper.lora.r=16); the default r=0 fine-tunes every weight",
+        r=0,
+        alpha=32.0,
+        dropout=0.05,
     )
     lr: float = _f(1e-3, "peak learning rate (AdamW of transformers.Trainer, linear decay)")
     weight_decay: float = _f(0.01, "AdamW weight decay")
@@ -82,6 +83,13 @@ class HelperTrainConfig:
         "threshold",
         "threshold: one help score for all budgets, a threshold per budget picked on validation "
         "tasks; prefix: the budget written in the input ('[budget=1] ...'), one example per budget",
+    )
+    calibration: str = _f(
+        "usage",
+        "threshold mode: usage: each budget's threshold makes the thresholded helper spend the "
+        "budget in expected calls per episode, evaluated as a policy on the validation tasks' "
+        "count model (ties randomised state-wise); help_rate: its help rate over validation "
+        "states matches the DP labels' (the old method)",
     )
     budgets: list | None = _f(None, "budgets of the labels to train on; null: every one")
     train_splits: list = _f(["train"], "splits whose label rows are fitted")

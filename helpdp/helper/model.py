@@ -122,16 +122,19 @@ def build_backbone(cfg: dict, texts) -> tuple:
 
 
 def add_lora(encoder, cfg: dict):
-    """Wrap ``encoder`` with LoRA adapters (peft) when ``lora_r > 0``."""
-    if int(cfg.get("lora_r") or 0) <= 0:
+    """Wrap ``encoder`` with LoRA adapters (peft) when ``lora.r > 0``."""
+    from helpdp.lora import lora_settings
+
+    settings = lora_settings(cfg)
+    if int(settings["r"] or 0) <= 0:
         return encoder
     from peft import LoraConfig, get_peft_model
 
     lora = LoraConfig(
-        r=int(cfg["lora_r"]),
-        lora_alpha=float(cfg["lora_alpha"]),
-        lora_dropout=float(cfg["lora_dropout"]),
-        target_modules=list(cfg.get("target_modules") or QWEN_TARGETS),
+        r=int(settings["r"]),
+        lora_alpha=float(settings["alpha"]),
+        lora_dropout=float(settings["dropout"]),
+        target_modules=list(settings["target_modules"] or QWEN_TARGETS),
     )
     return get_peft_model(encoder, lora)
 

@@ -4,7 +4,9 @@
 and returns one action per view (int8: 0 = nohelp, k = intervention k). In
 ``mode=threshold`` (see ``helpdp.helper.train``) the help score ``1 - P(nohelp)``
 is compared with the budget's threshold (interpolated between trained budgets,
-clamped outside them) and, when it helps, the most likely intervention is taken;
+clamped outside them; at a score equal to it, help with the budget's
+``tie_weight``, drawn per state from ``(seed, episode, turn)``) and, when it
+helps, the most likely intervention is taken;
 in ``mode=prefix`` the budget is written into the input and the most likely
 action is taken (only trained budgets). Inference is batched, under
 ``torch.no_grad``, on CPU unless told otherwise. Importing this module does not
@@ -26,10 +28,12 @@ class HelperPolicy:
     """A saved helper directory (``python -m helpdp.helper.train``) as a help policy."""
 
     def __init__(self, path, *, budget: float | None = None, device: str = "cpu",
-                 batch_size: int | None = None, cpu_threads: int | None = None):  # fmt: skip
+                 batch_size: int | None = None, cpu_threads: int | None = None,
+                 seed: int = 0):  # fmt: skip
         from helpdp.helper.model import Encoder, load_net
 
         self.path = Path(path)
+        self.seed = int(seed)
         self.meta = json.loads((self.path / "helper.json").read_text())
         if cpu_threads:
             import torch
@@ -65,6 +69,29 @@ class HelperPolicy:
         xs = sorted(th)
         return float(np.interp(b, xs, [th[x] for x in xs]))
 
+    def tie_weight(self, budget: float | None = None) -> float:
+        """The probability of help at a state whose score equals the threshold (at
+        ``SCORE_DECIMALS``): the trained budget's, interpolated between two trained
+        budgets that share their threshold, else 0 (between two thresholds ties
+        have no mass); the nearest trained budget's outside them."""
+        if self.mode != "threshold":
+            raise ValueError("a prefix-mode helper has no thresholds")
+        b = self.budget if budget is None else float(budget)
+        tw = {float(k): float(v) for k, v in (self.meta.get("tie_weights") or {}).items()}
+        if not tw:
+            return 0.0
+        th = {float(k): v for k, v in self.meta["thresholds"].items()}
+        xs = sorted(tw)
+        b = min(max(b, xs[0]), xs[-1])
+        for lo, hi in zip(xs, xs[1:]):
+            if lo <= b <= hi:
+                if b in (lo, hi):
+                    return tw[b]
+                if th[lo] == th[hi]:
+                    return float(np.interp(b, [lo, hi], [tw[lo], tw[hi]]))
+                return 0.0
+        return tw[xs[0]]
+
     def proba(self, texts: Sequence[str], budget: float | None = None) -> np.ndarray:
         """Class probabilities (n, K + 1) for state texts."""
         from helpdp.helper.model import predict_proba
@@ -94,6 +121,11 @@ class HelperPolicy:
         p = self.proba([v.text for v in views], budget)
         if self.mode == "prefix":
             return p.argmax(1).astype(np.int8)
-        helps = (1.0 - p[:, 0]) > self.threshold(budget)
+        from helpdp.helper.train import help_probability
+        from helpdp.policies import uniform
+
+        h = help_probability(1.0 - p[:, 0], self.threshold(budget), self.tie_weight(budget))
+        u = np.array([uniform(self.seed, "helper", v.episode_id, v.depth) for v in views])
+        helps = u < h
         which = 1 + p[:, 1:].argmax(1)
         return np.where(helps, which, 0).astype(np.int8)

@@ -9,9 +9,21 @@ all budgets are pooled into one example per state whose soft target is the
 average, over budgets, of the label mixture's action distribution; the model's
 help score ``1 - P(nohelp)`` is then an *ordinal* score: high where the DP helps
 even at small budgets, low where it helps only at large ones. A threshold per
-budget is picked on the validation tasks, where the helper's help rate matches
-the DP labels' help rate at that budget; thresholds are made non-increasing in
-the budget, and a deployment budget between two trained ones interpolates them.
+budget is picked on the validation tasks (``calibration=usage``, the default):
+the thresholded helper is evaluated **as a policy** on the validation tasks'
+count model (``helpdp.forecast.evaluate``; where its action was never observed
+at a state, the data's behaviour carries on) and the threshold is the one at
+which its expected calls per episode equal the budget (:func:`usage_thresholds`);
+states that share the boundary score are helped with a probability
+(``tie_weights``, drawn per state at deployment), so usage is continuous in the
+threshold even where many states share a score. The budget is what is spent, so
+budgets 0.5 / 1 / 2 get three thresholds even when the DP labels of the three
+budgets differ little. (``calibration=help_rate``, the earlier method, matched
+the helper's help rate over validation *states* to the labels' help rate; on
+the demo its three thresholds coincided, so ``helper.budget`` changed nothing.)
+Thresholds are non-increasing in the budget, and a deployment budget between
+two trained ones interpolates them. :func:`recalibrate` re-picks a saved
+helper's thresholds without retraining.
 Why this rather than writing the budget into the input (``mode=prefix``, also
 implemented: one example per (state, budget), text prefixed with
 ``[budget=C]``): (1) ``helper.budget`` changes the behaviour monotonically by
@@ -35,6 +47,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -110,6 +123,161 @@ def pick_thresholds(scores_by_budget: dict, help_rate_by_budget: dict) -> dict:
         out[float(b)] = float(tau)
         prev = tau
     return out
+
+
+CALIBRATIONS = ("usage", "help_rate")
+#: scores are compared at this many decimals, so that states with the same text
+#: (the same score up to float noise) form one level of ties
+SCORE_DECIMALS = 6
+
+
+def round_scores(s) -> np.ndarray:
+    return np.round(np.asarray(s, np.float64), SCORE_DECIMALS)
+
+
+def help_probability(score, tau: float, w: float) -> np.ndarray:
+    """The thresholded policy's probability of help per state: 1 above ``tau``,
+    ``w`` at ``tau`` (the boundary level, randomised state-wise), 0 below;
+    NaN scores (no decision there) get 0."""
+    s = round_scores(score)
+    t = float(np.round(tau, SCORE_DECIMALS))
+    h = np.where(s > t, 1.0, np.where(s == t, float(w), 0.0))
+    return np.where(np.isnan(s), 0.0, h)
+
+
+def thresholded_rows(mdp, h: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row policy of "help (intervention ``action[s]``) with probability ``h[s]``,
+    else nohelp" on ``mdp``, and per state the probability mass that fell on an
+    action never observed there, which is given the data's behaviour at that state
+    instead (the fallback of ``helpdp.forecast.transfer_policy``)."""
+    n = mdp.n_states
+    row_state = np.repeat(np.arange(n), np.diff(mdp.sa_ptr))
+    a = mdp.sa_action.astype(np.int64)
+    want = np.where(a == 0, 1.0 - h[row_state], np.where(a == action[row_state], h[row_state], 0.0))
+    covered = np.bincount(row_state, weights=want, minlength=n)
+    missing = np.where(np.diff(mdp.sa_ptr) > 0, np.clip(1.0 - covered, 0.0, 1.0), 0.0)
+    totals = np.bincount(row_state, weights=mdp.sa_count, minlength=n)
+    behaviour = mdp.sa_count / np.maximum(totals[row_state], 1)
+    return want + missing[row_state] * behaviour, missing
+
+
+def usage_thresholds(
+    mdp, score: np.ndarray, budgets, *, gamma: float, action: np.ndarray | None = None,
+    iters: int = 40,
+) -> dict[float, dict]:  # fmt: skip
+    """Per budget, the threshold on ``score`` (one per internal state of ``mdp``;
+    NaN where there is nothing to decide) at which the thresholded policy makes
+    ``budget`` expert calls per episode on ``mdp``, evaluated as a policy
+    (``helpdp.forecast.evaluate``: start states weighted by their episodes).
+
+    The calls counted are the policy's own decisions (``h`` summed over the states
+    it visits); where its action was never observed at a state, the next state
+    follows the data's behaviour there (``fallback``: expected such visits per
+    episode). The score's distinct values (at ``SCORE_DECIMALS``) are levels; a
+    position ``t`` in ``[0, L]`` helps at the ``floor(t)`` highest levels and with
+    probability ``t - floor(t)`` at the next one, so usage is continuous in ``t``
+    even when many states share a score. ``t`` is the largest one whose usage is
+    at most the budget (bisection; usage grows with ``t``), made non-decreasing in
+    the budget. Returns ``{budget: {threshold, tie_weight, usage, model_usage,
+    success, fallback}}``: help iff score > threshold, with probability
+    ``tie_weight`` at score == threshold.
+    """
+    from helpdp.forecast import evaluate
+
+    score = np.asarray(score, np.float64)
+    if score.shape != (mdp.n_states,):
+        raise ValueError(f"one score per state ({mdp.n_states}), got {score.shape}")
+    action = np.ones(mdp.n_states, np.int64) if action is None else np.asarray(action, np.int64)
+    levels = np.unique(round_scores(score[~np.isnan(score)]))[::-1]  # highest first
+    n_lv = len(levels)
+
+    def at(t: float) -> tuple[float, float]:
+        k = min(int(math.floor(t)), n_lv - 1)
+        return float(levels[k]), float(min(t - k, 1.0))
+
+    def value(t: float):
+        tau, w = at(t)
+        h = help_probability(score, tau, w)
+        pi_row, missing = thresholded_rows(mdp, h, action)
+        v = evaluate(mdp, pi_row, gamma=gamma, flag=h)
+        fb = evaluate(mdp, pi_row, gamma=gamma, flag=missing).fallback
+        return v, fb
+
+    cache: dict[float, Any] = {}
+
+    def usage(t: float) -> float:
+        if t not in cache:
+            cache[t] = value(t)
+        return cache[t][0].fallback  # F with flag = h: the policy's own calls
+
+    out, t_prev = {}, 0.0
+    for b in sorted(float(x) for x in budgets):
+        if n_lv == 0:
+            t = 0.0
+        elif usage(float(n_lv)) <= b:
+            t = float(n_lv)
+        else:
+            lo, hi = 0, n_lv  # usage(lo) <= b < usage(hi)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if usage(float(mid)) <= b else (lo, mid)
+            wl, wh = 0.0, 1.0
+            for _ in range(iters):
+                wm = 0.5 * (wl + wh)
+                wl, wh = (wm, wh) if usage(lo + wm) <= b else (wl, wm)
+            t = lo + wl
+        t = max(t, t_prev)
+        t_prev = t
+        if n_lv == 0:
+            out[b] = {"threshold": 1.0, "tie_weight": 0.0, "usage": 0.0, "model_usage": 0.0,
+                      "success": float("nan"), "fallback": 0.0}  # fmt: skip
+            continue
+        usage(t)
+        v, fb = cache[t]
+        tau, w = at(t)
+        out[b] = {
+            "threshold": tau,
+            "tie_weight": w,
+            "usage": float(v.fallback),
+            "model_usage": v.total_usage,
+            "success": v.expected_success,
+            "fallback": float(fb),
+        }
+    return out
+
+
+def _calibration_dataset(meta: dict):
+    """The dataset the labels were made from (``labels.json`` ``data``; null: the demo)."""
+    from helpdp.data import load_dataset
+    from helpdp.demo import demo_dataset_path
+
+    if "data" not in meta:
+        raise ValueError(
+            "calibration=usage evaluates the thresholded helper on the calibration tasks' "
+            "data, but the labels name no dataset (labels.json 'data'); use calibration=help_rate"
+        )
+    ds = load_dataset(meta["data"] or demo_dataset_path())
+    return ds if "gamma" not in meta else load_dataset(ds.path, gamma=float(meta["gamma"]))
+
+
+def calibrate_on_data(ds, tasks, budgets, proba) -> dict[float, dict]:
+    """:func:`usage_thresholds` on the count model of ``tasks`` of ``ds``, the help
+    score ``1 - P(nohelp)`` of ``proba(texts) -> (n, K + 1)`` at every non-terminal
+    state with an observed action (its text, as states.parquet renders it), the
+    intervention taken when helping its most likely one."""
+    from helpdp.subset import task_subset
+
+    sub = task_subset(ds, list(tasks))
+    mdp = sub.mdp
+    has = (np.diff(mdp.sa_ptr) > 0) & ~np.asarray(mdp.terminal, bool)
+    text = sub.states.set_index("state_id")["text"].astype(str).reindex(sub.state_ids)
+    score = np.full(mdp.n_states, np.nan)
+    action = np.ones(mdp.n_states, np.int64)
+    if has.any():
+        p = np.asarray(proba(text.to_numpy()[has].tolist()), np.float64)
+        score[has] = 1.0 - p[:, 0]
+        action[has] = 1 + p[:, 1:].argmax(1)
+    return usage_thresholds(mdp, score, budgets, gamma=sub.gamma, action=action)
 
 
 def soft_loss(probs: np.ndarray, target: np.ndarray, cw: np.ndarray) -> float:
@@ -220,7 +388,7 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         metrics["val_majority_accuracy"] = float(
             (y_val.argmax(1) == np.bincount(y_train.argmax(1)).argmax()).mean()
         )
-    thresholds, threshold_split = None, None
+    thresholds, threshold_split, tie_weights = None, None, None
     if cfg.mode == "threshold":
         # per budget: the states of the calibration rows and the labels' help rate
         cal_splits = list(cfg.val_splits or []) if len(val) else list(cfg.train_splits)
@@ -232,18 +400,35 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         for b, g in cal.groupby("budget"):
             scores[float(b)] = score_of.reindex(g["state_id"].to_numpy()).dropna().to_numpy()
             rates[float(b)] = float((1.0 - g[f"p_{classes[0]}"]).mean())
-        thresholds = pick_thresholds(scores, rates)
+        tie_weights = {b: 0.0 for b in rates}
+        if cfg.calibration == "usage":
+            cal_tasks = sorted(cal_ex["task_id"].unique())
+            calib = calibrate_on_data(
+                _calibration_dataset(meta), cal_tasks, budgets,
+                lambda texts: predict_proba(
+                    net, encoder, encoder(texts), batch_size=ebs, device=device
+                ),
+            )  # fmt: skip
+            thresholds = {b: c["threshold"] for b, c in calib.items()}
+            tie_weights = {b: c["tie_weight"] for b, c in calib.items()}
+            metrics["calibration_usage"] = calib
+        elif cfg.calibration == "help_rate":
+            thresholds = pick_thresholds(scores, rates)
+        else:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {cfg.calibration!r}")
         metrics["calibration_help_rate"] = rates
         per_budget = {}
         for b, g in cal.groupby("budget"):
             s = score_of.reindex(g["state_id"].to_numpy()).to_numpy()
-            pred = s > thresholds[float(b)]
+            h = help_probability(s, thresholds[float(b)], tie_weights[float(b)])
+            pred = h >= 0.5
             per_budget[float(b)] = {
-                "help_rate": float(pred.mean()),
+                "help_rate": float(h.mean()),
                 "label_help_rate": rates[float(b)],
                 "decision_accuracy": float((pred == (g["label"].to_numpy() > 0)).mean()),
             }
         metrics["per_budget"] = per_budget
+    tw_items = (tie_weights or {}).items()
     helper_meta = {
         "format": 1,
         "backbone": mcfg["backbone"],
@@ -252,6 +437,8 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         "mode": cfg.mode,
         "budgets": budgets,
         "thresholds": None if thresholds is None else {f"{b:g}": t for b, t in thresholds.items()},
+        "tie_weights": None if tie_weights is None else {f"{b:g}": w for b, w in tw_items},
+        "calibration": cfg.calibration if thresholds is not None else None,
         "threshold_splits": threshold_split,
         "label_source": {
             "labels": None if OmegaConf.is_missing(cfg, "labels") else str(cfg.labels),
@@ -269,6 +456,25 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     save_net(net, tok, out)
     (out / HELPER_JSON).write_text(json.dumps(helper_meta, indent=2, default=float) + "\n")
     return helper_meta
+
+
+def recalibrate(path, ds, tasks, budgets=None) -> dict:
+    """Re-pick a saved threshold-mode helper's thresholds with ``calibration=usage``
+    on ``tasks`` of ``ds`` (no retraining); rewrites its helper.json, returns it."""
+    from helpdp.helper.policy import HelperPolicy
+
+    pol = HelperPolicy(path)
+    if pol.mode != "threshold":
+        raise ValueError(f"{path}: a prefix-mode helper has no thresholds")
+    budgets = sorted(float(b) for b in (budgets or pol.budgets))
+    calib = calibrate_on_data(ds, tasks, budgets, pol.proba)
+    meta = dict(pol.meta)
+    meta["thresholds"] = {f"{b:g}": c["threshold"] for b, c in calib.items()}
+    meta["tie_weights"] = {f"{b:g}": c["tie_weight"] for b, c in calib.items()}
+    meta["calibration"] = "usage"
+    meta["metrics"] = {**meta.get("metrics", {}), "calibration_usage": calib}
+    (Path(path) / HELPER_JSON).write_text(json.dumps(meta, indent=2, default=float) + "\n")
+    return meta
 
 
 def run_train(cfg) -> dict:

@@ -5,7 +5,9 @@ interface :class:`collect.rollout.EpisodeRunner` uses (``scenario``, ``acquire``
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import ResetResult, StepResult
 
-__all__ = ["RemoteEnv", "RemotePool", "build_pool", "worlds_dir"]
+__all__ = ["RemoteEnv", "RemotePool", "build_pool", "check_remote", "worlds_dir"]
 
 
 def worlds_dir(worlds: Any) -> Path:
@@ -26,61 +28,130 @@ def worlds_dir(worlds: Any) -> Path:
 
 
 class RemoteEnv:
-    """One server session as an environment (``verify`` is not offered remotely)."""
+    """One server session as an environment of :class:`collect.rollout.EpisodeRunner`.
 
-    def __init__(self, url: str, token: str | None, scenario: str):
+    Offered remotely: ``reset``, ``step`` (a turn's text), ``tools`` (names,
+    descriptions, schemas: ``format_tools`` works), ``scenario`` (the local copy:
+    tasks, reference solutions, verifier code) and ``trajectory_text`` (kept here
+    from the steps' public metadata), i.e. what the oracle without its verifier
+    shortcut and ``expert_llm`` read. Not offered: ``verify`` and ``db_digest`` (the
+    server never lets the verifier's result or the database out before the end).
+    The episode's settings (``max_turns``, ``expert_enabled``,
+    ``terminate_on_format_error``) are the server's.
+    """
+
+    def __init__(self, url: str, token: str | None, scenario: Any, tools: list[Any]):
         from collect.awm.serve import EnvClient
 
         self.client = EnvClient(url, token=token)
         self.scenario = scenario
-        self.tools: list[Any] = []
+        self.tools = tools
         self.app = None
+        self.trajectory: list[dict[str, Any]] = []
 
     def reset(self, task_idx: int, *, episode_id: str | None = None) -> ResetResult:
-        reply = self.client.reset(self.scenario, task_idx, episode_id=episode_id)
-        obs = reply["observation"]
-        meta = obs.get("metadata") or obs
-        tools = self.client.list_tools().get("observation", {}).get("tools") or []
-        self.tools = [SimpleNamespace(name=t.get("name", "")) for t in tools]
+        obs = self.client.reset(self.scenario.name, task_idx, episode_id=episode_id)["observation"]
+        self.trajectory = []
         return ResetResult(
-            str(meta.get("episode_id", episode_id or "")),
-            self.scenario,
+            str(obs.get("episode_id") or episode_id or ""),
+            self.scenario.name,
             task_idx,
-            str(meta.get("task", "")),
-            str(meta.get("system_prompt", "")),
+            str(obs.get("task", "")),
+            str(obs.get("system_prompt", "")),
         )
 
     def step(self, text: str) -> StepResult:
         reply = self.client.step(text)
         obs = reply["observation"]
-        return StepResult(
-            str(obs.get("text", "")),
-            reply.get("reward"),
-            bool(reply.get("done")),
-            dict(obs.get("metadata") or {}),
+        info = dict(obs.get("metadata") or {})
+        observation = str(obs.get("text") or "")
+        action = info.get("action") or {}
+        self.trajectory.append(
+            {"turn": len(self.trajectory) + 1, "action": action, "observation": observation}
         )
+        return StepResult(observation, reply.get("reward"), bool(reply.get("done")), info)
 
-    def verify(self, answer: Any = None):  # the oracle's shortcut: not available remotely
-        raise RuntimeError("verification is not offered by the server")
+    def trajectory_text(self, final_answer: str | None = None) -> str:
+        """:meth:`collect.awm.env.AWMEnv.trajectory_text` from the client's side."""
+        lines = []
+        for entry in self.trajectory:
+            action = entry["action"]
+            kind = action.get("kind")
+            if kind == "call_tool":
+                args = json.dumps(action.get("arguments"), default=str)
+                lines.append(f"[{entry['turn']}] call {action.get('tool_name')} {args}")
+            elif kind == "final":
+                continue
+            else:
+                lines.append(f"[{entry['turn']}] {kind} {action.get('message') or ''}".rstrip())
+            if entry["observation"]:
+                lines.append(f"  -> {entry['observation'][:1500]}")
+        if final_answer:
+            lines.append(f"[final answer] {final_answer}")
+        return "\n".join(lines)
+
+    def verify(self, answer: Any = None):
+        raise RuntimeError(REMOTE_NO_VERIFY)
+
+    def db_digest(self) -> str:
+        raise RuntimeError("the database digest is not offered by the server")
 
     def close(self) -> None:
         self.client.close()
 
 
+REMOTE_NO_VERIFY = (
+    "the collect.awm.serve server does not offer verification to its clients (the "
+    "verifier's result stays on the server until the episode ends)"
+)
+
+
 class RemotePool:
-    """Sessions on a ``collect.awm.serve`` server; scenarios (tasks, reference
-    solutions for the oracle) are read from the local copy of the worlds."""
+    """Sessions on a ``collect.awm.serve`` server (one per episode; the server reuses
+    its environments); scenarios (tasks, reference solutions) are read from the local
+    copy of the worlds. The token is read from ``$token_env``."""
 
     def __init__(self, url: str, worlds: Any, token_env: str = "HELPDP_SERVE_TOKEN"):
-        self.url = url
+        self.url = url.rstrip("/")
         self.token = os.environ.get(token_env) or None
         self.dataset = AWMDataset(worlds_dir(worlds))
+        self._scenarios: dict[str, Any] = {}
+        self._tools: dict[str, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return self.dataset.names()
 
     def scenario(self, name: str):
-        return self.dataset.get(name)
+        with self._lock:
+            if name not in self._scenarios:
+                self._scenarios[name] = self.dataset.get(name)
+            return self._scenarios[name]
+
+    def tools(self, name: str) -> list[Any]:
+        """The scenario's tools, listed once through a session of their own (a
+        ``list_tools`` counts as a turn of the episode it is made in)."""
+        from collect.awm.serve import EnvClient
+
+        with self._lock:
+            if name in self._tools:
+                return self._tools[name]
+        with EnvClient(self.url, token=self.token) as client:
+            client.reset(name, 0)
+            listed = client.list_tools()["observation"].get("tools") or []
+        tools = [
+            SimpleNamespace(
+                name=t.get("name", ""),
+                description=t.get("description") or "",
+                input_schema=t.get("input_schema") or {},
+            )
+            for t in listed
+        ]
+        with self._lock:
+            return self._tools.setdefault(name, tools)
 
     def acquire(self, name: str) -> RemoteEnv:
-        return RemoteEnv(self.url, self.token, name)
+        return RemoteEnv(self.url, self.token, self.scenario(name), self.tools(name))
 
     def release(self, env: RemoteEnv) -> None:
         env.close()
@@ -89,11 +160,25 @@ class RemotePool:
         pass
 
 
+def check_remote(cfg: Any) -> None:
+    """Refuse, with one message, what the server route cannot run: the oracle's
+    verifier shortcut (``interventions.NAME.use_verifier``)."""
+    for name, iv in dict(cfg.interventions).items():
+        if iv.kind == "oracle" and iv.use_verifier:
+            raise ValueError(
+                f"rollout.server_url: {REMOTE_NO_VERIFY}, and interventions.{name} is the "
+                f"oracle with use_verifier=true. Set interventions.{name}.use_verifier=false "
+                f"(the oracle then says 'answer now' once the reference calls are made), use "
+                f"kind=expert_llm, or run local sandboxes (rollout.server_url='')."
+            )
+
+
 def build_pool(cfg: Any, work_root: str | None = None):
     """The pool of a :class:`~helpdp.train.config.TrainConfig`."""
     import dataclasses
 
     if cfg.rollout.server_url:
+        check_remote(cfg)
         return RemotePool(cfg.rollout.server_url, cfg.tasks.worlds, cfg.rollout.server_token_env)
     from collect.awm.env import EnvConfig, EnvPool
 

@@ -248,31 +248,108 @@ def task_prompts(pool: Any, tasks: Sequence[tuple[str, int]]) -> tuple[list[dict
 
 
 class Timings:
-    """Seconds spent in the gate, the expert and generation (thread-safe sums)."""
+    """Thread seconds and counts per kind of work (thread-safe sums).
+
+    ``gate``: a help decision; ``expert``: an intervention; ``acquire``: an
+    environment handed out by the pool (new ones build their state); ``reset``: the
+    reset of a running environment (the database restored); ``cold_reset``: a reset
+    that started an app worker; ``step``: an environment step that did not end the
+    episode; ``end_step``: the step that ended it (the verifier runs there).
+    """
+
+    KINDS = ("gate", "expert", "acquire", "reset", "cold_reset", "step", "end_step")
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.gate = self.expert = 0.0
-        self.gate_calls = 0
+        self.seconds = dict.fromkeys(self.KINDS, 0.0)
+        self.counts = dict.fromkeys(self.KINDS, 0)
 
     def add(self, name: str, seconds: float) -> None:
         with self.lock:
-            setattr(self, name, getattr(self, name) + seconds)
-            if name == "gate":
-                self.gate_calls += 1
+            self.seconds[name] += seconds
+            self.counts[name] += 1
+
+    def snapshot(self) -> tuple[dict[str, float], dict[str, int]]:
+        with self.lock:
+            return dict(self.seconds), dict(self.counts)
+
+    # the sums the first version exposed
+    gate = property(lambda self: self.seconds["gate"])
+    expert = property(lambda self: self.seconds["expert"])
+    gate_calls = property(lambda self: self.counts["gate"])
 
 
 class _TimedPolicy:
+    """The gate, timed; one decision at a time (the caps are shared by the batch's threads).
+
+    The timer starts inside the lock: waiting for another thread's decision is not
+    the gate's cost."""
+
     def __init__(self, inner: Gate, timings: Timings):
         self.inner, self.timings, self.name = inner, timings, inner.name
+        self.lock = threading.Lock()
 
     def decide(self, views):
+        with self.lock:
+            t0 = time.perf_counter()
+            try:
+                return self.inner.decide(views)
+            finally:
+                self.timings.add("gate", time.perf_counter() - t0)
+
+
+class _TimedEnv:
+    """An environment of the pool whose ``reset`` and ``step`` are timed; everything
+    else (tools, verify for the oracle, close, ...) is the environment's own."""
+
+    def __init__(self, inner: Any, timings: Timings):
+        self.__dict__["inner"] = inner
+        self.__dict__["timings"] = timings
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def reset(self, *args: Any, **kwargs: Any):
+        started = getattr(self.inner, "_workers_started", None)
         t0 = time.perf_counter()
         try:
-            with self.timings.lock:
-                return self.inner.decide(views)
+            return self.inner.reset(*args, **kwargs)
         finally:
-            self.timings.add("gate", time.perf_counter() - t0)
+            cold = getattr(self.inner, "_workers_started", None) != started
+            self.timings.add("cold_reset" if cold else "reset", time.perf_counter() - t0)
+
+    def step(self, text: str):
+        t0 = time.perf_counter()
+        done = False
+        try:
+            result = self.inner.step(text)
+            done = bool(result.done)
+            return result
+        finally:
+            self.timings.add("end_step" if done else "step", time.perf_counter() - t0)
+
+
+class _TimedPool:
+    """The pool, handing out :class:`_TimedEnv` (released and closed unwrapped)."""
+
+    def __init__(self, inner: Any, timings: Timings):
+        self.inner, self.timings = inner, timings
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def scenario(self, name: str):
+        return self.inner.scenario(name)
+
+    def acquire(self, name: str) -> _TimedEnv:
+        t0 = time.perf_counter()
+        try:
+            return _TimedEnv(self.inner.acquire(name), self.timings)
+        finally:
+            self.timings.add("acquire", time.perf_counter() - t0)
+
+    def release(self, env: Any) -> None:
+        self.inner.release(env.inner if isinstance(env, _TimedEnv) else env)
 
 
 class _TimedIntervention:
@@ -392,7 +469,7 @@ class AWMRollout:
         )
         self._batch_decisions: list[dict] = []
         ctx = RunContext(
-            self.pool,
+            _TimedPool(self.pool, self.timings),
             self.interventions,
             HistoryKeys(),
             TextRenderer(2048),
@@ -402,20 +479,20 @@ class AWMRollout:
             help_failure="nohelp",
             on_decision=self._on_decision,
         )
-        gen0, gate0, exp0, turns0 = (
-            actor.seconds,
-            self.timings.gate,
-            self.timings.expert,
-            actor.turns,
-        )
+        sec0, n0 = self.timings.snapshot()
+        gen0, turns0 = actor.seconds, actor.turns
+        phases: dict[str, float] = {}
         t0 = time.perf_counter()
-        logs = run_episodes(specs, actor, ctx, batch_size=len(specs))
+        logs = run_episodes(specs, actor, ctx, batch_size=len(specs), phase_seconds=phases)
         wall = time.perf_counter() - t0
+        sec1, n1 = self.timings.snapshot()
+        work = {k: sec1[k] - sec0[k] for k in sec1}
+        counts = {k: n1[k] - n0[k] for k in n1}
         self.episodes += len(specs)
         self.last_logs = logs
         out = self._output(logs, flags)
-        stats = self._stats(logs, flags, wall, actor.seconds - gen0, self.timings.gate - gate0,
-                            self.timings.expert - exp0, actor.turns - turns0)  # fmt: skip
+        stats = self._stats(logs, flags, wall, actor.seconds - gen0, actor.turns - turns0,
+                            phases, work, counts)  # fmt: skip
         valid = [lg for lg in logs if lg.episode["outcome"] != "server_error"]
         self.schedule.observe([lg.episode["format_errors"] > 0 for lg in valid])
         self._write(logs, flags)
@@ -464,12 +541,24 @@ class AWMRollout:
                 return text
         return ""
 
-    def _stats(self, logs, flags, wall, gen, gate, expert, turns) -> dict[str, float]:
+    def _stats(self, logs, flags, wall, gen, turns, phases, work, counts) -> dict[str, float]:
+        """The batch's metrics. Time: ``time/*_s`` are wall seconds of the rounds'
+        phases (``time/env_s``: resets and steps, run in threads, so wall time;
+        ``time/other_s``: the rest, the runner's bookkeeping); ``env/*`` are thread
+        seconds and counts per kind (see :class:`Timings`), i.e. the cost of one
+        reset, step or decision whatever the threads overlap."""
         ep = [lg.episode for lg in logs]
         n = max(len(ep), 1)
         dec = self._batch_decisions
         asked = [d for d in dec if d["asked"] and d["expert"]]
-        env = max(wall - gen - gate - expert, 0.0)
+        gate, expert = work["gate"], work["expert"]
+        env = phases["start"] + phases["advance"]
+        per = {
+            f"env/{k}_s": work[k] for k in ("acquire", "reset", "cold_reset", "step", "end_step")
+        }
+        per.update({f"env/{k}s": counts[k] for k in ("acquire", "reset", "cold_reset", "step")})
+        per["env/end_steps"] = counts["end_step"]
+        per.update({"gate/seconds": gate, "gate/calls": counts["gate"], "expert/seconds": expert})
         return {
             "rollout/completion_rate": sum(e["outcome"] == "complete" for e in ep) / n,
             "rollout/format_error_rate": sum(e["format_errors"] > 0 for e in ep) / n,
@@ -492,6 +581,12 @@ class AWMRollout:
             "time/env_share": env / wall if wall > 0 else 0.0,
             "time/expert_share": expert / wall if wall > 0 else 0.0,
             "time/generate_share": gen / wall if wall > 0 else 0.0,
+            "time/wall_s": wall,
+            "time/generate_s": phases["generate"],
+            "time/request_s": phases["request"],
+            "time/env_s": env,
+            "time/other_s": max(wall - sum(phases.values()), 0.0),
+            **per,
         }
 
     def _write(self, logs, flags) -> None:

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from proc_helpers import alive
+
 TABLES = ("states", "transitions", "episodes", "steps")
 ARGS = [
     "schedule.max_tasks=4",
@@ -45,14 +47,6 @@ def _descendants(pid: int) -> set[int]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_sigkill_midway_then_resume_gives_identical_tables(tmp_path):
     full, crashed, work = tmp_path / "full", tmp_path / "crashed", tmp_path / "work"
     r = subprocess.run(_command(full, work), capture_output=True, text=True, timeout=300)
@@ -80,9 +74,9 @@ def test_sigkill_midway_then_resume_gives_identical_tables(tmp_path):
     assert not (crashed / "manifest.json").exists()
     # the pool workers and their sandboxes go away with the killed run
     deadline = time.time() + 20
-    while time.time() < deadline and any(_alive(p) for p in family):
+    while time.time() < deadline and any(alive(p) for p in family):
         time.sleep(0.2)
-    assert not [p for p in family if _alive(p)]
+    assert not [p for p in family if alive(p)]
 
     r = subprocess.run(_command(crashed, work), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

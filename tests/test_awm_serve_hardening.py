@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 import websockets
+from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world, served
 
 from collect.awm.env import EnvConfig, EnvPool
 from collect.awm.serve import (
@@ -38,33 +39,9 @@ CANARY = "canary-" + secrets.token_hex(8)  # a secret in the server's environmen
 MARKER = "VERIFIER-DETAIL-7f3a"  # anything a verifier returns beyond its verdict
 LIMIT = 64 * 1024
 
-APP = """
-import os
-import time
-from fastapi import FastAPI
-from pydantic import BaseModel
-from sqlalchemy import create_engine, text
-
-engine = create_engine(os.getenv("DATABASE_PATH"))
-app = FastAPI()
-
-
-class Note(BaseModel):
-    body: str
-
-
-@app.get("/notes", operation_id="list_notes", summary="List notes")
-def list_notes():
-    with engine.connect() as c:
-        return {"notes": [r[0] for r in c.execute(text("SELECT body FROM notes ORDER BY id"))]}
-
-
-@app.post("/notes", operation_id="add_note", summary="Add a note")
-def add_note(note: Note):
-    with engine.begin() as c:
-        c.execute(text("INSERT INTO notes (body) VALUES (:b)"), {"b": note.body})
-    return {"added": note.body}
-
+APP = (
+    NOTES_APP
+    + """
 
 @app.post("/slow_note", operation_id="slow_note", summary="Add a note, slowly")
 def slow_note(note: Note):
@@ -73,13 +50,7 @@ def slow_note(note: Note):
         c.execute(text("INSERT INTO notes (body) VALUES (:b)"), {"b": note.body})
     return {"added": note.body}
 """
-
-HONEST = """
-def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
-    import sqlite3
-    rows = sqlite3.connect(final_db_path).execute("SELECT body FROM notes").fetchall()
-    return {"result": "complete" if ("remember the milk",) in rows else "others"}
-"""
+)
 
 # returns the environment it sees (and the parent's, if it can read it) with its verdict
 LEAKY = """
@@ -100,49 +71,12 @@ def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
     raise RuntimeError("MARKER " + repr(dict(os.environ)))
 """.replace("MARKER", MARKER)
 
-TASKS = ["Add a note saying 'remember the milk'.", "Leak the environment.", "Crash."]
+TASKS = [MILK_TASK, "Leak the environment.", "Crash."]
 
 
 def _world(root: Path) -> Path:
-    records = {
-        "gen_tasks.jsonl": [{"scenario": "notes_1", "tasks": TASKS}],
-        "gen_db.jsonl": [
-            {
-                "scenario": "notes_1",
-                "db_schema": {
-                    "tables": [
-                        {
-                            "name": "notes",
-                            "ddl": "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)",
-                            "indexes": [],
-                        }
-                    ]
-                },
-            }
-        ],
-        "gen_sample.jsonl": [
-            {
-                "scenario": "notes_1",
-                "sample_data": {
-                    "tables": [
-                        {
-                            "table_name": "notes",
-                            "insert_statements": ["INSERT INTO notes (body) VALUES ('first')"],
-                        }
-                    ]
-                },
-            }
-        ],
-        "gen_envs.jsonl": [{"scenario": "notes_1", "db_path": "n.db", "full_code": APP}],
-        "gen_verifier.pure_code.jsonl": [
-            {"scenario": "notes_1", "task_idx": i, "task": t, "verification": {"code": code}}
-            for i, (t, code) in enumerate(zip(TASKS, (HONEST, LEAKY, CRASHING), strict=True))
-        ],
-    }
-    root.mkdir(parents=True, exist_ok=True)
-    for name, rows in records.items():
-        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return root
+    verifiers = (MILK_VERIFIER, LEAKY, CRASHING)
+    return notes_world(root, {"notes_1": APP}, list(zip(TASKS, verifiers, strict=True)))
 
 
 CONFIG = ServeConfig(
@@ -152,27 +86,13 @@ CONFIG = ServeConfig(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    import uvicorn
 
     os.environ["HELPDP_SERVE_TEST_CANARY"] = CANARY
     root = tmp_path_factory.mktemp("serve")
     pool = EnvPool(_world(root / "data"), EnvConfig(work_root=str(root / "work")))
     app = create_app(pool, CONFIG, token=TOKEN)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn_config(app, CONFIG, lifespan="off"))
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", app, pool
-    srv.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with served(uvicorn_config(app, CONFIG, lifespan="off")) as url:
+        yield url, app, pool
     pool.close()
     os.environ.pop("HELPDP_SERVE_TEST_CANARY", None)
 

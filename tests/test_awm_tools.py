@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from awm_helpers import notes_world
 
 from collect.awm.check import CheckConfig, check_dataset
 from collect.awm.dataset import AWMDataset
@@ -221,47 +222,8 @@ def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
 
 
 def _world(root: Path) -> Path:
-    rows: dict[str, list[dict]] = {}
-    for name, code in (("bomb_1", BOMB_APP), ("notes_1", HONEST_APP)):
-        records = {
-            "gen_tasks.jsonl": {"scenario": name, "tasks": ["Read the notes."]},
-            "gen_db.jsonl": {
-                "scenario": name,
-                "db_schema": {
-                    "tables": [
-                        {
-                            "name": "notes",
-                            "ddl": "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)",
-                            "indexes": [],
-                        }
-                    ]
-                },
-            },
-            "gen_sample.jsonl": {
-                "scenario": name,
-                "sample_data": {
-                    "tables": [
-                        {
-                            "table_name": "notes",
-                            "insert_statements": ["INSERT INTO notes (body) VALUES ('first')"],
-                        }
-                    ]
-                },
-            },
-            "gen_envs.jsonl": {"scenario": name, "db_path": "n.db", "full_code": code},
-            "gen_verifier.pure_code.jsonl": {
-                "scenario": name,
-                "task_idx": 0,
-                "task": "Read the notes.",
-                "verification": {"code": VERIFIER},
-            },
-        }
-        for file, record in records.items():
-            rows.setdefault(file, []).append(record)
-    root.mkdir(parents=True, exist_ok=True)
-    for file, records in rows.items():
-        (root / file).write_text("".join(json.dumps(r) + "\n" for r in records))
-    return root
+    apps = {"bomb_1": BOMB_APP, "notes_1": HONEST_APP}
+    return notes_world(root, apps, [("Read the notes.", VERIFIER)])
 
 
 def test_hostile_app_fails_its_scenario_and_the_next_one_runs(tmp_path):

@@ -40,6 +40,29 @@ def test_known_keys_pass_and_dict_keys_open_up():
     assert check_argv("c", CollectConfig, ["policy=out/budget=1"]) == ['policy="out/budget=1"']
 
 
+def test_typed_values_are_checked_before_hydra(capsys):
+    from prm.config import TrainConfig
+
+    assert _fails(["tol=abc"], capsys=capsys) == "cmd: error: 'tol' takes a float, not 'abc'"
+    assert _fails(["quiet=maybe"], capsys=capsys) == (
+        "cmd: error: 'quiet' takes a bool (true|false), not 'maybe'"
+    )
+    assert _fails(["schedule.seeds=[0,x]"], CollectConfig, capsys) == (
+        "cmd: error: 'schedule.seeds' takes a list of ints, not '[0,x]'"
+    )
+    assert _fails(["prm.cpu_threads=two"], TrainConfig, capsys) == (
+        "cmd: error: 'prm.cpu_threads' takes an int or null, not 'two'"
+    )
+    assert _fails(["prm.epochs=null"], TrainConfig, capsys) == (
+        "cmd: error: 'prm.epochs' takes an int, not 'null'"
+    )
+    ok = ["tol=1e-3", "max_iters=5", "quiet=yes", "tol=${oc.env:TOL}", "tol=1e-3,1e-4"]
+    assert check_argv("cmd", SearchConfig, ok) == ok  # Hydra's own conversions pass
+    ok = ["prm.bf16=null", "prm.lora.r=4", "schedule.seeds=[0,1]"]
+    assert check_argv("cmd", TrainConfig, ok[:2]) == ok[:2]
+    assert check_argv("cmd", CollectConfig, ok[2:]) == ok[2:]
+
+
 def test_budgets_are_checked_as_numbers():
     assert parse_budgets(1) == [1.0] and parse_budgets([0.5, "2"]) == [0.5, 2.0]
     with pytest.raises(UsageError, match="not a number or a list of numbers"):
@@ -233,6 +256,15 @@ def test_a_positional_argument_is_refused_with_a_hint(capsys):
         (["helpdp.forecast", "budget=abc"], "helpdp.forecast: error: budget='abc': not a number"),
         (["helpdp.label", "budgets.expert=1"],
          "helpdp.label: error: budgets.expert: the dataset has no intervention 'expert'"),
+        # a value that does not convert to the field's type: before Hydra, nested too
+        (["helpdp.evaluate", "budget=abc"],
+         "helpdp.evaluate: error: 'budget' takes a float, not 'abc'"),
+        (["helpdp.frontier", "max_solves=1.5"],
+         "helpdp.frontier: error: 'max_solves' takes an int, not '1.5'"),
+        (["prm.train", "data=x", "out=y", "prm.lora.r=abc"],
+         "prm.train: error: 'prm.lora.r' takes an int, not 'abc'"),
+        (["helpdp.helper.train", "labels=x", "helper.lr=fast"],
+         "helpdp.helper.train: error: 'helper.lr' takes a float, not 'fast'"),
     ],
 )  # fmt: skip
 def test_every_command_reports_errors_in_one_line(argv, message, tmp_path):
