@@ -210,6 +210,7 @@ def synthetic_shards(root: Path, n_steps: int, n_shards: int, seed: int = 0) -> 
                         "recovery_calls",
                         "format_errors",
                         "errors",
+                        "policy_errors",
                     )
                 },
                 **{c: zeros64 for c in ("tokens", "prompt_tokens", "expert_tokens")},
