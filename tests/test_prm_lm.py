@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from prm_helpers import TINY_PRM
 
 from helpdp import load_dataset
 from prm import ActorMismatchError, build_examples, load_prm, task_splits
@@ -10,20 +11,7 @@ from prm.metrics import auroc
 from prm.report import evaluate
 from prm.train import fit_prm
 
-TINY = {
-    "kind": "lm",
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_layers": 1,
-    "num_heads": 2,
-    "num_kv_heads": 1,
-    "vocab_size": 200,
-    "max_length": 32,
-    "epochs": 5,
-    "batch_size": 16,
-    "lr": 3e-3,
-    "cpu_threads": 1,
-}
+TINY = dict(TINY_PRM)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ and the DP table's fallback for unseen states; and their wiring in helpdp.evalua
 
 import numpy as np
 import pytest
+from prm_helpers import TINY_PRM
 
 from helpdp import load_dataset
 from helpdp.policies import StateView, TablePolicy
@@ -11,20 +12,7 @@ from prm._toy import separable_dataset
 from prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
 from prm.train import fit_prm
 
-TINY = {
-    "kind": "lm",
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_layers": 1,
-    "num_heads": 2,
-    "num_kv_heads": 1,
-    "vocab_size": 200,
-    "max_length": 32,
-    "epochs": 5,
-    "batch_size": 16,
-    "lr": 3e-3,
-    "cpu_threads": 1,
-}
+TINY = dict(TINY_PRM)
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,18 @@ def _broken(row: dict[str, Any]) -> bool:
     )
 
 
+def _episode_rewards(n: int, kwargs: dict[str, Any], format_error: float, ended) -> list:
+    """Per episode: ``format_error`` when a format error ended it, None when the
+    infrastructure broke it (left out of the group baseline), else ``ended(row)``."""
+    out: list[float | None] = []
+    for row in _rows(n, kwargs):
+        if _format_ended(row):
+            out.append(format_error)
+        else:
+            out.append(None if _broken(row) else ended(row))
+    return out
+
+
 @dataclass
 class VerifierReward:
     """The verifier's reward: complete 1.0, incomplete 0.1, format error -1.0.
@@ -54,15 +66,10 @@ class VerifierReward:
     __name__ = "verifier"  # the name TRL logs the reward under
 
     def __call__(self, prompts: Sequence, completions: Sequence, **kwargs) -> list[float | None]:
-        out: list[float | None] = []
-        for row in _rows(len(completions), kwargs):
-            if _format_ended(row):
-                out.append(self.format_error)
-            elif _broken(row):
-                out.append(None)
-            else:
-                out.append(self.complete if row.get("outcome") == "complete" else self.incomplete)
-        return out
+        return _episode_rewards(len(completions), kwargs, self.format_error, self._ended)
+
+    def _ended(self, row: dict[str, Any]) -> float:
+        return self.complete if row.get("outcome") == "complete" else self.incomplete
 
 
 @dataclass
@@ -87,21 +94,14 @@ class GraduatedReward:
     __name__ = "graduated"  # the name TRL logs the reward under
 
     def __call__(self, prompts: Sequence, completions: Sequence, **kwargs) -> list[float | None]:
-        out: list[float | None] = []
-        for row in _rows(len(completions), kwargs):
-            if _format_ended(row):
-                out.append(self.format_error)
-            elif _broken(row):
-                out.append(None)
-            elif row.get("outcome") != "complete":
-                out.append(self.incomplete)
-            elif int(row.get("recovery_calls", 0)) > 0:
-                out.append(self.recovery)
-            elif int(row.get("blind_calls", 0)) > 0:
-                out.append(self.blind)
-            else:
-                out.append(self.solo)
-        return out
+        return _episode_rewards(len(completions), kwargs, self.format_error, self._ended)
+
+    def _ended(self, row: dict[str, Any]) -> float:
+        if row.get("outcome") != "complete":
+            return self.incomplete
+        if int(row.get("recovery_calls", 0)) > 0:
+            return self.recovery
+        return self.blind if int(row.get("blind_calls", 0)) > 0 else self.solo
 
 
 @dataclass
