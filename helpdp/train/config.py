@@ -11,6 +11,7 @@ from typing import Any
 
 from cliconf import doc_field as _f
 from collect.interventions import InterventionConfig
+from helpdp.lora import LoRAConfig, lora_field
 
 __all__ = [
     "GRPOSettings",
@@ -46,12 +47,20 @@ class ModelConfig:
         "tiny: next-token steps on the reference solutions' tool calls before GRPO, so that "
         "a random model sometimes emits a well-formed call (rewards then vary in a group)",
     )
-    lora_r: int = _f(8, "LoRA rank (0: train every weight)")
-    lora_alpha: float = _f(16.0, "LoRA scaling numerator")
-    lora_dropout: float = _f(0.0, "dropout on the LoRA branch")
-    target_modules: list[str] = _f(
-        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        "modules LoRA adapts",
+    lora: LoRAConfig = lora_field(
+        "LoRA adapters (helpdp/lora.py); lora.r=0 trains every weight",
+        r=8,
+        alpha=16.0,
+        dropout=0.0,
+        target_modules=[
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ],
     )
     chat_template_kwargs: dict = _f(
         {}, "extra chat-template arguments, e.g. enable_thinking: false (Qwen3)"

@@ -246,12 +246,13 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
         out=out,
     )
     peft_config = None
-    if cfg.model.lora_r:
+    lora = cfg.model.lora
+    if lora.r:
         peft_config = LoraConfig(
-            r=cfg.model.lora_r,
-            lora_alpha=cfg.model.lora_alpha,
-            lora_dropout=cfg.model.lora_dropout,
-            target_modules=list(cfg.model.target_modules),
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=list(lora.target_modules),
             task_type="CAUSAL_LM",
         )
     callbacks: list[Any] = [MetricsCallback(out, g.max_steps, schedule, cfg.progress)]
