@@ -506,6 +506,7 @@ def run_episodes(
     ctx: RunContext,
     *,
     batch_size: int = 1,
+    threads: int | None = None,
     on_episode: Callable[[EpisodeLog], None] | None = None,
     phase_seconds: dict[str, float] | None = None,
 ) -> list[EpisodeLog]:
@@ -513,7 +514,8 @@ def run_episodes(
 
     Each round asks the actor once for every live episode (``actor.generate`` gets
     the whole batch); environment steps and interventions run in threads when
-    ``batch_size > 1``. Results do not depend on ``batch_size``: every random draw
+    ``batch_size > 1`` (``threads`` of them; None: one per episode of the batch).
+    Results do not depend on ``batch_size`` or ``threads``: every random draw
     is seeded per episode and turn. ``phase_seconds``, when given, gets the wall
     seconds of each phase of the rounds added: ``start`` (environment resets),
     ``request`` (help decisions and interventions), ``generate`` (the actor),
@@ -526,12 +528,11 @@ def run_episodes(
     queue = deque(specs)
     live: list[EpisodeRunner] = []
     logs: dict[int, EpisodeLog] = {}
-    threads = ThreadPoolExecutor(batch_size) if batch_size > 1 else None
+    n_threads = min(batch_size, threads or batch_size)
+    pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
 
     def each(fn, items):
-        return (
-            list(threads.map(fn, items)) if threads and len(items) > 1 else [fn(x) for x in items]
-        )
+        return list(pool.map(fn, items)) if pool and len(items) > 1 else [fn(x) for x in items]
 
     try:
         while queue or live:
@@ -574,8 +575,8 @@ def run_episodes(
         for r in live:
             if r.env is not None:
                 r.env.close()
-        if threads is not None:
-            threads.shutdown()
+        if pool is not None:
+            pool.shutdown()
     return [logs[s.episode_id] for s in specs]
 
 

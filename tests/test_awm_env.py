@@ -435,3 +435,19 @@ def test_db_digest_is_the_database_content(shop, tmp_path):
     assert database_digest("", str(copy)) == {"digest": changed, "tables": 1}
     shop.reset(0)
     assert shop.db_digest() == start
+
+
+def test_pool_keeps_at_most_max_idle_envs_least_recently_released_stopped():
+    names = ["smart_home_1", "workflow_automation_1"]
+    with EnvPool(WORLDS, EnvConfig(max_idle_envs=1), scenarios=names) as pool:
+        a, b = pool.acquire(names[0]), pool.acquire(names[1])
+        a.reset(0)
+        b.reset(0)
+        pool.release(a)
+        assert not a._closed  # one idle: within the cap
+        pool.release(b)  # two idle: a, released first, is stopped
+        assert a._closed and not b._closed
+        assert pool.acquire(names[1]) is b  # b is reused
+        fresh = pool.acquire(names[0])  # a is gone: a new worker
+        assert fresh is not a and fresh.reset(0).task
+        assert len(pool._all) == 2 and pool._released == {}

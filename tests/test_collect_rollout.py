@@ -134,9 +134,11 @@ def test_lock_step_batches_give_the_same_records():
     specs = _specs()
     one = run_episodes(specs, SimulatedActor(), _ctx(FakePool()), batch_size=1)
     many = run_episodes(specs, SimulatedActor(), _ctx(FakePool()), batch_size=5)
-    assert [lg.steps for lg in one] == [lg.steps for lg in many]
-    assert [lg.episode for lg in one] == [lg.episode for lg in many]
-    assert [lg.states for lg in one] == [lg.states for lg in many]
+    few_threads = run_episodes(specs, SimulatedActor(), _ctx(FakePool()), batch_size=5, threads=2)
+    for other in (many, few_threads):
+        assert [lg.steps for lg in one] == [lg.steps for lg in other]
+        assert [lg.episode for lg in one] == [lg.episode for lg in other]
+        assert [lg.states for lg in one] == [lg.states for lg in other]
     assert any(lg.episode["success"] for lg in one)
     tables = episode_tables(one, ["oracle"])
     assert tables["steps"].num_rows == sum(len(lg.steps) for lg in one)

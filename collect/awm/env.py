@@ -128,6 +128,11 @@ class EnvConfig:
         "auto", "auto (sql when a judge is configured and a SQL verifier exists), code or sql"
     )
     verifier_workers: int = _f(1, "verifier worker processes of a pool created by the environment")
+    max_idle_envs: int | None = _f(
+        None,
+        "an EnvPool keeps at most this many idle app workers across scenarios and stops the "
+        "least recently released beyond it (AWM's 1,000 scenarios); null: keeps every one",
+    )
     sandbox: SandboxLimits = _f(SandboxLimits(), "limits of the app worker")
     verifier_sandbox: SandboxLimits = _f(
         SandboxLimits(memory_mb=1024, call_timeout_s=30.0), "limits of verifier workers"
@@ -935,6 +940,7 @@ class EnvPool:
         self._assets: dict[str, tuple[Path, BuildReport]] = {}
         self._idle: dict[str, list[AWMEnv]] = {}
         self._all: list[AWMEnv] = []
+        self._released: dict[int, AWMEnv] = {}  # idle environments, least recently released first
         self._lock = threading.Lock()
 
     def names(self) -> list[str]:
@@ -965,7 +971,9 @@ class EnvPool:
         with self._lock:
             idle = self._idle.get(scenario.name)
             if idle:
-                return idle.pop()
+                env = idle.pop()
+                del self._released[id(env)]
+                return env
         initial_db, report = self._database(scenario)
         env = AWMEnv(
             scenario,
@@ -982,15 +990,28 @@ class EnvPool:
         return env
 
     def release(self, env: AWMEnv) -> None:
+        """Return ``env`` for reuse; beyond ``config.max_idle_envs`` idle environments,
+        the least recently released one is stopped."""
+        evicted: list[AWMEnv] = []
         with self._lock:
             if env._closed:
                 return
             self._idle.setdefault(env.scenario.name, []).append(env)
+            self._released[id(env)] = env
+            cap = self.config.max_idle_envs
+            while cap is not None and len(self._released) > max(int(cap), 0):
+                old = self._released.pop(next(iter(self._released)))
+                self._idle[old.scenario.name].remove(old)
+                self._all.remove(old)
+                evicted.append(old)
+        for old in evicted:  # outside the lock: stopping a worker takes a while
+            old.close()
 
     def close(self) -> None:
         with self._lock:
             envs, self._all = self._all, []
             self._idle.clear()
+            self._released.clear()
         for env in envs:
             env.close()
         self.verifier_pool.close()

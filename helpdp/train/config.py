@@ -110,6 +110,11 @@ class RolloutConfig:
     )
     server_token_env: str = _f("HELPDP_SERVE_TOKEN", "environment variable holding its token")
     threads: int = _f(8, "threads stepping environments and experts of one batch")
+    max_idle_envs: int | None = _f(
+        None,
+        "local pool: most idle app workers kept across scenarios (about 60 MiB each, "
+        "measured); beyond it the least recently used are stopped; null: keep every one",
+    )
 
 
 @dataclass

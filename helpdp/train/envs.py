@@ -189,6 +189,7 @@ def build_pool(cfg: Any, work_root: str | None = None):
         terminate_on_format_error=bool(cfg.rollout.terminate_on_format_error),
         expert_enabled=cfg.gate.design == "agent",
         work_root=work_root or None,
+        max_idle_envs=cfg.rollout.max_idle_envs,
     )
     scenarios = list(cfg.tasks.scenarios) if cfg.tasks.scenarios else None
     return EnvPool(worlds_dir(cfg.tasks.worlds), env, scenarios=scenarios)

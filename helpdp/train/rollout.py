@@ -384,7 +384,7 @@ class AWMRollout:
     def __init__(self, pool, interventions, lookup: dict, actor_factory, policy, schedule: SplitSchedule, *,
                  design="agent", max_per_episode=None, max_per_batch=None,
                  denied_text="The expert is not available now; continue on your own.",
-                 max_completion=4096, seed=0, num_generations=None, out=None,
+                 max_completion=4096, seed=0, num_generations=None, out=None, threads=None,
                  log_metric=None):  # fmt: skip
         self.pool = pool
         self.timings = Timings()
@@ -399,6 +399,7 @@ class AWMRollout:
         self.max_per_batch = max_per_batch
         self.denied_text = denied_text
         self.max_completion = int(max_completion)
+        self.threads = threads  # environment/expert threads per batch (None: one per episode)
         self.seed = int(seed)
         self.num_generations = num_generations
         self.out = Path(out) if out else None
@@ -483,7 +484,9 @@ class AWMRollout:
         gen0, turns0 = actor.seconds, actor.turns
         phases: dict[str, float] = {}
         t0 = time.perf_counter()
-        logs = run_episodes(specs, actor, ctx, batch_size=len(specs), phase_seconds=phases)
+        logs = run_episodes(
+            specs, actor, ctx, batch_size=len(specs), threads=self.threads, phase_seconds=phases
+        )
         wall = time.perf_counter() - t0
         sec1, n1 = self.timings.snapshot()
         work = {k: sec1[k] - sec0[k] for k in sec1}
