@@ -54,6 +54,7 @@ from collect.actors import (
 from collect.awm.clock import WorldClock, clock_field
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.sandbox import COMMAND_ERRORS, check_isolation
 from collect.executors import ExecutorConfig, execute, resolve_workers
 from collect.interventions import INTERVENTION_KINDS, InterventionConfig, build_interventions
 from collect.policy import evaluation_line
@@ -279,6 +280,8 @@ def _validate(cfg: CollectConfig) -> None:
         if iv.kind == "expert_llm" and not (iv.base_url and iv.model):
             raise ValueError(f"interventions.{name}: expert_llm needs base_url and model")
     _scratch_root(cfg)  # a configured work_root that is not ours alone is refused up front
+    check_isolation(cfg.env.sandbox)  # refused here, once, not in every worker process
+    check_isolation(cfg.env.verifier_sandbox)
 
 
 # ---------------------------------------------------------------------------
@@ -824,4 +827,5 @@ def main() -> None:
         node=_schema_node(),
         usage="python -m collect out=DIR [KEY=VALUE ...]",
         extra_help=HELP,
+        errors=COMMAND_ERRORS,
     )

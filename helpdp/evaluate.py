@@ -472,7 +472,15 @@ def run_evaluate(cfg) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
 
 
 def main() -> None:
-    run_app("helpdp.evaluate", EvaluateConfig, run_evaluate, config_name="evaluate")
+    from collect.awm.sandbox import COMMAND_ERRORS  # the environments run sandboxed
+
+    run_app(
+        "helpdp.evaluate",
+        EvaluateConfig,
+        run_evaluate,
+        config_name="evaluate",
+        errors=COMMAND_ERRORS,
+    )
 
 
 if __name__ == "__main__":

@@ -585,3 +585,24 @@ def test_no_silent_downgrade_when_os_isolation_is_unavailable(tmp_path, monkeypa
             )
     finally:
         confine.probe.cache_clear()
+
+
+def test_collect_without_bubblewrap_is_one_line_not_a_broken_process_pool(tmp_path):
+    """The collector refuses before it starts worker processes (it used to end in a
+    BrokenProcessPool: a SandboxError raised in a worker could not be unpickled)."""
+    import pickle
+    import subprocess
+    import sys
+
+    err = pickle.loads(pickle.dumps(SandboxError("isolation", "no bwrap")))
+    assert (type(err), err.kind, err.message) == (SandboxError, "isolation", "no bwrap")
+    empty = tmp_path / "bin"  # a PATH with no bwrap on it
+    empty.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "collect", f"out={tmp_path / 'out'}", "progress=false"],
+        capture_output=True, text=True, env={**os.environ, "PATH": str(empty)}, timeout=120,
+    )  # fmt: skip
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr[-2000:]
+    assert lines[0].startswith("collect: error: OS isolation is not available")
+    assert not (tmp_path / "out").exists()

@@ -39,11 +39,10 @@ from collect.awm.clock import WorldClock, clock_field
 from collect.awm.dataset import CORE_PIECES, FILES, AWMDataset, Scenario
 from collect.awm.env import build_scenario_database
 from collect.awm.sandbox import (
+    COMMAND_ERRORS,
     AppWorker,
-    IsolationUnavailable,
     SandboxError,
     SandboxLimits,
-    UnsafeDirectory,
     VerifierPool,
     check_isolation,
     default_work_root,
@@ -341,7 +340,7 @@ def main() -> None:
         CheckConfig,
         run_check,
         config_name="check",
-        errors=(SandboxError, IsolationUnavailable, UnsafeDirectory),
+        errors=COMMAND_ERRORS,
         instance=True,
     )
 

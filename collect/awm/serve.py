@@ -949,14 +949,14 @@ def serve(config: ServeConfig) -> None:
 
 def main() -> None:
     """``python -m collect.awm.serve``."""
-    from collect.awm.sandbox import IsolationUnavailable, SandboxError, UnsafeDirectory
+    from collect.awm.sandbox import COMMAND_ERRORS
 
     run_app(
         "collect.awm.serve",
         ServeConfig,
         serve,
         config_name="serve",
-        errors=(SandboxError, IsolationUnavailable, UnsafeDirectory),
+        errors=COMMAND_ERRORS,
         instance=True,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cliconf import run_app
+from collect.awm.sandbox import COMMAND_ERRORS
 from helpdp.train.config import TrainConfig
 from helpdp.train.trainer import run_cli
 
@@ -15,6 +16,7 @@ def main() -> None:
         config_name="train",
         groups=("train",),
         usage="python -m helpdp.train [train=cpu_smoke|b200] key=value ...",
+        errors=COMMAND_ERRORS,
     )
 
 

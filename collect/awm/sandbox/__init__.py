@@ -55,7 +55,11 @@ from collect.awm.sandbox.worker import (
     check_isolation,
 )
 
+#: the sandbox's errors that a command reports as one line (``cliconf.run_app(errors=)``)
+COMMAND_ERRORS = (SandboxError, IsolationUnavailable, UnsafeDirectory)
+
 __all__ = [
+    "COMMAND_ERRORS",
     "KNOWN_LIMITATIONS",
     "MAX_MESSAGE_BYTES",
     "AppWorker",

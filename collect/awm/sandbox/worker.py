@@ -92,6 +92,9 @@ class SandboxError(RuntimeError):
         self.kind = kind
         self.message = message
 
+    def __reduce__(self):  # crosses process pools intact (the default passes args only)
+        return (type(self), (self.kind, self.message))
+
 
 def check_isolation(limits: SandboxLimits) -> str:
     """The isolation a worker with ``limits`` gets; raises :class:`SandboxError`
