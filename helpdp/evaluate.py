@@ -21,7 +21,11 @@ Policies (fitted on the train tasks of ``data`` only):
   ``prm_q`` of the validation states' predicted gain of help (``prm_score``),
   task-wise help for the ``prm_task_q`` of episodes with the lowest predicted
   start-state success, and ``table_fallback=prm``: the DP table with that PRM
-  policy (at ``prm_q[0]``) on the states it never saw.
+  policy (at ``prm_q[0]``) on the states it never saw;
+* ``oracle=true``: on each evaluated split other than train, the DP table fitted on
+  that split's own tasks of ``data``. It is not held out: fresh seeds of tasks whose
+  data it was solved on measure how much a state-wise policy can gain on them when
+  the data covers them, the reference a held-out policy is measured against.
 
 **Equal spend.** A policy is compared with random state-wise help at *its own
 realised* calls per episode U: the two random runs whose U bracket it are mixed
@@ -112,6 +116,12 @@ class EvaluateConfig:
         "the DP table's decision at states it never saw: nohelp, or prm (the PRM state-wise "
         "policy at prm_q[0], needs prm_dir)",
     )
+    oracle: bool = _f(
+        False,
+        "add, on each evaluated split other than train, the DP table fitted on that split's own "
+        "tasks of data (budget): not a deployable policy but an in-sample reference for how much "
+        "a state-wise policy can gain on those tasks (data must hold their episodes)",
+    )
     seeds: list = _f(list(range(100, 120)), "evaluation seeds: one episode per (task, seed)")
     splits: list = _f(["test", "train"], "task splits to evaluate on (test: unseen tasks)")
     random_p: list = _f(
@@ -119,6 +129,18 @@ class EvaluateConfig:
     )
     episode_p: float = _f(0.5, "random episode-wise help: share of episodes helped at every turn")
     max_tasks: Any = _f(None, "evaluate at most the first N tasks of each scenario (smoke runs)")
+    reuse: bool = _f(
+        True,
+        "keep the runs of the baselines (never, always, random, the rules: policies whose fields "
+        "decide every action) in out/runs and resume them when evaluate runs again into the same "
+        "out (the collector's fingerprint checks seeds, tasks and config); fitted policies "
+        "(tables, PRM, helper) always run afresh",
+    )
+    batch_size: int = _f(
+        8,
+        "episodes run in lock step per policy (environment steps in threads, one decide() per "
+        "round); results do not depend on it",
+    )
     seed: int = _f(0, "seed of the random policies' draws and of the DP mixture's draw")
     out: str = _f("outputs/evaluate", "output directory (results, report.md, plot)")
     progress: bool = _f(True, "progress bars")
@@ -240,6 +262,25 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
     return pols
 
 
+def oracle_policy(cfg: EvaluateConfig, ds, split: str, out: Path) -> HelpPolicy:
+    """The DP table at ``cfg.budget`` fitted on the ``split`` tasks of ``ds`` themselves:
+    evaluated on fresh seeds of those tasks, it measures what a state-wise policy can
+    gain there when the data covers them (a reference, not a held-out result)."""
+    from helpdp.budget import search_budget, write_result
+    from helpdp.subset import task_subset
+    from prm.data import task_splits
+
+    splits = task_splits(ds)
+    tasks = sorted(splits.index[splits == split])
+    if not tasks:
+        raise ValueError(f"oracle: data has no {split} task to fit the oracle table on")
+    sub = task_subset(ds, tasks)
+    res = search_budget(sub.mdp, float(cfg.budget), gamma=ds.gamma)
+    search_dir = write_result(sub, res, out / f"dp_search_oracle_{split}")
+    name = f"dp oracle (fitted on these {split} tasks, budget {cfg.budget:g})"
+    return TablePolicy.load(search_dir, seed=cfg.seed, name=name)
+
+
 def _prm_policies(cfg: EvaluateConfig, ds) -> tuple[list[HelpPolicy], HelpPolicy | None]:
     """The PRM-threshold policies (``prm_dir``), calibrated on the ``prm_splits``
     tasks of ``ds``, and the table's fallback (null: nohelp)."""
@@ -269,6 +310,21 @@ def _prm_policies(cfg: EvaluateConfig, ds) -> tuple[list[HelpPolicy], HelpPolicy
     return [*state, *task], fallback
 
 
+def reuse_key(policy: HelpPolicy) -> str | None:
+    """What identifies a baseline's decisions (its frozen dataclass's repr: every field,
+    the seed included), or None for a policy fitted to data, which is never reused."""
+    import dataclasses
+
+    params = getattr(policy, "__dataclass_params__", None)
+    if dataclasses.is_dataclass(policy) and params is not None and params.frozen:
+        return repr(policy)
+    return None
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text() if path.exists() else None
+
+
 def _collect_config(manifest: dict, cfg: EvaluateConfig, split: str, out: Path) -> dict:
     """The data's own collection config, re-aimed: fresh seeds, one split, no random help."""
     c = json.loads(json.dumps(manifest["source"]["config"]))
@@ -276,8 +332,10 @@ def _collect_config(manifest: dict, cfg: EvaluateConfig, split: str, out: Path) 
         c["worlds"] = str(cfg.worlds)
     elif str(c.get("worlds", "")).startswith("collect/worlds"):
         c["worlds"] = None  # the shipped demo worlds
-    c.update(out=str(out), overwrite=True, keep_shards=False, progress=False)
-    c["executor"] = {**c.get("executor", {}), "workers": 1, "kind": "local"}
+    c.update(out=str(out), overwrite=True, keep_shards=True, progress=False)
+    c["executor"] = {
+        **c.get("executor", {}), "workers": 1, "kind": "local", "batch_size": int(cfg.batch_size),
+    }  # fmt: skip
     n_iv = len(manifest["actions"]) - 1
     c["schedule"] = {
         **c["schedule"],
@@ -321,6 +379,11 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     pols = policies(cfg, ds, train_tasks, out)
+    by_split = {
+        split: pols
+        + ([oracle_policy(cfg, ds, split, out)] if cfg.oracle and split != "train" else [])
+        for split in cfg.splits
+    }
     worlds = cfg.worlds or manifest["source"]["config"].get("worlds")
     worlds = None if str(worlds).startswith("collect/worlds") else worlds
     ref = _reference_turns(Path(worlds) if worlds else None)
@@ -328,17 +391,23 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     runs = out / "runs"
     from tqdm import tqdm
 
-    bar = tqdm(total=len(pols) * len(cfg.splits), desc="evaluate", unit="run",
+    bar = tqdm(total=sum(map(len, by_split.values())), desc="evaluate", unit="run",
                disable=not cfg.progress)  # fmt: skip
-    for split in cfg.splits:
-        for pol in pols:
+    for split, split_pols in by_split.items():
+        for pol in split_pols:
             bar.set_postfix(split=split, policy=pol.name, refresh=True)
             run_dir = runs / split / _slug(pol.name)
+            key = reuse_key(pol) if cfg.reuse else None
+            if key is None or _read(run_dir / "policy.txt") != key:
+                shutil.rmtree(run_dir, ignore_errors=True)  # never resume another policy's shards
             collect(_collect_config(manifest, cfg, split, run_dir), help_policy=pol)
             ep = pd.read_parquet(run_dir / "episodes.parquet")
             ep = ep.assign(policy=pol.name, split=split)
             rows.append(ep)
-            shutil.rmtree(run_dir / "shards", ignore_errors=True)
+            if key is None:
+                shutil.rmtree(run_dir / "shards", ignore_errors=True)
+            else:
+                (run_dir / "policy.txt").write_text(key)
             bar.update(1)
     bar.close()
     results = pd.concat(rows, ignore_index=True)
@@ -356,8 +425,8 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     summary.to_parquet(out / "summary.parquet", index=False)
     comparisons = [
         compare(results, p.name, split, [float(x) for x in cfg.random_p])
-        for split in cfg.splits
-        for p in pols
+        for split, split_pols in by_split.items()
+        for p in split_pols
         if not p.name.startswith(("random p=", "never", "always"))
     ]
     search = json.loads((out / "dp_search" / "search.json").read_text())

@@ -43,3 +43,27 @@ def test_compare_is_paired_and_at_equal_spend():
     assert (row["SR"], row["U"], row["episodes"], row["U_ci"]) == (1.0, 1.0, 4, 0.0)
     rnd = s[s["policy"] == "random p=0.1"].iloc[0]
     assert rnd["U_ci"] == pytest.approx(1.96 * np.std([0, 1, 0, 1], ddof=1) / 2)
+
+
+def test_oracle_table_is_fitted_on_the_evaluated_split_only(tmp_path):
+    """``oracle=true``: the DP table fitted on the test tasks themselves knows their
+    states (the ordinary table, fitted on train tasks, knows none of them) and spends
+    the budget under the test tasks' own counts."""
+    from helpdp import demo_dataset_path, load_dataset
+    from helpdp.evaluate import EvaluateConfig, oracle_policy, policies
+    from prm.data import task_splits
+
+    ds = load_dataset(demo_dataset_path())
+    splits = task_splits(ds)
+    test_states = set(ds.states.loc[ds.states["task_id"].isin(splits.index[splits == "test"]),
+                                    "state_id"])  # fmt: skip
+    cfg = EvaluateConfig(budget=1.0)
+    oracle = oracle_policy(cfg, ds, "test", tmp_path)
+    assert oracle.known() and oracle.known() <= test_states
+    assert oracle.search["expected_usage"] == pytest.approx(1.0, abs=1e-6)
+    assert "fitted on these test tasks" in oracle.name
+    table = [p for p in policies(cfg, ds, sorted(splits.index[splits == "train"]), tmp_path)
+             if p.name.startswith("dp table")][0]  # fmt: skip
+    assert not (table.known() & test_states)
+    with pytest.raises(ValueError, match="no nosuch task"):
+        oracle_policy(cfg, ds, "nosuch", tmp_path)

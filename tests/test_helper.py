@@ -79,6 +79,57 @@ def test_examples_pool_budgets_into_one_soft_target_per_state():
     assert len(pre) == len(df) and pre["text"].iloc[0].startswith("[budget=")
 
 
+def test_visit_weights_follow_the_labels_visits_with_mean_one():
+    df = toy_labels(5)
+    df["visits"] = df["state_id"] % 4 + 1
+    ex = examples(df, ["nohelp", "expert"], "threshold", "visits")
+    v = df.groupby("state_id")["visits"].first().reindex(ex["state_id"]).to_numpy(float)
+    assert ex["weight"].to_numpy() == pytest.approx(v / v.mean())
+    assert examples(df, ["nohelp", "expert"], "threshold")["weight"].eq(1.0).all()
+    pre = examples(df, ["nohelp", "expert"], "prefix", "visits")
+    assert pre["weight"].mean() == pytest.approx(1.0) and len(pre) == len(df)
+    with pytest.raises(ValueError, match="example_weight must be one of"):
+        examples(df, ["nohelp", "expert"], "threshold", "count")
+    with pytest.raises(ValueError, match="no 'visits' column"):
+        examples(df.drop(columns="visits"), ["nohelp", "expert"], "threshold", "visits")
+
+
+def test_visit_weighting_trusts_the_often_visited_label(tmp_path):
+    """Two states with the same text disagree: 'help' seen 9 times, 'nohelp' once (a
+    single-visit label, the winner's curse). Uniform weights split the difference;
+    visit weights side with the well-estimated label."""
+    from helpdp.helper.train import train_helper
+
+    rows = []
+    for t in range(30):
+        split = "train" if t < 20 else "validation"
+        for j, (text, label, visits) in enumerate(
+            [
+                ("alpha beta alarm", 1, 9),
+                ("alpha beta alarm", 0, 1),
+                ("gamma delta quiet", 0, 5),
+                ("gamma delta quiet", 0, 5),
+            ]  # fmt: skip
+        ):
+            rows.append((t * 10 + j, f"task{t}", split, text, label, 1.0, visits))
+    df = pd.DataFrame(
+        rows, columns=["state_id", "task_id", "split", "text", "label", "budget", "visits"]
+    )
+    df["p_nohelp"], df["p_expert"] = 1.0 - df["label"], df["label"].astype(float)
+    meta = {"actions": ["nohelp", "expert"], "strategy": "all_states", "rule": "exact"}
+    p_alarm = {}
+    for weight in ("uniform", "visits"):
+        cfg = {"helper": {**TINY, "class_weighting": "none"}, "progress": False,
+               "calibration": "help_rate", "example_weight": weight}  # fmt: skip
+        train_helper(df, meta, cfg, tmp_path / weight)
+        from helpdp.helper.policy import HelperPolicy
+
+        pol = HelperPolicy(tmp_path / weight, budget=1.0)
+        p_alarm[weight] = float(pol.proba(["alpha beta alarm"])[0, 1])
+    assert p_alarm["uniform"] == pytest.approx(0.5, abs=0.15)
+    assert p_alarm["visits"] > 0.8
+
+
 def test_pick_thresholds_by_hand():
     s = np.array([0.1, 0.2, 0.3, 0.4])
     th = pick_thresholds({0.5: s, 1.0: s, 2.0: s}, {0.5: 0.25, 1.0: 0.5, 2.0: 0.0})

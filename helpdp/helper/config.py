@@ -17,6 +17,7 @@ from helpdp.lora import LoRAConfig, lora_field
 
 BACKBONES = ("tiny", "minilm", "hf")
 MODES = ("threshold", "prefix")
+EXAMPLE_WEIGHTS = ("uniform", "visits")
 
 
 @dataclass
@@ -83,6 +84,12 @@ class HelperTrainConfig:
         "threshold",
         "threshold: one help score for all budgets, a threshold per budget picked on validation "
         "tasks; prefix: the budget written in the input ('[budget=1] ...'), one example per budget",
+    )
+    example_weight: str = _f(
+        "uniform",
+        "uniform: every labelled state counts once; visits: a state's loss is weighted by its "
+        "visits in the data (the behaviour's state distribution), so labels the DP fitted on "
+        "many episodes outweigh those of states seen once (the winner's curse)",
     )
     calibration: str = _f(
         "usage",

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from cliconf import run_app
-from helpdp.helper.config import MODES, HelperModelConfig, HelperTrainConfig
+from helpdp.helper.config import EXAMPLE_WEIGHTS, MODES, HelperModelConfig, HelperTrainConfig
 
 HELPER_JSON = "helper.json"
 
@@ -85,22 +85,33 @@ def class_names(labels: pd.DataFrame, meta: dict) -> list[str]:
     return [c.removeprefix("p_") for c in labels.columns if c.startswith("p_")]
 
 
-def examples(labels: pd.DataFrame, classes: list[str], mode: str) -> pd.DataFrame:
+def examples(
+    labels: pd.DataFrame, classes: list[str], mode: str, weight: str = "uniform"
+) -> pd.DataFrame:
     """Training examples: ``state_id, task_id, split, text, budget, target`` (a
-    list of K + 1 probabilities). ``threshold``: one per state (targets averaged
-    over budgets, ``budget`` NaN); ``prefix``: one per (state, budget)."""
+    list of K + 1 probabilities) and ``weight``. ``threshold``: one per state
+    (targets averaged over budgets, ``budget`` NaN); ``prefix``: one per (state,
+    budget). ``weight``: ``uniform`` (1 each) or ``visits`` (the state's visits in
+    the data, the labels' ``visits`` column, scaled to mean 1 over the rows)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if weight not in EXAMPLE_WEIGHTS:
+        raise ValueError(f"example_weight must be one of {EXAMPLE_WEIGHTS}, got {weight!r}")
+    if weight == "visits" and "visits" not in labels.columns:
+        raise ValueError("example_weight=visits: the labels have no 'visits' column")
     pcols = [f"p_{c}" for c in classes]
+    extra = ["visits"] if weight == "visits" else []
     if mode == "prefix":
-        df = labels[["state_id", "task_id", "split", "text", "budget", *pcols]].copy()
+        df = labels[["state_id", "task_id", "split", "text", "budget", *extra, *pcols]].copy()
         df["text"] = [budget_prefix(b) + t for b, t in zip(df["budget"], df["text"])]
     else:
         g = labels.groupby("state_id", sort=True)
-        df = g[["task_id", "split", "text"]].first().reset_index()
+        df = g[["task_id", "split", "text", *extra]].first().reset_index()
         df[pcols] = g[pcols].mean().to_numpy()
         df["budget"] = np.nan
     df["target"] = list(df[pcols].to_numpy(np.float64))
+    w = df.pop("visits").to_numpy(np.float64) if extra else np.ones(len(df))
+    df["weight"] = w / w.mean() if len(df) and w.mean() > 0 else w
     return df.drop(columns=pcols).reset_index(drop=True)
 
 
@@ -312,7 +323,7 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     if missing:
         raise ValueError(f"budgets {missing} are not in the labels (they have {all_budgets})")
     labels = labels[labels["budget"].isin(budgets)]
-    ex = examples(labels, classes, cfg.mode)
+    ex = examples(labels, classes, cfg.mode, cfg.example_weight)
     train = ex[ex["split"].isin(list(cfg.train_splits))].reset_index(drop=True)
     if train.empty:
         raise ValueError(f"no label rows in train_splits {list(cfg.train_splits)}")
@@ -333,7 +344,9 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
             gradient_checkpointing_kwargs={"use_reentrant": False}
         )
     enc_model = add_lora(enc_model, mcfg)
-    y_train = np.stack(train["target"].to_numpy())
+    # an example's weight scales its soft target: the loss (soft_cross_entropy, a
+    # mean over sum_c w_c y_c) is then the example-weighted mean
+    y_train = np.stack(train["target"].to_numpy()) * train["weight"].to_numpy()[:, None]
     cw = class_weights(y_train, mcfg["class_weighting"])
     net = HelperNet(
         enc_model, len(classes), pooling=mcfg["pooling"], dropout=float(mcfg["dropout"]),
