@@ -67,3 +67,14 @@ def test_oracle_table_is_fitted_on_the_evaluated_split_only(tmp_path):
     assert not (table.known() & test_states)
     with pytest.raises(ValueError, match="no nosuch task"):
         oracle_policy(cfg, ds, "nosuch", tmp_path)
+
+
+def test_only_baselines_are_reused_and_their_key_holds_every_field():
+    from helpdp.evaluate import reuse_key
+    from helpdp.policies import Never, RandomStates, TablePolicy, TurnZero
+
+    assert reuse_key(Never()) == "Never(name='never')"
+    a, b = reuse_key(RandomStates(0.1, seed=0)), reuse_key(RandomStates(0.1, seed=1))
+    assert a != b and "p=0.1" in a  # same name, another seed: not the same run
+    assert reuse_key(TurnZero()) is not None
+    assert reuse_key(TablePolicy({1: 1})) is None  # fitted to data: always run afresh

@@ -128,6 +128,14 @@ def test_visit_weighting_trusts_the_often_visited_label(tmp_path):
         p_alarm[weight] = float(pol.proba(["alpha beta alarm"])[0, 1])
     assert p_alarm["uniform"] == pytest.approx(0.5, abs=0.15)
     assert p_alarm["visits"] > 0.8
+    # min_visits drops the single-visit label: then uniform weights side with help too
+    cfg = {"helper": {**TINY, "class_weighting": "none"}, "progress": False,
+           "calibration": "help_rate", "min_visits": 2}  # fmt: skip
+    res = train_helper(df, meta, cfg, tmp_path / "min2")
+    assert res["metrics"]["train_examples"] == 20 * 3
+    assert HelperPolicy(tmp_path / "min2").proba(["alpha beta alarm"])[0, 1] > 0.8
+    with pytest.raises(ValueError, match="visited >= 10 times"):
+        train_helper(df, meta, {**cfg, "min_visits": 10}, tmp_path / "none")
 
 
 def test_pick_thresholds_by_hand():

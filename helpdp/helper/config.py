@@ -103,6 +103,11 @@ class HelperTrainConfig:
     val_splits: list = _f(
         ["validation"], "splits for accuracy and the thresholds (train rows when empty)"
     )
+    min_visits: int = _f(
+        1,
+        "fit only the states visited at least this often in the data (a state seen once is "
+        "labelled by one outcome's argmax); validation states are all kept for the thresholds",
+    )
     max_train_examples: int | None = _f(None, "subsample the training examples (null: all)")
     device: str = _f("cpu", "cpu|cuda|auto")
     progress: bool = _f(True, "progress bars")

@@ -92,7 +92,8 @@ def examples(
     list of K + 1 probabilities) and ``weight``. ``threshold``: one per state
     (targets averaged over budgets, ``budget`` NaN); ``prefix``: one per (state,
     budget). ``weight``: ``uniform`` (1 each) or ``visits`` (the state's visits in
-    the data, the labels' ``visits`` column, scaled to mean 1 over the rows)."""
+    the data, the labels' ``visits`` column, scaled to mean 1 over the rows);
+    ``visits`` is carried when the labels have it."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if weight not in EXAMPLE_WEIGHTS:
@@ -100,7 +101,7 @@ def examples(
     if weight == "visits" and "visits" not in labels.columns:
         raise ValueError("example_weight=visits: the labels have no 'visits' column")
     pcols = [f"p_{c}" for c in classes]
-    extra = ["visits"] if weight == "visits" else []
+    extra = ["visits"] if "visits" in labels.columns else []
     if mode == "prefix":
         df = labels[["state_id", "task_id", "split", "text", "budget", *extra, *pcols]].copy()
         df["text"] = [budget_prefix(b) + t for b, t in zip(df["budget"], df["text"])]
@@ -110,7 +111,7 @@ def examples(
         df[pcols] = g[pcols].mean().to_numpy()
         df["budget"] = np.nan
     df["target"] = list(df[pcols].to_numpy(np.float64))
-    w = df.pop("visits").to_numpy(np.float64) if extra else np.ones(len(df))
+    w = df["visits"].to_numpy(np.float64) if weight == "visits" else np.ones(len(df))
     df["weight"] = w / w.mean() if len(df) and w.mean() > 0 else w
     return df.drop(columns=pcols).reset_index(drop=True)
 
@@ -327,6 +328,12 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     train = ex[ex["split"].isin(list(cfg.train_splits))].reset_index(drop=True)
     if train.empty:
         raise ValueError(f"no label rows in train_splits {list(cfg.train_splits)}")
+    if cfg.min_visits > 1:
+        if "visits" not in train.columns:
+            raise ValueError("min_visits: the labels have no 'visits' column")
+        train = train[train["visits"] >= int(cfg.min_visits)].reset_index(drop=True)
+        if train.empty:
+            raise ValueError(f"no train label row of a state visited >= {cfg.min_visits} times")
     if cfg.max_train_examples and len(train) > cfg.max_train_examples:
         train = train.sample(n=int(cfg.max_train_examples), random_state=int(mcfg["seed"]))
         train = train.reset_index(drop=True)
