@@ -463,10 +463,10 @@ def _plot(summary: pd.DataFrame, frontier: pd.DataFrame | None, path: Path) -> N
                     label="DP forecast frontier (train data)")  # fmt: skip
         rnd = s[s["policy"].str.startswith("random p=")].sort_values("U")
         ax.plot(rnd["U"], rnd["SR"], "o--", color="tab:blue", label="random state-wise help")
-        for r in s.itertuples():
-            if r.policy.startswith("random p="):
-                continue
-            ax.errorbar(r.U, r.SR, yerr=r.SR_ci, fmt="s", capsize=3, label=r.policy)
+        points = [r for r in s.itertuples() if not r.policy.startswith("random p=")]
+        colours = plt.cm.tab20((np.arange(len(points)) + 2) % 20)  # blue is the random curve
+        for r, c in zip(points, colours):
+            ax.errorbar(r.U, r.SR, yerr=r.SR_ci, fmt="s", capsize=3, color=c, label=r.policy)
         ax.set_xlabel("expert calls per episode (realised)")
         ax.set_ylabel("success rate")
         ax.set_title(f"{split} tasks ({'unseen' if split == 'test' else 'seen'})")

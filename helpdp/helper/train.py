@@ -37,7 +37,10 @@ and forth as the budget grows (rare: the frontier's policies are nearly nested).
 Training uses ``transformers.Trainer`` (``helpdp.helper.trainer``, the loop the
 LM PRM shares: AdamW, linear schedule with warm-up, progress bars) on ``HelperNet`` (``helpdp.helper.model``), whose loss is the
 class-weighted soft cross-entropy (``class_weighting=balanced``: help labels are
-a minority). The directory written holds ``helper.json`` (backbone, classes,
+a minority). Against the DP's noisy labels, ``example_weight=visits`` weights each
+state by its visits in the data and ``min_visits`` drops states seen too rarely
+(README, third run: the helper then fits mostly the well-estimated early states).
+The directory written holds ``helper.json`` (backbone, classes,
 mode, budgets, thresholds, label source, metrics) and the network.
 """
 
