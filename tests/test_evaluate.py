@@ -1,5 +1,7 @@
 """helpdp.evaluate: paired statistics by hand, and an end-to-end run in the environments."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -78,3 +80,37 @@ def test_only_baselines_are_reused_and_their_key_holds_every_field():
     assert a != b and "p=0.1" in a  # same name, another seed: not the same run
     assert reuse_key(TurnZero()) is not None
     assert reuse_key(TablePolicy({1: 1})) is None  # fitted to data: always run afresh
+
+
+def test_rerun_keeps_only_the_baselines_runs(tmp_path, monkeypatch):
+    """A rerun into the same out= hands the collector a baseline's run directory as it
+    was (to resume its shards), but a fitted policy's, or a baseline's whose fields
+    changed, is emptied first: nothing is resumed under another policy's name."""
+    import collect.collector as collector
+    from helpdp.evaluate import EvaluateConfig, evaluate
+
+    seen = {}
+
+    def fake_collect(config, help_policy=None):
+        out = Path(config["out"])
+        seen[help_policy.name] = (out / "marker").exists()
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "marker").write_text("x")
+        pd.DataFrame({"task_id": ["smart_home_1/2"], "seed": [100], "success": [True],
+                      "outcome": ["complete"], "expert_calls": [0], "steps": [3],
+                      "policy_errors": [0], "format_errors": [0], "errors": [0],
+                      "blind_calls": [0], "recovery_calls": [0]}).to_parquet(
+            out / "episodes.parquet")  # fmt: skip
+
+    monkeypatch.setattr(collector, "collect", fake_collect)
+    cfg = EvaluateConfig(seeds=[100], splits=["test"], random_p=[0.1], out=str(tmp_path),
+                         progress=False)  # fmt: skip
+    evaluate(cfg)
+    assert not any(seen.values())  # a fresh out: nothing to resume
+    evaluate(cfg)
+    assert seen["never"] and seen["random p=0.1"] and seen["rule: turn 0"]
+    assert not seen["dp table (budget 1)"]  # fitted: always afresh
+    evaluate(EvaluateConfig(**{**cfg.__dict__, "seed": 1}))
+    assert seen["never"] and not seen["random p=0.1"]  # another seed: another run
+    evaluate(EvaluateConfig(**{**cfg.__dict__, "reuse": False}))
+    assert not any(seen.values())
