@@ -132,7 +132,14 @@ class CollectConfig:
     state_key: str = _f(
         "history",
         "history: a state is the task and its canonical history (a tree); db: the task, a "
-        "digest of the database and the last observation (same world states merge)",
+        "digest of the database and the last observation (same world states merge); db_help: "
+        "db plus the age of the latest expert message the actor remembers (help_window)",
+    )
+    help_window: int = _f(
+        3,
+        "state_key=db_help: turns an expert's message stays in the state (its age, 1 = the "
+        "previous turn); older messages count as forgotten. Set it to how long the actor's "
+        "behaviour changes after advice",
     )
     text: TextConfig = _f(TextConfig(), "state texts")
     env: EnvConfig = _f(
@@ -267,6 +274,8 @@ def _fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
 def _validate(cfg: CollectConfig) -> None:
     if cfg.state_key not in STATE_KEYS:
         raise ValueError(f"state_key must be one of {STATE_KEYS}, got {cfg.state_key!r}")
+    if not 0 <= cfg.help_window <= 255:
+        raise ValueError(f"help_window must be in 0..255, got {cfg.help_window!r}")
     if cfg.invalid_episodes not in ("count", "skip"):
         raise ValueError(f"invalid_episodes must be count or skip, got {cfg.invalid_episodes!r}")
     if not 0 < float(cfg.gamma) <= 1:
@@ -431,7 +440,7 @@ class _Worker:
         self.ctx = RunContext(
             self.pool,
             self.interventions,
-            make_keys(cfg.state_key),
+            make_keys(cfg.state_key, cfg.help_window),
             TextRenderer(cfg.text.max_tokens, _token_counter(cfg.text.tokenizer)),
             policy=help_policy
             if help_policy is not None

@@ -11,7 +11,16 @@ A state is what the actor has seen before a decision. Two ways to name it:
   with the same last observation at the same turn merge (e.g. a path with help and
   one without that did the same calls), which gives more data per state. The turn
   index keeps the graph acyclic (repeating a failed call would otherwise lead back
-  to the same key) and the state Markov under the episode's turn limit.
+  to the same key) and the state Markov under the episode's turn limit, for an actor
+  whose behaviour depends only on the world and the latest observation.
+* ``db_help``: the ``db`` key plus the age of the latest expert message the actor still
+  remembers (1: given at the previous turn, up to ``help_window`` turns; older messages
+  count as forgotten). An actor that has advice in its context acts differently (the
+  simulated actor errs less for ``plan_memory`` turns; an LLM follows a plan), so ``db``
+  merges states whose futures differ: a path helped at turn 0 and one not helped meet at
+  turn 1 with different chances. The DP then credits the help's lasting effect to the
+  merged state, which both paths reach, and under-values help where it starts.
+  ``db_help`` keeps them apart at the price of fewer visits per state.
 
 Terminal states (episode over) hash the key of the final situation together with
 how the episode ended and its outcome, under their own tag, so a key is never
@@ -30,6 +39,7 @@ import json
 from typing import Any
 
 __all__ = [
+    "DbHelpKeys",
     "DbKeys",
     "HistoryKeys",
     "STATE_KEYS",
@@ -39,7 +49,7 @@ __all__ = [
     "make_keys",
 ]
 
-STATE_KEYS = ("history", "db")
+STATE_KEYS = ("history", "db", "db_help")
 _VERSION = "helpdp-collect/1"
 
 
@@ -151,9 +161,53 @@ class DbKeys:
         )
 
 
-def make_keys(name: str) -> HistoryKeys | DbKeys:
+class DbHelpKeys(DbKeys):
+    """``db_help`` keys: the ``db`` key plus the age of the latest remembered expert message.
+
+    The chain is the key's digest followed by one byte, the age (0: no message
+    remembered). Terminal keys are the ``db`` ones: an ended episode has no future.
+    """
+
+    name = "db_help"
+
+    def __init__(self, window: int):
+        if not 0 <= int(window) <= 255:
+            raise ValueError(f"help_window must be in 0..255, got {window!r}")
+        self.window = int(window)
+
+    def _age(self, chain: bytes, element: dict[str, Any]) -> int:
+        """Age at the next state: 1 after a step with help, else one more, 0 past the window."""
+        if element.get("help"):
+            age = 1
+        else:
+            prev = chain[-1] if chain else 0
+            age = prev + 1 if prev else 0
+        return age if age <= self.window else 0
+
+    def start(self, task_id: str, digest: str | None = None) -> tuple[int, bytes]:
+        key = _sha("db_help", task_id, 0, digest or "", "", 0)
+        return id_of(key), key + bytes([0])
+
+    def step(
+        self,
+        chain: bytes,
+        task_id: str,
+        depth: int,
+        element: dict[str, Any],
+        digest: str | None = None,
+    ) -> tuple[int, bytes]:
+        age = self._age(chain, element)
+        obs = element.get("observation", "")
+        key = _sha("db_help", task_id, int(depth), digest or "", obs, age)
+        return id_of(key), key + bytes([age])
+
+
+def make_keys(name: str, help_window: int = 3) -> HistoryKeys | DbKeys:
+    """The state keys called ``name``; ``help_window`` is used by ``db_help`` only."""
     if name == "history":
         return HistoryKeys()
     if name == "db":
         return DbKeys()
+    if name == "db_help":
+        return DbHelpKeys(help_window)
     raise ValueError(f"state_key must be one of {STATE_KEYS}, got {name!r}")

@@ -1,5 +1,5 @@
 """State keys: ids stable across runs and machines, ``history`` a tree, ``db`` merging
-paths that reach the same database state."""
+paths that reach the same database state, ``db_help`` splitting them by remembered help."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 import helpdp
 from collect.collector import collect, collect_config
 from collect.statekey import (
+    DbHelpKeys,
     DbKeys,
     HistoryKeys,
     canonical_action,
@@ -48,6 +49,38 @@ def test_keys_are_pure_functions_of_content():
     )
 
 
+def test_db_help_key_tracks_the_age_of_the_latest_help():
+    k = DbHelpKeys(2)
+    s0, c0 = k.start("w/1", "d0")
+    assert c0[-1] == 0 and s0 != DbKeys().start("w/1", "d0")[0]
+    plain, helped = {"help": 0, "observation": "o"}, {"help": 1, "observation": "o"}
+
+    def walk(helps):
+        chain, ages, ids = c0, [], []
+        for depth, h in enumerate(helps, start=1):
+            sid, chain = k.step(chain, "w/1", depth, helped if h else plain, "d")
+            ages.append(chain[-1])
+            ids.append(sid)
+        return ages, ids
+
+    # age 1 after help, growing each turn, forgotten (0) past the window of 2
+    assert walk([1, 0, 0, 0])[0] == [1, 2, 0, 0]
+    assert walk([0, 1, 1, 0])[0] == [0, 1, 1, 2]
+    # same world, same turn: the helped path's state differs while the help is remembered,
+    # and merges with the never-helped path once it is forgotten
+    (_, a), (_, b) = walk([1, 0, 0, 0]), walk([0, 0, 0, 0])
+    assert [x != y for x, y in zip(a, b)] == [True, True, False, False]
+    # the key is the db key's content plus the age: one byte of chain after the digest
+    assert len(c0) == 33
+    # window 0: help is never remembered, so helped and unhelped paths merge at once
+    k0 = DbHelpKeys(0)
+    c = k0.start("w/1", "d0")[1]
+    assert k0.step(c, "w/1", 1, helped, "d")[0] == k0.step(c, "w/1", 1, plain, "d")[0]
+    with pytest.raises(ValueError, match="help_window"):
+        DbHelpKeys(-1)
+    assert isinstance(make_keys("db_help", 5), DbHelpKeys) and make_keys("db_help", 5).window == 5
+
+
 def _run(out, key, workers, work):
     cfg = collect_config(
         [
@@ -71,8 +104,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("keys")
     return {
         (key, w): (_run(root / f"{key}-{w}", key, w, root / "work"), root / f"{key}-{w}")
-        for key in ("history", "db")
-        for w in (1, 2)
+        for key, w in [("history", 1), ("history", 2), ("db", 1), ("db", 2), ("db_help", 1)]
     }
 
 
@@ -111,3 +143,28 @@ def test_db_key_merges_paths_to_the_same_database_state(runs):
     assert (
         states.loc[depth_of_step["next_state_id"], "depth"].to_numpy() == depth_of_step["depth"]
     ).all()
+
+
+def test_db_help_key_splits_db_states_by_the_help_the_actor_remembers(runs):
+    (rd, db), (rc, ctx) = runs[("db", 1)], runs[("db_help", 1)]
+    assert rc.steps == rd.steps and rd.states < rc.states
+    dsd, dsc = helpdp.load_dataset(db), helpdp.load_dataset(ctx)
+    assert dsc.mdp.acyclic
+    steps = dsd.steps.sort_values(["episode_id", "t"])
+    # the age of the latest help at each next state (window 3, the default)
+    ages = []
+    for _, ep in steps.groupby("episode_id", sort=False):
+        age = 0
+        for a in ep["action"]:
+            age = 1 if a else (age + 1 if age else 0)
+            age = age if age <= 3 else 0
+            ages.append(age)
+    key = steps.assign(age=ages).set_index(["episode_id", "t"])
+    key["c"] = dsc.steps.set_index(["episode_id", "t"])["next_state_id"].reindex(key.index)
+    nonterminal = ~dsd.states.set_index("state_id").loc[key["next_state_id"], "terminal"].to_numpy()
+    key = key[nonterminal]
+    # (db state, age) and the db_help state name each other one to one
+    assert key.groupby(["next_state_id", "age"])["c"].nunique().max() == 1
+    assert key.groupby("c")[["next_state_id", "age"]].nunique().max().max() == 1
+    # and some db states are split: a helped and an unhelped path that met
+    assert (key.groupby("next_state_id")["c"].nunique() > 1).sum() > 5
