@@ -13,7 +13,8 @@ Policies (fitted on the train tasks of ``data`` only):
 
 * ``never``, ``always``; random state-wise help at each ``random_p``, random
   episode-wise help at ``episode_p``;
-* the hand-written rules: turn 0, after a failed turn, both;
+* the hand-written rules: turn 0, after a failed turn, both, and ``turn_rules`` (help
+  at given turns);
 * the DP's pi* at ``budget`` (searched on the train tasks; unseen states: nohelp);
 * the helper (``helper_dir=DIR``, from ``python -m helpdp.helper.train``), deployed at
   ``budget`` (or at each of ``helper_budgets``: one helper, several budgets);
@@ -59,6 +60,7 @@ from cliconf import run_app
 from helpdp.policies import (
     AfterFailure,
     Always,
+    AtTurns,
     HelpPolicy,
     Never,
     RandomEpisodes,
@@ -128,6 +130,11 @@ class EvaluateConfig:
         [0.05, 0.1, 0.2, 0.3, 0.5], "random state-wise help probabilities (the equal-spend curve)"
     )
     episode_p: float = _f(0.5, "random episode-wise help: share of episodes helped at every turn")
+    turn_rules: list = _f(
+        [],
+        "more hand-written rules, one list of turns each: help at exactly those turns (e.g. "
+        "[[1],[2],[0,3]]: single turns map where a call pays, pairs what a second call adds)",
+    )
     max_tasks: Any = _f(None, "evaluate at most the first N tasks of each scenario (smoke runs)")
     reuse: bool = _f(
         True,
@@ -180,7 +187,9 @@ def equal_spend_baseline(
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """SR, U, L, SPL per (split, policy), and the 95% half-widths of SR and U."""
+    """SR, U, L, SPL per (split, policy), the 95% half-widths of SR and U, and
+    ``gain_per_call``: (SR - SR of never) / U, what one expert call bought on average
+    (NaN without a ``never`` run or without calls)."""
     g = results.groupby(["split", "policy"], sort=False)
     out = g.agg(
         episodes=("success", "size"),
@@ -194,6 +203,9 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
     out["SR_ci"] = 1.96 * np.sqrt(out["SR"] * (1 - out["SR"]) / out["episodes"].clip(lower=1))
     out["U_ci"] = (1.96 * out.pop("U_sd") / np.sqrt(out["episodes"].clip(lower=1))).fillna(0.0)
+    never = out[out["policy"] == "never"].set_index("split")["SR"]
+    base = out["split"].map(never)
+    out["gain_per_call"] = ((out["SR"] - base) / out["U"].where(out["U"] > 0)).astype(float)
     return out
 
 
@@ -243,6 +255,9 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
     table_name = f"dp table (budget {cfg.budget:g})"
     if fallback is not None:
         table_name = f"dp table (budget {cfg.budget:g}, unseen: {fallback.name})"
+    bad = [t for t in cfg.turn_rules if not isinstance(t, (list, tuple))]
+    if bad:
+        raise ValueError(f"turn_rules: each rule is a list of turns (e.g. [[0,3]]), got {bad[0]!r}")
     pols: list[HelpPolicy] = [
         Never(),
         Always(),
@@ -251,6 +266,7 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
         TurnZero(),
         AfterFailure(),
         TurnZeroOrAfterFailure(),
+        *(AtTurns(tuple(turns)) for turns in cfg.turn_rules),
         TablePolicy.load(search_dir, seed=cfg.seed, name=table_name, fallback=fallback),
         *prm_pols,
     ]
@@ -500,14 +516,15 @@ def report(summary, comparisons, search, cfg, seconds, n_train) -> str:
         lines += [
             f"## {split} tasks ({'unseen by every policy' if split == 'test' else 'seen'})",
             "",
-            "| policy | episodes | SR ± 95% | U (calls/ep) ± 95% | L (turns) | SPL | policy errors "
-            "| invalid |",
-            "|---|---|---|---|---|---|---|---|",
+            "| policy | episodes | SR ± 95% | U (calls/ep) ± 95% | SR gain per call | L (turns) "
+            "| SPL | policy errors | invalid |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in s.itertuples():
+            gain = "" if math.isnan(r.gain_per_call) else f"{r.gain_per_call:+.3f}"
             lines.append(
                 f"| {r.policy} | {r.episodes} | {r.SR:.3f} ± {r.SR_ci:.3f} | {r.U:.2f} ± {r.U_ci:.2f} | "
-                f"{r.L:.2f} | {r.SPL:.3f} | {r.policy_errors} | {r.invalid} |"
+                f"{gain} | {r.L:.2f} | {r.SPL:.3f} | {r.policy_errors} | {r.invalid} |"
             )
         if s["invalid"].sum():
             lines += ["", f"**Warning:** {int(s['invalid'].sum())} episodes had no valid verdict "

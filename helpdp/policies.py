@@ -43,6 +43,7 @@ import numpy as np
 __all__ = [
     "AfterFailure",
     "Always",
+    "AtTurns",
     "HelpPolicy",
     "Never",
     "RandomEpisodes",
@@ -164,6 +165,32 @@ class TurnZero:
 
     def decide(self, views: Sequence[StateView]) -> np.ndarray:
         return _actions([self.action if v.depth == 0 else 0 for v in views])
+
+
+@dataclass(frozen=True)
+class AtTurns:
+    """Hand-written rule: help at exactly the listed turns (``(0,)`` is :class:`TurnZero`).
+
+    Single turns map where a call pays (``(1,)``, ``(2,)``, ...); pairs such as
+    ``(0, 3)`` measure what a second call is worth after the first.
+    """
+
+    turns: tuple[int, ...]
+    action: int = 1
+    name: str = ""
+
+    def __post_init__(self):
+        turns = tuple(sorted({int(t) for t in self.turns}))
+        if not turns or turns[0] < 0:
+            raise ValueError(
+                f"AtTurns: turns must be a non-empty list of turns >= 0, got {self.turns!r}"
+            )
+        object.__setattr__(self, "turns", turns)
+        if not self.name:
+            object.__setattr__(self, "name", "rule: turns " + ",".join(map(str, turns)))
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        return _actions([self.action if v.depth in self.turns else 0 for v in views])
 
 
 @dataclass(frozen=True)

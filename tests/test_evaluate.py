@@ -45,6 +45,10 @@ def test_compare_is_paired_and_at_equal_spend():
     assert (row["SR"], row["U"], row["episodes"], row["U_ci"]) == (1.0, 1.0, 4, 0.0)
     rnd = s[s["policy"] == "random p=0.1"].iloc[0]
     assert rnd["U_ci"] == pytest.approx(1.96 * np.std([0, 1, 0, 1], ddof=1) / 2)
+    # what a call bought: (SR - SR of never) / U; undefined without calls
+    gain = s.set_index("policy")["gain_per_call"]
+    assert gain["smart"] == 1.0 and gain["random p=0.3"] == pytest.approx(0.75 / 1.5)
+    assert gain["random p=0.1"] == pytest.approx(0.25 / 0.5) and np.isnan(gain["never"])
 
 
 def test_oracle_table_is_fitted_on_the_evaluated_split_only(tmp_path):
@@ -104,13 +108,16 @@ def test_rerun_keeps_only_the_baselines_runs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(collector, "collect", fake_collect)
     cfg = EvaluateConfig(seeds=[100], splits=["test"], random_p=[0.1], out=str(tmp_path),
-                         progress=False)  # fmt: skip
+                         turn_rules=[[3, 0]], progress=False)  # fmt: skip
     evaluate(cfg)
     assert not any(seen.values())  # a fresh out: nothing to resume
     evaluate(cfg)
     assert seen["never"] and seen["random p=0.1"] and seen["rule: turn 0"]
+    assert seen["rule: turns 0,3"]  # the turn_rules are baselines too
     assert not seen["dp table (budget 1)"]  # fitted: always afresh
     evaluate(EvaluateConfig(**{**cfg.__dict__, "seed": 1}))
     assert seen["never"] and not seen["random p=0.1"]  # another seed: another run
     evaluate(EvaluateConfig(**{**cfg.__dict__, "reuse": False}))
     assert not any(seen.values())
+    with pytest.raises(ValueError, match="turn_rules"):
+        evaluate(EvaluateConfig(**{**cfg.__dict__, "turn_rules": [0, 3]}))

@@ -8,6 +8,7 @@ import pytest
 from helpdp.policies import (
     AfterFailure,
     Always,
+    AtTurns,
     HelpPolicy,
     Never,
     RandomEpisodes,
@@ -38,7 +39,7 @@ def views(n_episodes=400, depth=5):
 
 
 def test_every_policy_satisfies_the_interface():
-    for p in (Never(), Always(), RandomStates(0.3), RandomEpisodes(0.3), TurnZero(),
+    for p in (Never(), Always(), RandomStates(0.3), RandomEpisodes(0.3), TurnZero(), AtTurns([2]),
               AfterFailure(), TurnZeroOrAfterFailure(), TablePolicy({}),
               ScorePolicy(lambda v: np.zeros(len(v)), 0.5)):  # fmt: skip
         assert isinstance(p, HelpPolicy) and p.name
@@ -65,6 +66,12 @@ def test_hand_written_rules():
     assert AfterFailure().decide(v).tolist() == [0, 1, 0, 1]
     assert TurnZeroOrAfterFailure().decide(v).tolist() == [1, 1, 0, 1]
     assert Always(action=2).decide(v).tolist() == [2, 2, 2, 2]
+    assert AtTurns((3, 0, 3)).decide(v).tolist() == [1, 0, 0, 1]
+    assert AtTurns((3, 0)).name == "rule: turns 0,3" and AtTurns([1]).turns == (1,)
+    assert AtTurns([0]).decide(v).tolist() == TurnZero().decide(v).tolist()
+    for bad in ([], [-1]):
+        with pytest.raises(ValueError, match="turns"):
+            AtTurns(bad)
 
 
 def test_table_policy_fallback_mixture_and_coverage():
