@@ -74,7 +74,16 @@ from helpdp.policies import (
 #: format error is the agent's own failure and counts as one
 INVALID_OUTCOMES = ("server_error", "verifier_error", "no_verifier")
 
-__all__ = ["EvaluateConfig", "compare", "evaluate", "paired_ci", "run_evaluate", "summarize"]
+__all__ = [
+    "EvaluateConfig",
+    "compare",
+    "evaluate",
+    "headroom",
+    "paired_ci",
+    "run_evaluate",
+    "summarize",
+    "task_mix",
+]
 
 
 @dataclass
@@ -184,6 +193,93 @@ def equal_spend_baseline(
             base = (1 - lam) * curve[p0][key] + lam * curve[p1][key]
             return base, f"random p={p0:g}/{p1:g} mixed {1 - lam:.2f}/{lam:.2f}"
     return None
+
+
+def task_mix(points: pd.DataFrame, budget: float) -> dict[str, dict[str, float]]:
+    """The best per-task mixture of fixed policies at mean ``budget`` calls per episode.
+
+    ``points``: one row per (``task_id``, ``policy``) with ``SR`` and ``U``; every task
+    needs a zero-call policy (``never``). Each task may run any mixture of its
+    policies (per episode); the mean SR over tasks is maximised under mean U <=
+    ``budget``. That linear program is a fractional knapsack over each task's upper
+    concave hull of (U, SR): hull segments are bought in order of SR per call, the
+    last one in part. Returns ``task -> {policy: weight}``.
+    """
+    hulls, segs = {}, []
+    for task, g in points.groupby("task_id", sort=True):
+        g = g.sort_values(["U", "SR"], ascending=[True, False]).drop_duplicates("U")
+        if len(g) == 0 or g["U"].iloc[0] > 1e-12:
+            raise ValueError(f"task_mix: task {task} has no zero-call policy (never)")
+        hull: list[tuple[float, float, str]] = []
+        for u, sr, pol in zip(g["U"], g["SR"], g["policy"]):
+            if hull and sr <= hull[-1][1]:
+                continue  # costs more, gains nothing
+            while len(hull) >= 2:
+                (u0, s0, _), (u1, s1, _) = hull[-2], hull[-1]
+                if (s1 - s0) * (u - u0) <= (sr - s0) * (u1 - u0):
+                    hull.pop()  # under the chord: never on the hull
+                else:
+                    break
+            hull.append((float(u), float(sr), str(pol)))
+        hulls[task] = hull
+        for i in range(1, len(hull)):
+            du, ds = hull[i][0] - hull[i - 1][0], hull[i][1] - hull[i - 1][1]
+            segs.append((ds / du, task, i, du))
+    left = float(budget) * len(hulls)
+    reached = {t: (0, 0.0) for t in hulls}  # (last full vertex, share of the next segment)
+    for _, task, i, du in sorted(segs, key=lambda x: (-x[0], x[1], x[2])):
+        if left <= 1e-12:
+            break
+        take = min(1.0, left / du)
+        reached[task] = (i, 0.0) if take >= 1.0 else (i - 1, take)
+        left -= take * du
+    out = {}
+    for task, hull in hulls.items():
+        i, w = reached[task]
+        mix = {hull[i][2]: 1.0 - w}
+        if w > 0:
+            mix[hull[i + 1][2]] = w
+        out[task] = mix
+    return out
+
+
+def _mix_value(points: pd.DataFrame, mix: dict[str, dict[str, float]]) -> tuple[float, float]:
+    p = points.set_index(["task_id", "policy"])
+    sr = [sum(w * p.loc[(t, k), "SR"] for k, w in m.items()) for t, m in mix.items()]
+    u = [sum(w * p.loc[(t, k), "U"] for k, w in m.items()) for t, m in mix.items()]
+    return float(np.mean(sr)), float(np.mean(u))
+
+
+def headroom(results: pd.DataFrame, split: str, budget: float, baselines: list[str]) -> dict:
+    """What the world allows at ``budget``: the best per-task mixture (:func:`task_mix`)
+    of the measured ``baselines`` (fixed policies: never, always, random, the rules).
+
+    ``insample``: chosen and measured on every pair (optimistic: it picks each task's
+    luckiest policy). ``crossfit``: chosen on the even seeds and measured on the odd
+    ones, and the other way round, averaged: an honest estimate. A state-wise policy
+    can realise any such mixture (the start state names the task), so a helper that
+    does not beat the cross-fitted value at its spend leaves nothing of this kind on
+    the table.
+    """
+    r = results[(results["split"] == split) & results["policy"].isin(baselines)]
+
+    def points(df):
+        g = df.groupby(["task_id", "policy"])
+        return g.agg(SR=("success", "mean"), U=("expert_calls", "mean")).reset_index()
+
+    full = points(r)
+    mix = task_mix(full, budget)
+    out = {"split": split, "budget": float(budget), "policies": sorted(set(r["policy"]))}
+    out["insample"] = _mix_value(full, mix)
+    out["mix"] = {t: m for t, m in mix.items()}
+    even = r["seed"] % 2 == 0
+    halves = [points(r[even]), points(r[~even])]
+    if all(len(h) == len(full) for h in halves):  # every (task, policy) in both halves
+        cross = [_mix_value(halves[1 - i], task_mix(halves[i], budget)) for i in range(2)]
+        out["crossfit"] = tuple(float(np.mean(c)) for c in zip(*cross))
+    else:
+        out["crossfit"] = (float("nan"), float("nan"))
+    return out
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
@@ -448,8 +544,13 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     search = json.loads((out / "dp_search" / "search.json").read_text())
     frontier = _frontier(ds, train_tasks)
     _plot(summary, frontier, out / "usage_success.png")
+    baselines = sorted({p.name for p in pols if reuse_key(p) is not None})
+    budgets = sorted({float(cfg.budget), *map(float, cfg.helper_budgets or [])})
+    rooms = [headroom(results, split, b, baselines) for split in cfg.splits for b in budgets]
+    (out / "headroom.json").write_text(json.dumps(rooms, indent=2) + "\n")
     (out / "report.md").write_text(
         report(summary, comparisons, search, cfg, time.perf_counter() - t0, len(train_tasks))
+        + headroom_report(rooms)
     )
     return results, summary, comparisons
 
@@ -540,6 +641,30 @@ def report(summary, comparisons, search, cfg, seconds, n_train) -> str:
                 f"{_fmt_ci(c.get('vs never'))} | {_fmt_ci(c.get('vs rule: turn 0'))} |"
             )
         lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def headroom_report(rooms: list[dict]) -> str:
+    """The report's section on :func:`headroom`."""
+    if not rooms:
+        return ""
+    lines = [
+        "## What the world allows: the best task-wise mix of the baselines",
+        "",
+        "Per task, any mixture of the fixed policies measured here (never, always, random, "
+        "the rules) may run; the mixture with the most SR at the budget's mean calls is "
+        "chosen (`helpdp.evaluate.task_mix`). Cross-fitted: chosen on even seeds, measured on "
+        "odd ones and the other way round. A policy that matches it at equal spend has "
+        "found what these baselines can express.",
+        "",
+        "| split | budget | cross-fitted SR (U) | in-sample SR (U) |",
+        "|---|---|---|---|",
+    ]
+    for h in rooms:
+        (cs, cu), (ins, inu) = h["crossfit"], h["insample"]
+        lines.append(
+            f"| {h['split']} | {h['budget']:g} | {cs:.3f} ({cu:.2f}) | {ins:.3f} ({inu:.2f}) |"
+        )
     return "\n".join(lines) + "\n"
 
 

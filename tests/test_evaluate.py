@@ -121,3 +121,45 @@ def test_rerun_keeps_only_the_baselines_runs(tmp_path, monkeypatch):
     assert not any(seen.values())
     with pytest.raises(ValueError, match="turn_rules"):
         evaluate(EvaluateConfig(**{**cfg.__dict__, "turn_rules": [0, 3]}))
+
+
+def test_task_mix_buys_help_where_a_call_gains_most():
+    from helpdp.evaluate import task_mix
+
+    # task a: a call at turn 0 gains 0.3; task b: 0.1 per call, up to 5 calls
+    pts = pd.DataFrame(
+        [("a", "never", 0.5, 0.0), ("a", "turn 0", 0.8, 1.0), ("a", "always", 0.9, 5.0),
+         ("b", "never", 0.5, 0.0), ("b", "turn 0", 0.6, 1.0), ("b", "always", 1.0, 5.0),
+         ("b", "waste", 0.55, 3.0)],
+        columns=["task_id", "policy", "SR", "U"],
+    )  # fmt: skip
+    assert task_mix(pts, 0.5) == {"a": {"turn 0": 1.0}, "b": {"never": 1.0}}
+    assert task_mix(pts, 0.25) == {"a": {"never": 0.5, "turn 0": 0.5}, "b": {"never": 1.0}}
+    m = task_mix(pts, 1.0)  # a's turn 0, then b's segments (slope 0.1 each, collinear)
+    assert m["a"] == {"turn 0": 1.0} and sum(m["b"].values()) == pytest.approx(1.0)
+    from helpdp.evaluate import _mix_value
+
+    assert _mix_value(pts, m) == pytest.approx(((0.8 + 0.6) / 2, 1.0))
+    assert _mix_value(pts, task_mix(pts, 100.0)) == pytest.approx(((0.9 + 1.0) / 2, 5.0))
+    with pytest.raises(ValueError, match="zero-call"):
+        task_mix(pts[pts["policy"] != "never"], 1.0)
+
+
+def test_headroom_is_cross_fitted_on_seed_halves():
+    from helpdp.evaluate import headroom
+
+    rows = []
+    for seed in range(40):
+        # task a: turn 0 always succeeds; task b: turn 0 succeeds on even seeds only
+        for task, lucky in (("a", True), ("b", seed % 2 == 0)):
+            rows += [
+                ("never", "test", task, seed, False, 0),
+                ("turn 0", "test", task, seed, lucky, 1),
+            ]
+    r = pd.DataFrame(
+        rows, columns=["policy", "split", "task_id", "seed", "success", "expert_calls"]
+    )
+    h = headroom(r, "test", 0.5, ["never", "turn 0"])
+    assert h["insample"] == pytest.approx((0.5, 0.5))  # a's turn 0 (1.0) beats b's (0.5)
+    # chosen on even seeds, a and b tie at 1.0 per call; measured on odd ones b gives 0
+    assert h["crossfit"][0] < h["insample"][0] + 1e-12 and h["crossfit"][1] == pytest.approx(0.5)
