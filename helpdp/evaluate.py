@@ -254,32 +254,66 @@ def headroom(results: pd.DataFrame, split: str, budget: float, baselines: list[s
     """What the world allows at ``budget``: the best per-task mixture (:func:`task_mix`)
     of the measured ``baselines`` (fixed policies: never, always, random, the rules).
 
-    ``insample``: chosen and measured on every pair (optimistic: it picks each task's
-    luckiest policy). ``crossfit``: chosen on the even seeds and measured on the odd
-    ones, and the other way round, averaged: an honest estimate. A state-wise policy
-    can realise any such mixture (the start state names the task), so a helper that
-    does not beat the cross-fitted value at its spend leaves nothing of this kind on
-    the table.
+    ``insample`` (SR, U): chosen with hindsight on every pair (optimistic: it picks
+    each task's luckiest policy). ``crossfit``: chosen on the even seeds and measured
+    on the odd ones and the other way round (NaN where a half lacks a (task,
+    baseline)). A state-wise policy can realise any such mixture (the start state
+    names the task). ``mix``: the in-sample mixture, ``task -> {policy: weight}``.
+    """
+    out: dict[str, Any] = {"split": split, "budget": float(budget), "policies": sorted(baselines)}
+    for name, cf in (("insample", False), ("crossfit", True)):
+        mb = mix_baseline(results, split, budget, baselines, crossfit=cf)
+        out[name] = (float("nan"), float("nan")) if mb is None else (float(mb[0].mean()), mb[1])
+    r = results[(results["split"] == split) & results["policy"].isin(baselines)]
+    pts = r.groupby(["task_id", "policy"]).agg(SR=("success", "mean"), U=("expert_calls", "mean"))
+    out["mix"] = task_mix(pts.reset_index(), budget) if len(pts) else {}
+    return out
+
+
+def mix_baseline(
+    results: pd.DataFrame,
+    split: str,
+    usage: float,
+    baselines: list[str],
+    *,
+    crossfit: bool = False,
+) -> tuple[pd.Series, float] | None:
+    """The best task-wise mix of ``baselines`` at ``usage`` calls (:func:`task_mix`),
+    as a success per pair: the mix's weighted success of the baselines on that pair.
+
+    By default the mix is chosen with hindsight on the same pairs: an optimistic
+    baseline, so a policy that ties it has found the best per-task choice among the
+    baselines. ``crossfit=True`` chooses it on the even seeds for the pairs of odd
+    seeds and the other way round (an honest value of choosing among them per task,
+    which pays for its own noise). Returns (success per pair, the mix's mean calls),
+    or None when there is nothing to mix (or, cross-fitted, a half lacks a
+    (task, baseline)).
     """
     r = results[(results["split"] == split) & results["policy"].isin(baselines)]
+    if crossfit:
+        even = (r["seed"] % 2 == 0).to_numpy()
+        parts = [(r[even], r[~even]), (r[~even], r[even])]  # (choose on, value on)
+    else:
+        parts = [(r, r)]
 
     def points(df):
         g = df.groupby(["task_id", "policy"])
         return g.agg(SR=("success", "mean"), U=("expert_calls", "mean")).reset_index()
 
-    full = points(r)
-    mix = task_mix(full, budget)
-    out = {"split": split, "budget": float(budget), "policies": sorted(set(r["policy"]))}
-    out["insample"] = _mix_value(full, mix)
-    out["mix"] = {t: m for t, m in mix.items()}
-    even = r["seed"] % 2 == 0
-    halves = [points(r[even]), points(r[~even])]
-    if all(len(h) == len(full) for h in halves):  # every (task, policy) in both halves
-        cross = [_mix_value(halves[1 - i], task_mix(halves[i], budget)) for i in range(2)]
-        out["crossfit"] = tuple(float(np.mean(c)) for c in zip(*cross))
-    else:
-        out["crossfit"] = (float("nan"), float("nan"))
-    return out
+    n = len(points(r))
+    vals, calls = [], []
+    for choose, on in parts:
+        pts = points(choose)
+        if n == 0 or len(pts) != n:
+            return None
+        mix = task_mix(pts, usage)
+        w = pd.Series({(t, k): v for t, m in mix.items() for k, v in m.items()}, dtype=float)
+        key = pd.MultiIndex.from_frame(on[["task_id", "policy"]])
+        weight = w.reindex(key).fillna(0.0).to_numpy()
+        pair = on["pair"].to_numpy()
+        vals.append((on["success"].astype(float) * weight).groupby(pair).sum())
+        calls.append((on["expert_calls"].astype(float) * weight).groupby(pair).sum())
+    return pd.concat(vals), float(pd.concat(calls).mean())
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
@@ -305,8 +339,16 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def compare(results: pd.DataFrame, policy: str, split: str, random_p: list[float]) -> dict:
-    """``policy`` against random help at equal spend, never, and each rule, paired."""
+def compare(
+    results: pd.DataFrame,
+    policy: str,
+    split: str,
+    random_p: list[float],
+    baselines: list[str] | None = None,
+) -> dict:
+    """``policy`` against random help at equal spend, never, each rule, and (given
+    ``baselines``) the best task-wise mix of them at its spend, chosen with hindsight
+    (:func:`mix_baseline`), paired."""
     r = results[results["split"] == split].set_index("pair")
     mine = r[r["policy"] == policy]
     out: dict[str, Any] = {
@@ -322,6 +364,14 @@ def compare(results: pd.DataFrame, policy: str, split: str, random_p: list[float
         base, how = eq
         out["vs_random_equal_spend"] = paired_ci(mine["success"] - base)
         out["random_equal_spend"] = how
+    if baselines and policy not in baselines:
+        mb = mix_baseline(results, split, out["U"], baselines)
+        if mb is not None:
+            base, calls = mb
+            out["vs_best_mix_equal_spend"] = paired_ci(
+                mine["success"].astype(float) - base.reindex(mine.index)
+            )
+            out["best_mix_calls"] = calls
     for other in r["policy"].unique():
         if other == policy or other.startswith("random p="):
             continue
@@ -535,8 +585,9 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     results.to_parquet(out / "results.parquet", index=False)
     summary = summarize(results)
     summary.to_parquet(out / "summary.parquet", index=False)
+    baselines = sorted({p.name for p in pols if reuse_key(p) is not None})
     comparisons = [
-        compare(results, p.name, split, [float(x) for x in cfg.random_p])
+        compare(results, p.name, split, [float(x) for x in cfg.random_p], baselines)
         for split, split_pols in by_split.items()
         for p in split_pols
         if not p.name.startswith(("random p=", "never", "always"))
@@ -544,7 +595,6 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     search = json.loads((out / "dp_search" / "search.json").read_text())
     frontier = _frontier(ds, train_tasks)
     _plot(summary, frontier, out / "usage_success.png")
-    baselines = sorted({p.name for p in pols if reuse_key(p) is not None})
     budgets = sorted({float(cfg.budget), *map(float, cfg.helper_budgets or [])})
     rooms = [headroom(results, split, b, baselines) for split in cfg.splits for b in budgets]
     (out / "headroom.json").write_text(json.dumps(rooms, indent=2) + "\n")
@@ -631,14 +681,17 @@ def report(summary, comparisons, search, cfg, seconds, n_train) -> str:
             lines += ["", f"**Warning:** {int(s['invalid'].sum())} episodes had no valid verdict "
                       "(server or verifier errors); they count as failures."]  # fmt: skip
         lines += ["", "Paired differences in SR (95% interval):", ""]
-        lines += ["| policy | vs random at equal spend | vs never | vs rule: turn 0 |", "|---|---|---|---|"]  # fmt: skip
+        lines += ["| policy | vs random at equal spend | vs never | vs rule: turn 0 | vs the best task-wise mix of the baselines at equal spend, chosen with hindsight (its calls) |", "|---|---|---|---|---|"]  # fmt: skip
         for c in comparisons:
             if c["split"] != split:
                 continue
             lines.append(
                 f"| {c['policy']} (U {c['U']:.2f}) | {_fmt_ci(c.get('vs_random_equal_spend'))} "
                 f"({c.get('random_equal_spend', 'outside the random curve')}) | "
-                f"{_fmt_ci(c.get('vs never'))} | {_fmt_ci(c.get('vs rule: turn 0'))} |"
+                f"{_fmt_ci(c.get('vs never'))} | {_fmt_ci(c.get('vs rule: turn 0'))} | "
+                f"{_fmt_ci(c.get('vs_best_mix_equal_spend'))}"
+                + (f" ({c['best_mix_calls']:.2f})" if "best_mix_calls" in c else "")
+                + " |"
             )
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -150,8 +150,8 @@ def test_headroom_is_cross_fitted_on_seed_halves():
 
     rows = []
     for seed in range(40):
-        # task a: turn 0 always succeeds; task b: turn 0 succeeds on even seeds only
-        for task, lucky in (("a", True), ("b", seed % 2 == 0)):
+        # turn 0 succeeds on a at 3 seeds in 4, on b at the even seeds only
+        for task, lucky in (("a", seed % 4 != 0), ("b", seed % 2 == 0)):
             rows += [
                 ("never", "test", task, seed, False, 0),
                 ("turn 0", "test", task, seed, lucky, 1),
@@ -159,7 +159,41 @@ def test_headroom_is_cross_fitted_on_seed_halves():
     r = pd.DataFrame(
         rows, columns=["policy", "split", "task_id", "seed", "success", "expert_calls"]
     )
+    r["pair"] = r["task_id"] + "#" + r["seed"].astype(str)
     h = headroom(r, "test", 0.5, ["never", "turn 0"])
-    assert h["insample"] == pytest.approx((0.5, 0.5))  # a's turn 0 (1.0) beats b's (0.5)
-    # chosen on even seeds, a and b tie at 1.0 per call; measured on odd ones b gives 0
-    assert h["crossfit"][0] < h["insample"][0] + 1e-12 and h["crossfit"][1] == pytest.approx(0.5)
+    assert h["mix"] == {"a": {"turn 0": 1.0}, "b": {"never": 1.0}}
+    assert h["insample"] == pytest.approx((0.375, 0.5))  # a's turn 0 (0.75) beats b's (0.5)
+    # the even seeds pick b (1.0 against a's 0.5), which gives 0 on the odd seeds; the odd
+    # seeds pick a (1.0), which gives 0.5 on the even ones: (0 + 0.25) / 2
+    assert h["crossfit"] == pytest.approx((0.125, 0.5))
+
+
+def test_compare_against_the_best_mix_of_baselines_at_equal_spend():
+    from helpdp.evaluate import compare, mix_baseline
+
+    rows = []
+    for seed in range(40):
+        for task in ("a", "b"):
+            pair = f"{task}#{seed}"
+            rows += [
+                ("never", "test", pair, task, seed, False, 0),
+                ("turn 0", "test", pair, task, seed, task == "a" or seed % 2 == 0, 1),
+                # smart: one call on a (succeeds), none on b (succeeds anyway)
+                ("smart", "test", pair, task, seed, True, int(task == "a")),
+            ]
+    r = pd.DataFrame(rows, columns=["policy", "split", "pair", "task_id", "seed", "success",
+                                    "expert_calls"])  # fmt: skip
+    for crossfit in (False, True):
+        base, calls = mix_baseline(r, "test", 0.5, ["never", "turn 0"], crossfit=crossfit)
+        # at half a call per episode the mix buys a's turn 0 (chosen on either half)
+        assert calls == pytest.approx(0.5) and base.mean() == pytest.approx(0.5)
+        assert (base[base.index.str.startswith("a")] == 1).all() and len(base) == 80
+    # with hindsight, at one call: turn 0 everywhere; b's pairs succeed on even seeds
+    base, calls = mix_baseline(r, "test", 1.0, ["never", "turn 0"])
+    assert calls == 1.0 and base.mean() == pytest.approx(0.75)
+    c = compare(r, "smart", "test", [], ["never", "turn 0"])
+    assert c["vs_best_mix_equal_spend"][0] == pytest.approx(0.5) and c["best_mix_calls"] == 0.5
+    assert "vs_best_mix_equal_spend" not in compare(r, "turn 0", "test", [], ["never", "turn 0"])
+    odd_missing = r[r["seed"] % 2 == 0]
+    assert mix_baseline(odd_missing, "test", 0.5, ["never", "turn 0"], crossfit=True) is None
+    assert mix_baseline(r, "test", 0.5, ["nothing"]) is None
