@@ -594,7 +594,8 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     ]
     search = json.loads((out / "dp_search" / "search.json").read_text())
     frontier = _frontier(ds, train_tasks)
-    _plot(summary, frontier, out / "usage_success.png")
+    curves = {split: mix_curve(results, split, baselines) for split in cfg.splits}
+    _plot(summary, frontier, out / "usage_success.png", curves)
     budgets = sorted({float(cfg.budget), *map(float, cfg.helper_budgets or [])})
     rooms = [headroom(results, split, b, baselines) for split in cfg.splits for b in budgets]
     (out / "headroom.json").write_text(json.dumps(rooms, indent=2) + "\n")
@@ -615,7 +616,24 @@ def _frontier(ds, train_tasks) -> pd.DataFrame | None:
         return None
 
 
-def _plot(summary: pd.DataFrame, frontier: pd.DataFrame | None, path: Path) -> None:
+def mix_curve(results: pd.DataFrame, split: str, baselines: list[str], n: int = 41):
+    """(U, SR) of the best task-wise mix of ``baselines`` chosen with hindsight
+    (:func:`mix_baseline`), from 0 calls to the most any baseline spends."""
+    r = results[(results["split"] == split) & results["policy"].isin(baselines)]
+    if r.empty:
+        return None
+    top = float(r.groupby("policy")["expert_calls"].mean().max())
+    pts = []
+    for b in np.linspace(0.0, top, n):
+        mb = mix_baseline(results, split, float(b), baselines)
+        if mb is not None:
+            pts.append((mb[1], float(mb[0].mean())))
+    return pd.DataFrame(pts, columns=["U", "SR"]) if pts else None
+
+
+def _plot(
+    summary: pd.DataFrame, frontier: pd.DataFrame | None, path: Path, curves: dict | None = None
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -628,6 +646,10 @@ def _plot(summary: pd.DataFrame, frontier: pd.DataFrame | None, path: Path) -> N
         if frontier is not None:
             ax.plot(frontier["expected_usage"], frontier["expected_success"], "-", color="0.6",
                     label="DP forecast frontier (train data)")  # fmt: skip
+        mix = (curves or {}).get(split)
+        if mix is not None:
+            ax.plot(mix["U"], mix["SR"], ":", color="0.2",
+                    label="best task-wise mix of the baselines (hindsight)")  # fmt: skip
         rnd = s[s["policy"].str.startswith("random p=")].sort_values("U")
         ax.plot(rnd["U"], rnd["SR"], "o--", color="tab:blue", label="random state-wise help")
         points = [r for r in s.itertuples() if not r.policy.startswith("random p=")]

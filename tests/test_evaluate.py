@@ -194,6 +194,12 @@ def test_compare_against_the_best_mix_of_baselines_at_equal_spend():
     c = compare(r, "smart", "test", [], ["never", "turn 0"])
     assert c["vs_best_mix_equal_spend"][0] == pytest.approx(0.5) and c["best_mix_calls"] == 0.5
     assert "vs_best_mix_equal_spend" not in compare(r, "turn 0", "test", [], ["never", "turn 0"])
+    from helpdp.evaluate import mix_curve
+
+    curve = mix_curve(r, "test", ["never", "turn 0"], n=5)  # a's turn 0 first, then b's
+    assert curve["U"].tolist() == pytest.approx([0, 0.25, 0.5, 0.75, 1.0])
+    assert curve["SR"].tolist() == pytest.approx([0, 0.25, 0.5, 0.625, 0.75])
+    assert mix_curve(r, "train", ["never"]) is None
     odd_missing = r[r["seed"] % 2 == 0]
     assert mix_baseline(odd_missing, "test", 0.5, ["never", "turn 0"], crossfit=True) is None
     assert mix_baseline(r, "test", 0.5, ["nothing"]) is None
