@@ -79,6 +79,7 @@ __all__ = [
     "compare",
     "evaluate",
     "headroom",
+    "mix_baseline",
     "paired_ci",
     "run_evaluate",
     "summarize",
@@ -241,13 +242,6 @@ def task_mix(points: pd.DataFrame, budget: float) -> dict[str, dict[str, float]]
             mix[hull[i + 1][2]] = w
         out[task] = mix
     return out
-
-
-def _mix_value(points: pd.DataFrame, mix: dict[str, dict[str, float]]) -> tuple[float, float]:
-    p = points.set_index(["task_id", "policy"])
-    sr = [sum(w * p.loc[(t, k), "SR"] for k, w in m.items()) for t, m in mix.items()]
-    u = [sum(w * p.loc[(t, k), "U"] for k, w in m.items()) for t, m in mix.items()]
-    return float(np.mean(sr)), float(np.mean(u))
 
 
 def headroom(results: pd.DataFrame, split: str, budget: float, baselines: list[str]) -> dict:
@@ -732,7 +726,7 @@ def headroom_report(rooms: list[dict]) -> str:
         "odd ones and the other way round. A policy that matches it at equal spend has "
         "found what these baselines can express.",
         "",
-        "| split | budget | cross-fitted SR (U) | in-sample SR (U) |",
+        "| split | budget | cross-fitted SR (U) | with hindsight SR (U) |",
         "|---|---|---|---|",
     ]
     for h in rooms:

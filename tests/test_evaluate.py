@@ -137,7 +137,12 @@ def test_task_mix_buys_help_where_a_call_gains_most():
     assert task_mix(pts, 0.25) == {"a": {"never": 0.5, "turn 0": 0.5}, "b": {"never": 1.0}}
     m = task_mix(pts, 1.0)  # a's turn 0, then b's segments (slope 0.1 each, collinear)
     assert m["a"] == {"turn 0": 1.0} and sum(m["b"].values()) == pytest.approx(1.0)
-    from helpdp.evaluate import _mix_value
+
+    def _mix_value(points, mix):  # mean SR and U of a mixture, over tasks
+        p = points.set_index(["task_id", "policy"])
+        sr = [sum(w * p.loc[(t, k), "SR"] for k, w in m.items()) for t, m in mix.items()]
+        u = [sum(w * p.loc[(t, k), "U"] for k, w in m.items()) for t, m in mix.items()]
+        return np.mean(sr), np.mean(u)
 
     assert _mix_value(pts, m) == pytest.approx(((0.8 + 0.6) / 2, 1.0))
     assert _mix_value(pts, task_mix(pts, 100.0)) == pytest.approx(((0.9 + 1.0) / 2, 5.0))
