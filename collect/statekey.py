@@ -1,7 +1,7 @@
 """State identities of the collected MDP (pure; the database digest is the environment's,
 :meth:`collect.awm.env.AWMEnv.db_digest`).
 
-A state is what the actor has seen before a decision. Two ways to name it:
+A state is what the actor has seen before a decision. Three ways to name it:
 
 * ``history`` (a tree): sha256 chained over the task and the canonical history of
   (help given, agent action, observation). Paths share a state exactly while their
