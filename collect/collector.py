@@ -67,7 +67,7 @@ from collect.schedule import (
     shard_episodes,
 )
 from collect.shards import ShardStore, aggregate, table_bytes
-from collect.statekey import STATE_KEYS, make_keys
+from collect.statekey import make_keys
 from collect.worlds import WORLDS_DIR
 from helpdp.contract import build_manifest, write_dataset
 from helpdp.policies import TablePolicy
@@ -272,10 +272,7 @@ def _fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
 
 
 def _validate(cfg: CollectConfig) -> None:
-    if cfg.state_key not in STATE_KEYS:
-        raise ValueError(f"state_key must be one of {STATE_KEYS}, got {cfg.state_key!r}")
-    if not 0 <= cfg.help_window <= 255:
-        raise ValueError(f"help_window must be in 0..255, got {cfg.help_window!r}")
+    make_keys(cfg.state_key, cfg.help_window)  # names a bad state_key or help_window
     if cfg.invalid_episodes not in ("count", "skip"):
         raise ValueError(f"invalid_episodes must be count or skip, got {cfg.invalid_episodes!r}")
     if not 0 < float(cfg.gamma) <= 1:

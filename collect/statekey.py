@@ -161,6 +161,12 @@ class DbKeys:
         )
 
 
+def _check_window(window: int) -> int:
+    if not 0 <= int(window) <= 255:  # the age is one byte of the chain
+        raise ValueError(f"help_window must be in 0..255, got {window!r}")
+    return int(window)
+
+
 class DbHelpKeys(DbKeys):
     """``db_help`` keys: the ``db`` key plus the age of the latest remembered expert message.
 
@@ -171,9 +177,7 @@ class DbHelpKeys(DbKeys):
     name = "db_help"
 
     def __init__(self, window: int):
-        if not 0 <= int(window) <= 255:
-            raise ValueError(f"help_window must be in 0..255, got {window!r}")
-        self.window = int(window)
+        self.window = _check_window(window)
 
     def _age(self, chain: bytes, element: dict[str, Any]) -> int:
         """Age at the next state: 1 after a step with help, else one more, 0 past the window."""
@@ -203,7 +207,9 @@ class DbHelpKeys(DbKeys):
 
 
 def make_keys(name: str, help_window: int = 3) -> HistoryKeys | DbKeys:
-    """The state keys called ``name``; ``help_window`` is used by ``db_help`` only."""
+    """The state keys called ``name``; ``help_window`` is used by ``db_help`` only (and
+    checked for every name, so a bad config fails whatever the key)."""
+    _check_window(help_window)
     if name == "history":
         return HistoryKeys()
     if name == "db":

@@ -259,9 +259,15 @@ def headroom(results: pd.DataFrame, split: str, budget: float, baselines: list[s
         mb = mix_baseline(results, split, budget, baselines, crossfit=cf)
         out[name] = (float("nan"), float("nan")) if mb is None else (float(mb[0].mean()), mb[1])
     r = results[(results["split"] == split) & results["policy"].isin(baselines)]
-    pts = r.groupby(["task_id", "policy"]).agg(SR=("success", "mean"), U=("expert_calls", "mean"))
-    out["mix"] = task_mix(pts.reset_index(), budget) if len(pts) else {}
+    pts = _task_points(r)
+    out["mix"] = task_mix(pts, budget) if len(pts) else {}
     return out
+
+
+def _task_points(results: pd.DataFrame) -> pd.DataFrame:
+    """SR and U per (task, policy): the points :func:`task_mix` mixes."""
+    g = results.groupby(["task_id", "policy"])
+    return g.agg(SR=("success", "mean"), U=("expert_calls", "mean")).reset_index()
 
 
 def mix_baseline(
@@ -290,14 +296,10 @@ def mix_baseline(
     else:
         parts = [(r, r)]
 
-    def points(df):
-        g = df.groupby(["task_id", "policy"])
-        return g.agg(SR=("success", "mean"), U=("expert_calls", "mean")).reset_index()
-
-    n = len(points(r))
+    n = len(_task_points(r))
     vals, calls = [], []
     for choose, on in parts:
-        pts = points(choose)
+        pts = _task_points(choose)
         if n == 0 or len(pts) != n:
             return None
         mix = task_mix(pts, usage)
