@@ -98,6 +98,12 @@ class HelperTrainConfig:
         "count model (ties randomised state-wise); help_rate: its help rate over validation "
         "states matches the DP labels' (the old method)",
     )
+    state_header: bool = _f(
+        False,
+        "prefix each input with '[turn t | expert: k turns ago | expert messages: n]' computed "
+        "from the state's full text and turn (helpdp.helper.features), which the encoder's "
+        "window would otherwise cut; saved in helper.json and applied at deployment",
+    )
     budgets: list | None = _f(None, "budgets of the labels to train on; null: every one")
     train_splits: list = _f(["train"], "splits whose label rows are fitted")
     val_splits: list = _f(

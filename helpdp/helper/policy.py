@@ -92,12 +92,31 @@ class HelperPolicy:
                 return 0.0
         return tw[xs[0]]
 
-    def proba(self, texts: Sequence[str], budget: float | None = None) -> np.ndarray:
-        """Class probabilities (n, K + 1) for state texts."""
+    @property
+    def state_header(self) -> bool:
+        """Whether inputs carry ``features.state_header`` (as trained)."""
+        return bool(self.meta.get("state_header", False))
+
+    def proba(
+        self,
+        texts: Sequence[str],
+        budget: float | None = None,
+        depths: Sequence[int] | None = None,
+    ) -> np.ndarray:
+        """Class probabilities (n, K + 1) for state texts (and their turns ``depths``,
+        needed by a helper trained with ``state_header``)."""
+        from helpdp.helper.features import helper_input
         from helpdp.helper.model import predict_proba
         from helpdp.helper.train import budget_prefix
 
         texts = list(texts)
+        if self.state_header:
+            if depths is None or len(depths) != len(texts):
+                raise ValueError(
+                    f"{self.path}: this helper reads the state's turn (state_header); "
+                    "give one depth per text"
+                )
+            texts = [helper_input(t, d, True) for t, d in zip(texts, depths)]
         if self.mode == "prefix":
             b = self.budget if budget is None else float(budget)
             if not any(abs(b - x) < 1e-9 for x in self.budgets):
@@ -112,13 +131,13 @@ class HelperPolicy:
 
     def help_score(self, views: Sequence[StateView]) -> np.ndarray:
         """``1 - P(nohelp)`` per view (threshold mode)."""
-        return 1.0 - self.proba([v.text for v in views])[:, 0]
+        return 1.0 - self.proba([v.text for v in views], depths=[v.depth for v in views])[:, 0]
 
     def decide(self, views: Sequence[StateView], budget: float | None = None) -> np.ndarray:
         """One action per view (int8), at ``budget`` (default: the policy's)."""
         if len(views) == 0:
             return np.zeros(0, np.int8)
-        p = self.proba([v.text for v in views], budget)
+        p = self.proba([v.text for v in views], budget, [v.depth for v in views])
         if self.mode == "prefix":
             return p.argmax(1).astype(np.int8)
         from helpdp.helper.train import help_probability

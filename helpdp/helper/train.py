@@ -57,6 +57,7 @@ import pandas as pd
 
 from cliconf import run_app
 from helpdp.helper.config import EXAMPLE_WEIGHTS, MODES, HelperModelConfig, HelperTrainConfig
+from helpdp.helper.features import helper_input
 
 HELPER_JSON = "helper.json"
 
@@ -89,22 +90,34 @@ def class_names(labels: pd.DataFrame, meta: dict) -> list[str]:
 
 
 def examples(
-    labels: pd.DataFrame, classes: list[str], mode: str, weight: str = "uniform"
+    labels: pd.DataFrame,
+    classes: list[str],
+    mode: str,
+    weight: str = "uniform",
+    header: bool = False,
 ) -> pd.DataFrame:
     """Training examples: ``state_id, task_id, split, text, budget, target`` (a
     list of K + 1 probabilities) and ``weight``. ``threshold``: one per state
     (targets averaged over budgets, ``budget`` NaN); ``prefix``: one per (state,
     budget). ``weight``: ``uniform`` (1 each) or ``visits`` (the state's visits in
     the data, the labels' ``visits`` column, scaled to mean 1 over the rows);
-    ``visits`` is carried when the labels have it."""
+    ``visits`` is carried when the labels have it. ``header``: each text is put
+    behind ``features.state_header`` (needs the labels' ``depth``), before any
+    budget prefix."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if weight not in EXAMPLE_WEIGHTS:
         raise ValueError(f"example_weight must be one of {EXAMPLE_WEIGHTS}, got {weight!r}")
     if weight == "visits" and "visits" not in labels.columns:
         raise ValueError("example_weight=visits: the labels have no 'visits' column")
+    if header and "depth" not in labels.columns:
+        raise ValueError("state_header: the labels have no 'depth' column (the state's turn)")
     pcols = [f"p_{c}" for c in classes]
     extra = ["visits"] if "visits" in labels.columns else []
+    if header:
+        labels = labels.assign(
+            text=[helper_input(t, d, True) for t, d in zip(labels["text"], labels["depth"])]
+        )
     if mode == "prefix":
         df = labels[["state_id", "task_id", "split", "text", "budget", *extra, *pcols]].copy()
         df["text"] = [budget_prefix(b) + t for b, t in zip(df["budget"], df["text"])]
@@ -277,19 +290,20 @@ def _calibration_dataset(meta: dict):
 
 def calibrate_on_data(ds, tasks, budgets, proba) -> dict[float, dict]:
     """:func:`usage_thresholds` on the count model of ``tasks`` of ``ds``, the help
-    score ``1 - P(nohelp)`` of ``proba(texts) -> (n, K + 1)`` at every non-terminal
-    state with an observed action (its text, as states.parquet renders it), the
-    intervention taken when helping its most likely one."""
+    score ``1 - P(nohelp)`` of ``proba(texts, depths) -> (n, K + 1)`` at every
+    non-terminal state with an observed action (its text, as states.parquet renders
+    it, and its turn), the intervention taken when helping its most likely one."""
     from helpdp.subset import task_subset
 
     sub = task_subset(ds, list(tasks))
     mdp = sub.mdp
     has = (np.diff(mdp.sa_ptr) > 0) & ~np.asarray(mdp.terminal, bool)
-    text = sub.states.set_index("state_id")["text"].astype(str).reindex(sub.state_ids)
+    st = sub.states.set_index("state_id").reindex(sub.state_ids)
+    text, depth = st["text"].astype(str).to_numpy(), st["depth"].to_numpy()
     score = np.full(mdp.n_states, np.nan)
     action = np.ones(mdp.n_states, np.int64)
     if has.any():
-        p = np.asarray(proba(text.to_numpy()[has].tolist()), np.float64)
+        p = np.asarray(proba(text[has].tolist(), depth[has].astype(int).tolist()), np.float64)
         score[has] = 1.0 - p[:, 0]
         action[has] = 1 + p[:, 1:].argmax(1)
     return usage_thresholds(mdp, score, budgets, gamma=sub.gamma, action=action)
@@ -327,7 +341,8 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     if missing:
         raise ValueError(f"budgets {missing} are not in the labels (they have {all_budgets})")
     labels = labels[labels["budget"].isin(budgets)]
-    ex = examples(labels, classes, cfg.mode, cfg.example_weight)
+    header = bool(cfg.state_header)
+    ex = examples(labels, classes, cfg.mode, cfg.example_weight, header)
     train = ex[ex["split"].isin(list(cfg.train_splits))].reset_index(drop=True)
     if train.empty:
         raise ValueError(f"no label rows in train_splits {list(cfg.train_splits)}")
@@ -428,8 +443,10 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
             cal_tasks = sorted(cal_ex["task_id"].unique())
             calib = calibrate_on_data(
                 _calibration_dataset(meta), cal_tasks, budgets,
-                lambda texts: predict_proba(
-                    net, encoder, encoder(texts), batch_size=ebs, device=device
+                lambda texts, depths: predict_proba(
+                    net, encoder,
+                    encoder([helper_input(t, d, header) for t, d in zip(texts, depths)]),
+                    batch_size=ebs, device=device,
                 ),
             )  # fmt: skip
             thresholds = {b: c["threshold"] for b, c in calib.items()}
@@ -458,6 +475,7 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         "source": source,
         "classes": classes,
         "mode": cfg.mode,
+        "state_header": header,
         "budgets": budgets,
         "thresholds": None if thresholds is None else {f"{b:g}": t for b, t in thresholds.items()},
         "tie_weights": None if tie_weights is None else {f"{b:g}": w for b, w in tw_items},
@@ -490,7 +508,7 @@ def recalibrate(path, ds, tasks, budgets=None) -> dict:
     if pol.mode != "threshold":
         raise ValueError(f"{path}: a prefix-mode helper has no thresholds")
     budgets = sorted(float(b) for b in (budgets or pol.budgets))
-    calib = calibrate_on_data(ds, tasks, budgets, pol.proba)
+    calib = calibrate_on_data(ds, tasks, budgets, lambda t, d: pol.proba(t, depths=d))
     meta = dict(pol.meta)
     meta["thresholds"] = {f"{b:g}": c["threshold"] for b, c in calib.items()}
     meta["tie_weights"] = {f"{b:g}": c["tie_weight"] for b, c in calib.items()}
