@@ -1,27 +1,37 @@
 """The helper (paper Sec. 6): a text classifier that imitates the budgeted DP's decisions.
 
 ``python -m helpdp.label`` writes the labels, ``python -m helpdp.helper.train``
-fits the classifier, ``HelperPolicy`` deploys it (``decide(views)``). Importing
+fits the classifier, ``python -m helpdp.helper.calibrate`` re-picks its thresholds
+by realised calls in the deployment worlds, ``HelperPolicy`` deploys it
+(``decide(views)``). Importing
 this package does not import torch: the torch-backed names load on first use.
 """
 
 from importlib import import_module
 
-from helpdp.helper.config import HelperModelConfig, HelperTrainConfig
+from helpdp.helper.config import HelperCalibrateConfig, HelperModelConfig, HelperTrainConfig
 from helpdp.helper.minilm import MiniLMUnavailable, minilm_dir
 from helpdp.helper.policy import HelperPolicy
 from helpdp.policies import StateView
 
-_LAZY = {"train_helper": "helpdp.helper.train", "HelperNet": "helpdp.helper.model"}
+_LAZY = {
+    "train_helper": "helpdp.helper.train",
+    "HelperNet": "helpdp.helper.model",
+    "calibrate_in_env": "helpdp.helper.calibrate",
+    "state_header": "helpdp.helper.features",
+}
 
 __all__ = [
+    "HelperCalibrateConfig",
     "HelperModelConfig",
     "HelperNet",
     "HelperPolicy",
     "HelperTrainConfig",
     "MiniLMUnavailable",
     "StateView",
+    "calibrate_in_env",
     "minilm_dir",
+    "state_header",
     "train_helper",
 ]
 

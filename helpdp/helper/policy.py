@@ -29,7 +29,7 @@ class HelperPolicy:
 
     def __init__(self, path, *, budget: float | None = None, device: str = "cpu",
                  batch_size: int | None = None, cpu_threads: int | None = None,
-                 seed: int = 0):  # fmt: skip
+                 seed: int = 0, threshold: float | None = None):  # fmt: skip
         from helpdp.helper.model import Encoder, load_net
 
         self.path = Path(path)
@@ -47,6 +47,19 @@ class HelperPolicy:
         self.budgets = [float(b) for b in self.meta["budgets"]]
         self.budget = float(budget) if budget is not None else self._default_budget()
         self.name = f"helper ({cfg.get('backbone', '?')}, budget {self.budget:g})"
+        self.fixed_threshold = None
+        if threshold is not None:
+            self.set_threshold(threshold)
+
+    def set_threshold(self, threshold: float | None) -> None:
+        """Decide with this help-score threshold (no tie randomisation) instead of the
+        budget's (``None``: the budget's again); ``helpdp.helper.calibrate`` searches it."""
+        if threshold is not None and self.mode != "threshold":
+            raise ValueError("a prefix-mode helper has no thresholds")
+        self.fixed_threshold = None if threshold is None else float(threshold)
+        cfg = self.meta["config"]
+        what = f"budget {self.budget:g}" if threshold is None else f"threshold {threshold:.6g}"
+        self.name = f"helper ({cfg.get('backbone', '?')}, {what})"
 
     @property
     def classes(self) -> list[str]:
@@ -143,7 +156,10 @@ class HelperPolicy:
         from helpdp.helper.train import help_probability
         from helpdp.policies import uniform
 
-        h = help_probability(1.0 - p[:, 0], self.threshold(budget), self.tie_weight(budget))
+        if self.fixed_threshold is not None and budget is None:
+            h = help_probability(1.0 - p[:, 0], self.fixed_threshold, 0.0)
+        else:
+            h = help_probability(1.0 - p[:, 0], self.threshold(budget), self.tie_weight(budget))
         u = np.array([uniform(self.seed, "helper", v.episode_id, v.depth) for v in views])
         helps = u < h
         which = 1 + p[:, 1:].argmax(1)

@@ -1,0 +1,112 @@
+"""Calibrating a helper's thresholds by its realised calls (helpdp.helper.calibrate)."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpdp.helper.calibrate import bisect_threshold, calibrate_in_env
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_helper import TINY, toy_labels  # noqa: E402
+
+
+def test_bisection_by_hand():
+    # usage 4 (1 - t): budget 1 sits at t = 0.75, which the third step hits exactly
+    t, u, trace = bisect_threshold(lambda t: 4 * (1 - t), 1.0, iters=3)
+    assert [x for x, _ in trace] == [0.5, 0.75, 0.625]
+    assert (t, u) == (0.75, 1.0)
+    # a step curve: the closest measured usage wins, the smaller one at a tie
+    step = lambda t: 2.0 if t < 0.3 else 0.0  # noqa: E731
+    t, u, trace = bisect_threshold(step, 1.0, iters=4)
+    assert [x for x, _ in trace] == [0.5, 0.25, 0.375, 0.3125]
+    assert u == 0.0 and t == 0.5  # |0 - 1| == |2 - 1|: spend less
+    # a budget beyond every usage goes to the lowest threshold tried
+    t, u, _ = bisect_threshold(lambda t: 1 - t, 5.0, iters=5)
+    assert t == pytest.approx(1 / 32) and u == pytest.approx(31 / 32)
+    with pytest.raises(ValueError, match="iters"):
+        bisect_threshold(step, 1.0, iters=0)
+    with pytest.raises(ValueError, match="lo < hi"):
+        bisect_threshold(step, 1.0, lo=0.5, hi=0.5)
+
+
+class FakePolicy:
+    """Scores of the states each episode meets; calls = scores above the threshold."""
+
+    def __init__(self, scores):
+        self.scores, self.fixed_threshold = scores, None
+
+    def set_threshold(self, t):
+        self.fixed_threshold = t
+
+
+def test_each_budget_gets_its_spend_and_thresholds_fall_with_it():
+    rng = np.random.default_rng(0)
+    scores = rng.beta(2, 5, size=(200, 8))  # 200 episodes, 8 decisions each
+    pol = FakePolicy(scores)
+    runs = []
+
+    def run(p):
+        runs.append(p.fixed_threshold)
+        return pd.DataFrame({"expert_calls": (p.scores > p.fixed_threshold).sum(1)})
+
+    out = calibrate_in_env(pol, run, [2.0, 0.5, 1.0], iters=10)
+    assert list(out) == [0.5, 1.0, 2.0]
+    for b, c in out.items():
+        assert c["usage"] == pytest.approx(b, abs=0.05)
+        assert c["usage"] == pytest.approx(float((scores > c["threshold"]).sum(1).mean()))
+        assert c["episodes"] == 200 and len(c["trace"]) == 10
+    th = [out[b]["threshold"] for b in (0.5, 1.0, 2.0)]
+    assert th[0] > th[1] > th[2]
+    assert len(runs) == len(set(runs))  # each threshold is run once
+    assert pol.fixed_threshold is None  # the policy is handed back as it was
+
+
+@pytest.fixture(scope="module")
+def tiny_helper(tmp_path_factory):
+    from helpdp.helper.train import train_helper
+
+    out = tmp_path_factory.mktemp("helper")
+    meta = {"actions": ["nohelp", "expert"], "strategy": "all_states", "rule": "exact"}
+    train_helper(toy_labels(), meta, {"helper": TINY, "progress": False,
+                                      "calibration": "help_rate"}, out)  # fmt: skip
+    return out
+
+
+def test_set_threshold_overrides_the_budget(tiny_helper):
+    from helpdp.helper.policy import HelperPolicy
+    from helpdp.policies import StateView
+
+    pol = HelperPolicy(tiny_helper, budget=1.0)
+    views = [StateView(state_id=i, task_id="t", depth=0, text=f"alpha alarm level {i % 4}")
+             for i in range(8)]  # fmt: skip
+    pol.set_threshold(1.0)
+    assert (pol.decide(views) == 0).all() and "threshold 1" in pol.name
+    pol.set_threshold(-1.0)
+    assert (pol.decide(views) == 1).all()
+    pol.set_threshold(None)
+    assert pol.name.endswith("budget 1)")
+
+
+def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(tiny_helper, tmp_path):
+    from helpdp.helper.calibrate import run_calibrate
+    from helpdp.helper.config import HelperCalibrateConfig
+    from helpdp.helper.policy import HelperPolicy
+
+    before = json.loads((tiny_helper / "helper.json").read_text())
+    out = tmp_path / "calibrated"
+    cfg = HelperCalibrateConfig(helper_dir=str(tiny_helper), split="test", seeds=[900],
+                                max_tasks=1, budgets=[1.0], iters=2, out=str(out),
+                                progress=False)  # fmt: skip
+    meta = run_calibrate(cfg)  # real episodes in the demo worlds
+    assert json.loads((tiny_helper / "helper.json").read_text()) == before  # source untouched
+    assert meta["calibration"] == "env" and meta["thresholds_before"] == before["thresholds"]
+    c = meta["metrics"]["calibration_env"]["budgets"]["1"]
+    assert len(c["trace"]) == 2 and c["episodes"] > 0
+    assert HelperPolicy(out, budget=1.0).threshold() == pytest.approx(c["threshold"])
+    assert HelperPolicy(out, budget=1.0).tie_weight() == 0.0
+    with pytest.raises(ValueError, match="exists"):
+        run_calibrate(cfg)
