@@ -91,7 +91,10 @@ def test_set_threshold_overrides_the_budget(tiny_helper):
     assert pol.name.endswith("budget 1)")
 
 
-def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(tiny_helper, tmp_path):
+def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
+    tiny_helper, tmp_path, monkeypatch
+):
+    import collect.collector as collector
     from helpdp.helper.calibrate import run_calibrate
     from helpdp.helper.config import HelperCalibrateConfig
     from helpdp.helper.policy import HelperPolicy
@@ -101,7 +104,15 @@ def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(tiny_helper,
     cfg = HelperCalibrateConfig(helper_dir=str(tiny_helper), split="test", seeds=[900],
                                 max_tasks=1, budgets=[1.0], iters=2, out=str(out),
                                 progress=False)  # fmt: skip
+    real, outs = collector.collect, []
+
+    def spy(config, help_policy=None):
+        outs.append(config["out"])
+        return real(config, help_policy=help_policy)
+
+    monkeypatch.setattr(collector, "collect", spy)
     meta = run_calibrate(cfg)  # real episodes in the demo worlds
+    assert len(outs) == 2 and len(set(outs)) == 2  # each run in a fresh directory
     assert json.loads((tiny_helper / "helper.json").read_text()) == before  # source untouched
     assert meta["calibration"] == "env" and meta["thresholds_before"] == before["thresholds"]
     c = meta["metrics"]["calibration_env"]["budgets"]["1"]

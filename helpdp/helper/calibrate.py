@@ -127,10 +127,12 @@ def run_calibrate(cfg) -> dict:
     from tqdm import tqdm
 
     bar = tqdm(desc="calibrate", unit="run", disable=not cfg.progress)
+    runs = []  # one fresh directory per run (a threshold's name is in its fingerprint)
     with tempfile.TemporaryDirectory(prefix="helpdp-calibrate-") as tmp:
 
         def run(pol):
-            out = Path(tmp) / f"run{bar.n}"
+            out = Path(tmp) / f"run{len(runs)}"
+            runs.append(out)
             collect(_collect_config(manifest, ecfg, str(cfg.split), out), help_policy=pol)
             return pd.read_parquet(out / "episodes.parquet")
 
