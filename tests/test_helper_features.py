@@ -1,6 +1,9 @@
 """The helper's state header (helpdp.helper.features): hand-walked values, and a
 tiny helper that can learn a help-age rule only when the header is on."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,6 +11,9 @@ import pytest
 from collect.rollout import TextRenderer
 from helpdp.helper.features import help_age, helper_input, state_header
 from helpdp.policies import StateView
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_helper import TINY as TINY_BASE  # noqa: E402
 
 B = TextRenderer.block
 TASK = B("user", "Add a room called Sunroom.")
@@ -64,20 +70,8 @@ def age_world(n_tasks=60, seed=0) -> pd.DataFrame:
     return df
 
 
-TINY = {
-    "backbone": "tiny",
-    "hidden_size": 32,
-    "num_layers": 1,
-    "num_heads": 2,
-    "intermediate_size": 64,
-    "vocab_size": 96,
-    "max_length": 48,
-    "head_tokens": 32,
-    "lr": 3e-3,
-    "epochs": 15,
-    "batch_size": 16,
-    "cpu_threads": 1,
-}
+# the helper tests' tiny BERT, with a window that the texts overflow
+TINY = {**TINY_BASE, "vocab_size": 96, "max_length": 48, "head_tokens": 32, "epochs": 15}
 
 
 def test_the_header_lets_a_tiny_helper_learn_what_its_window_cuts(tmp_path):
