@@ -1,17 +1,13 @@
 """Calibrating a helper's thresholds by its realised calls (helpdp.helper.calibrate)."""
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from helper_helpers import TINY, toy_labels
 
 from helpdp.helper.calibrate import bisect_threshold, calibrate_in_env
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_helper import TINY, toy_labels  # noqa: E402
 
 
 def test_bisection_by_hand():

@@ -1,19 +1,14 @@
 """The helper's state header (helpdp.helper.features): hand-walked values, and a
 tiny helper that can learn a help-age rule only when the header is on."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from helper_helpers import TINY as TINY_BASE
 
 from collect.rollout import TextRenderer
 from helpdp.helper.features import help_age, helper_input, state_header
 from helpdp.policies import StateView
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_helper import TINY as TINY_BASE  # noqa: E402
 
 B = TextRenderer.block
 TASK = B("user", "Add a room called Sunroom.")

@@ -114,18 +114,18 @@ def examples(
         raise ValueError("state_header: the labels have no 'depth' column (the state's turn)")
     pcols = [f"p_{c}" for c in classes]
     extra = ["visits"] if "visits" in labels.columns else []
-    if header:
-        labels = labels.assign(
-            text=[helper_input(t, d, True) for t, d in zip(labels["text"], labels["depth"])]
-        )
+    extra += ["depth"] if header else []
     if mode == "prefix":
         df = labels[["state_id", "task_id", "split", "text", "budget", *extra, *pcols]].copy()
-        df["text"] = [budget_prefix(b) + t for b, t in zip(df["budget"], df["text"])]
     else:
         g = labels.groupby("state_id", sort=True)
         df = g[["task_id", "split", "text", *extra]].first().reset_index()
         df[pcols] = g[pcols].mean().to_numpy()
         df["budget"] = np.nan
+    if header:  # once per example, before any budget prefix
+        df["text"] = [helper_input(t, d, True) for t, d in zip(df["text"], df.pop("depth"))]
+    if mode == "prefix":
+        df["text"] = [budget_prefix(b) + t for b, t in zip(df["budget"], df["text"])]
     df["target"] = list(df[pcols].to_numpy(np.float64))
     w = df["visits"].to_numpy(np.float64) if weight == "visits" else np.ones(len(df))
     df["weight"] = w / w.mean() if len(df) and w.mean() > 0 else w
