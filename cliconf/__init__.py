@@ -9,12 +9,13 @@
 """
 
 from cliconf.app import CONF_DIR, compose_config, help_text, register, run_app
-from cliconf.argv import ERRORS, UsageError, check_argv, guard, parse_budgets
+from cliconf.argv import ERRORS, Interrupted, UsageError, check_argv, guard, parse_budgets
 from cliconf.fields import as_config, doc_field, field_help_lines, to_dict
 
 __all__ = [
     "CONF_DIR",
     "ERRORS",
+    "Interrupted",
     "UsageError",
     "as_config",
     "check_argv",

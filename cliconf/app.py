@@ -17,6 +17,9 @@ written), checks the arguments (:func:`cliconf.check_argv`), and runs the body u
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -142,6 +145,55 @@ def _cli_value(value: Any) -> str:
     return repr(value)
 
 
+def _print_closed_pipe_ok(text: str) -> None:
+    """Print ``text``; a reader that closed the pipe early (``--help | head``) is fine."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # stdout is gone: point it at devnull so the interpreter's final flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _check_composes(command: str, config_name: str, args: Sequence[str]) -> None:
+    """Compose the config as Hydra is about to, and turn a composition error (a mistyped
+    config group option, a value of the wrong type) into one line and exit 2, with the
+    options of a group where Hydra lists them."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = [a for a in args if "=" in a and not a.lstrip("+~").startswith("hydra")]
+    try:
+        compose_config(config_name, overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        _composition_exit(command, e)
+
+
+def _composition_exit(command: str, e: Exception) -> None:
+    text = str(e)
+    m = re.search(
+        r"Could not find '([^']+)'.*?Available options(?: in '[^']+')?:\s*(.*)", text, re.S
+    )
+    if m:
+        group, option = m.group(1).rsplit("/", 1) if "/" in m.group(1) else ("", m.group(1))
+        options = []
+        for o in m.group(2).split("\n"):
+            if options and not o.startswith(("\t", " ")):
+                break  # the options end where Hydra's "Config search path" begins
+            if o.strip() and not o.strip().endswith("_schema"):
+                options.append(o.strip())
+        close = difflib.get_close_matches(option, options, n=1, cutoff=0.5)
+        hint = f" (did you mean '{group}={close[0]}'?)" if close else ""
+        line = f"'{group}={option}': no such option; options: {', '.join(options)}{hint}"
+    else:
+        first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        key = getattr(e, "full_key", None)
+        line = f"{key}: {first}" if key and key not in first else first
+    print(f"{command}: error: {line}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def run_app(
     command: str,
     schema: type,
@@ -185,10 +237,12 @@ def run_app(
             cfg = compose_config(config_name, overrides)
         except Exception:  # noqa: BLE001 - a bad override: show the defaults
             cfg = compose_config(config_name)
-        print(
+        _print_closed_pipe_ok(
             help_text(command, schema, cfg, usage=usage, extra=extra_help, config_name=config_name)
         )
         raise SystemExit(0)
+    if not any(a in ("--multirun", "-m") or a.startswith("--") for a in args):
+        _check_composes(command, config_name, args)
 
     @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=config_name)
     def _app(cfg: Any) -> None:

@@ -13,7 +13,9 @@ Hydra sees them, and turns the project's own errors into one line (both wired by
   ``FileExistsError``, ``NotADirectoryError``, ``KeyError`` or a command's own error
   types prints
   ``<command>: error: <message>`` on stderr and exits with status 2.
-  ``HYDRA_FULL_ERROR=1`` shows the traceback instead.
+  ``HYDRA_FULL_ERROR=1`` shows the traceback instead. Ctrl-C prints one line
+  (``<command>: interrupted``, with what was kept when the body raises
+  :class:`Interrupted`) and exits 130.
 """
 
 from __future__ import annotations
@@ -21,18 +23,24 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import sys
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["UsageError", "check_argv", "guard", "parse_budgets"]
+__all__ = ["Interrupted", "UsageError", "check_argv", "guard", "parse_budgets"]
 
 ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, KeyError)
 
 
 class UsageError(ValueError):
     """A command-line argument the command cannot take."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what was kept (raised by a body that caught ``KeyboardInterrupt``);
+    :func:`guard` prints ``<command>: interrupted: <message>`` and exits 130."""
 
 
 def _fields(schema: type) -> dict[str, dataclasses.Field]:
@@ -120,6 +128,10 @@ def _type_error(key: str, value: str, tp: Any) -> str | None:
         return None
     if is_list and isinstance(parsed, list):
         items = parsed
+    elif is_list and isinstance(parsed, str | int | float | bool):
+        want = _NAMES[item][1] + (" or null" if optional else "")
+        form = " or a range START:STOP" if item is int else ""
+        return f"'{key}' takes {want} (e.g. [1,2]{form}), not {value!r}"
     elif is_list or not isinstance(parsed, str | int | float | bool | None):
         return None  # a sweep (1,2) or a value of another shape: Hydra's to judge
     else:
@@ -162,6 +174,7 @@ def check_argv(
         if bare.startswith("hydra.") or bare == "hydra" or bare in groups or "/" in bare:
             out.append(arg)
             continue
+        value = _expand_range(command, schema, bare, value)
         error, is_open = _check_key(schema, bare, value)
         if error:
             _exit(command, error)
@@ -174,6 +187,37 @@ def check_argv(
     if in_place:
         sys.argv[1:] = out
     return out
+
+
+_RANGE = re.compile(r"^(-?\d+):(-?\d+)$")
+
+
+def _leaf_type(schema: type, key: str) -> Any:
+    """The declared type of the field ``key`` (dotted through dataclass fields), or None."""
+    node: Any = schema
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(node) or part not in _fields(node):
+            return None
+        node = _field_type(node, _fields(node)[part])
+    return node
+
+
+def _expand_range(command: str, schema: type, key: str, value: str) -> str:
+    """``START:STOP`` for a list-of-ints field (``schedule.seeds=1000:1030``) as the list
+    ``[START,...,STOP-1]``, Python's ``range``; any other value as it is."""
+    m = _RANGE.match(value)
+    if not m:
+        return value
+    tp = _leaf_type(schema, key)
+    if type(None) in typing.get_args(tp):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = rest[0] if len(rest) == 1 else None
+    if (typing.get_origin(tp) or tp) is not list or typing.get_args(tp)[:1] != (int,):
+        return value
+    start, stop = int(m.group(1)), int(m.group(2))
+    if stop <= start:
+        _exit(command, f"'{key}={value}': an empty range (START:STOP needs STOP > START)")
+    return "[" + ",".join(str(i) for i in range(start, stop)) + "]"
 
 
 def parse_budgets(value: Any, name: str = "budget") -> list[float]:
@@ -212,6 +256,12 @@ def guard(
     become one line and exit 2."""
     try:
         return body(*args, **kwargs)
+    except KeyboardInterrupt as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        said = " ".join(str(e).split("\n"))
+        print(f"{command}: interrupted" + (f": {said}" if said else ""), file=sys.stderr)
+        raise SystemExit(130) from None
     except (*ERRORS, *errors) as e:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise

@@ -22,7 +22,7 @@ class SolverConfig:
         "paper: the paper's usage/policy iteration with PRM scores from scores.parquet "
         "(help iff r < dp/dM).",
     )
-    gamma: Any = _f(None, "discount; null takes the manifest's gamma")
+    gamma: float | None = _f(None, "discount; null takes the manifest's gamma")
     tol: float = _f(
         1e-10, "stop sweeps when the largest change of V, S, M is below this (graphs with cycles)"
     )

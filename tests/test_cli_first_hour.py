@@ -1,0 +1,85 @@
+"""What a new user meets in the first hour: every mistake below is one line (with what to
+type instead where there is one) and exit status 2; ranges of seeds are written
+START:STOP; ``--help`` survives a closed pipe; Ctrl-C is one line and exit 130."""
+
+import subprocess
+import sys
+
+import pytest
+
+from cliconf import Interrupted, check_argv, guard
+from collect.collector import CollectConfig
+
+
+def _run(argv, tmp_path, **kw):
+    return subprocess.run(
+        [sys.executable, "-m", *argv], capture_output=True, text=True, cwd=tmp_path, timeout=180,
+        **kw,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["helpdp.search", "gamma=abc"], "helpdp.search: error: 'gamma' takes a float or null, not 'abc'"),
+        (["collect", "schedule.seeds=abc"],
+         "collect: error: 'schedule.seeds' takes a list of ints (e.g. [1,2] or a range START:STOP), not 'abc'"),
+        (["collect", "schedule.seeds=[1000,...,1029]"],
+         "collect: error: 'schedule.seeds' takes a list of ints"),
+        (["collect", "schedule.seeds=9:3"],
+         "collect: error: 'schedule.seeds=9:3': an empty range (START:STOP needs STOP > START)"),
+        (["prm.train", "prm=tni", "data=x", "out=y"],
+         "prm.train: error: 'prm=tni': no such option; options: minilm, qwen3_0_6b, qwen3_4b, "
+         "tabular, tiny (did you mean 'prm=tiny'?)"),
+        (["helpdp.train", "train=cpu_smok"],
+         "helpdp.train: error: 'train=cpu_smok': no such option; options: b200, cpu_smoke "
+         "(did you mean 'train=cpu_smoke'?)"),
+        (["collect", "collect/actor=opnai"],
+         "collect: error: 'collect/actor=opnai': no such option; options: hf, openai, simulated, "
+         "vllm"),
+        (["helpdp.helper.train", "helper=tni", "labels=x"],
+         "helpdp.helper.train: error: 'helper=tni': no such option; options: minilm, qwen3_0_6b, "
+         "qwen3_4b, tiny (did you mean 'helper=tiny'?)"),
+    ],
+)  # fmt: skip
+def test_first_hour_mistakes_are_one_line(argv, message, tmp_path):
+    run = _run(argv, tmp_path)
+    err = run.stderr.strip()
+    assert run.returncode == 2, err
+    assert err.startswith(message) and len(err.splitlines()) == 1, err
+
+
+def test_a_range_of_seeds_is_written_start_stop():
+    out = check_argv(
+        "c", CollectConfig, ["schedule.seeds=1000:1004", "schedule.probabilities=[0,1]"]
+    )
+    assert out == ["schedule.seeds=[1000,1001,1002,1003]", "schedule.probabilities=[0,1]"]
+    # only list-of-int fields take the range form: a path with a colon stays a path
+    assert check_argv("c", CollectConfig, ["out=a:b"]) == ["out=a:b"]
+
+
+def test_help_survives_a_closed_pipe(tmp_path):
+    run = subprocess.run(
+        f"{sys.executable} -m helpdp.search --help | head -1",
+        shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.stdout.startswith("python -m helpdp.search")
+    assert "BrokenPipe" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_ctrl_c_is_one_line_with_what_was_kept(capsys):
+    def body():
+        raise Interrupted("3 shards kept; rerun the same command to resume")
+
+    with pytest.raises(SystemExit) as e:
+        guard("collect", body)
+    assert e.value.code == 130
+    err = capsys.readouterr().err.strip()
+    assert err == "collect: interrupted: 3 shards kept; rerun the same command to resume"
+
+    def plain():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as e:
+        guard("helpdp.search", plain)
+    assert e.value.code == 130 and capsys.readouterr().err.strip() == "helpdp.search: interrupted"
