@@ -466,26 +466,19 @@ def _pinned_backbone(name: str, dtype):
     backbone pinned in this repository, loaded from local files only."""
     info = _pins(name)
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     from helpdp.helper.minilm import MiniLMUnavailable, minilm_dir
+    from helpdp.helper.model import quiet_load
 
     try:
         d = minilm_dir()  # unpacks once; checks model.safetensors against the pinned sha256
     except MiniLMUnavailable as e:
         raise ValueError(str(e)) from e
     tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
-    level, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()  # the fresh classifier is "missing" from the checkpoint
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_load():  # the fresh classifier is "missing" from the checkpoint
         base = AutoModelForSequenceClassification.from_pretrained(
             d, num_labels=1, local_files_only=True, **_dtype_kw(dtype)
         )
-    finally:
-        hf_logging.set_verbosity(level)
-        if bar:
-            hf_logging.enable_progress_bar()
     return tok, base, info
 
 

@@ -83,3 +83,47 @@ def test_ctrl_c_is_one_line_with_what_was_kept(capsys):
     with pytest.raises(SystemExit) as e:
         guard("helpdp.search", plain)
     assert e.value.code == 130 and capsys.readouterr().err.strip() == "helpdp.search: interrupted"
+
+
+def test_loading_the_encoder_prints_no_load_report(capfd, monkeypatch):
+    from helpdp.helper.model import build_backbone
+
+    monkeypatch.delenv("HELPDP_VERBOSE_LOAD", raising=False)
+    build_backbone({"backbone": "minilm"}, ["a text"])
+    out = "".join(capfd.readouterr())
+    assert "LOAD REPORT" not in out and "Loading weights" not in out, out
+    monkeypatch.setenv("HELPDP_VERBOSE_LOAD", "1")  # asked for: transformers' report shows
+    build_backbone({"backbone": "minilm"}, ["a text"])
+    assert "LOAD REPORT" in "".join(capfd.readouterr())
+
+
+def test_the_trainer_prints_no_loss_dicts(capfd):
+    import torch
+
+    from helpdp.helper.trainer import fit_with_trainer
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Linear(2, 1)
+
+        def forward(self, x, y):
+            return {"loss": ((self.w(x).squeeze(-1) - y) ** 2).mean()}
+
+    rows = [{"x": torch.tensor([float(i), 1.0]), "y": torch.tensor(float(i))} for i in range(8)]
+
+    def collate(batch):
+        return {
+            "x": torch.stack([r["x"] for r in batch]),
+            "y": torch.stack([r["y"] for r in batch]),
+        }
+
+    kw = dict(epochs=2, batch_size=4, lr=0.05, weight_decay=0.0, warmup_ratio=0.0, seed=0,
+              cpu=True, logging_steps=1)  # fmt: skip
+    trainer = fit_with_trainer(Net(), rows, collate, print_logs=False, **kw)
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 4 and losses[-1] < losses[0]  # logged, and the loss moved
+    out = "".join(capfd.readouterr())
+    assert "{'loss'" not in out, out
+    fit_with_trainer(Net(), rows, collate, print_logs=True, **kw)
+    assert "{'loss'" in "".join(capfd.readouterr())  # asked for: one dict per log

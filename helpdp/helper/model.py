@@ -18,6 +18,7 @@ A saved helper directory holds ``helper.json``, ``tokenizer/``, ``encoder/``
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download a checkpoint
@@ -81,6 +82,28 @@ def class_weights(targets: np.ndarray, scheme: str = "balanced") -> np.ndarray:
     return w
 
 
+@contextmanager
+def quiet_load(verbose: bool = False):
+    """transformers' load report ("pooler.dense.bias MISSING ... Consider training on your
+    downstream task") and weight-loading bar switched off inside the block, unless
+    ``verbose`` or ``HELPDP_VERBOSE_LOAD=1``: the project loads encoders without the heads
+    it replaces, and says what it loaded itself."""
+    from transformers.utils import logging as hf_logging
+
+    if verbose or os.environ.get("HELPDP_VERBOSE_LOAD") == "1":
+        yield
+        return
+    level, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
 def build_backbone(cfg: dict, texts) -> tuple:
     """``(encoder, tokenizer, source)`` for ``cfg["backbone"]`` (see the config)."""
     from transformers import AutoModel, AutoTokenizer
@@ -107,7 +130,8 @@ def build_backbone(cfg: dict, texts) -> tuple:
 
         d = minilm_dir(cfg.get("minilm_cache"))
         tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
-        enc = AutoModel.from_pretrained(d, local_files_only=True, add_pooling_layer=False)
+        with quiet_load():
+            enc = AutoModel.from_pretrained(d, local_files_only=True, add_pooling_layer=False)
         return enc, tok, "all-MiniLM-L6-v2"
     if kind == "hf":
         if not cfg.get("base_model"):
@@ -116,7 +140,8 @@ def build_backbone(cfg: dict, texts) -> tuple:
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         dtype = torch.bfloat16 if cfg.get("bf16") else torch.float32
-        enc = AutoModel.from_pretrained(cfg["base_model"], local_files_only=True, dtype=dtype)
+        with quiet_load():
+            enc = AutoModel.from_pretrained(cfg["base_model"], local_files_only=True, dtype=dtype)
         return enc, tok, cfg["base_model"]
     raise ValueError(f"backbone must be tiny, minilm or hf, got {kind!r}")
 
@@ -218,7 +243,8 @@ def load_net(path: Path, meta: dict, device="cpu"):
 
     cfg = meta["config"]
     tok = AutoTokenizer.from_pretrained(path / "tokenizer", local_files_only=True)
-    enc = AutoModel.from_pretrained(path / "encoder", local_files_only=True)
+    with quiet_load():
+        enc = AutoModel.from_pretrained(path / "encoder", local_files_only=True)
     net = HelperNet(enc, len(meta["classes"]), pooling=cfg.get("pooling", "mean"), dropout=0.0)
     net.head.load_state_dict(load_file(path / "head.safetensors"))
     net.to(device)

@@ -405,6 +405,7 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         bf16=bool(mcfg.get("bf16")),
         progress=cfg.progress,
         logging_steps=max(1, int(total // 20)),
+        print_logs=False,
     )
     net.eval()
     p_train = predict_proba(net, encoder, seq_train, batch_size=ebs, device=device)

@@ -42,11 +42,19 @@ def fit_with_trainer(
 
     Warm-up lasts ``int(warmup_ratio * total)`` of the ``total = ceil(len(rows) /
     batch_size) * epochs`` steps; ``max_grad_norm=0`` disables clipping; logging
-    every ``logging_steps`` steps (default: each epoch), printed as dicts when
-    ``progress`` is off unless ``print_logs=False``.
+    every ``logging_steps`` steps (default: each epoch), kept in ``state.log_history``;
+    with ``print_logs=False`` (what the commands pass) the latest loss shows in the
+    progress bar instead of one printed dict per log.
     """
     import torch
-    from transformers import PrinterCallback, Trainer, TrainingArguments
+    from transformers import PrinterCallback, ProgressCallback, Trainer, TrainingArguments
+
+    class _BarProgress(ProgressCallback):
+        """The Trainer's progress bar, with the logged loss as its postfix."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.training_bar is not None and logs and "loss" in logs:
+                self.training_bar.set_postfix(loss=f"{float(logs['loss']):.4g}", refresh=False)
 
     class _Rows(torch.utils.data.Dataset):
         def __len__(self):
@@ -94,5 +102,7 @@ def fit_with_trainer(
         )
         if not print_logs:
             trainer.remove_callback(PrinterCallback)
+            if progress and trainer.pop_callback(ProgressCallback) is not None:
+                trainer.add_callback(_BarProgress)
         trainer.train()
     return trainer
