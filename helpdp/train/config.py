@@ -90,7 +90,9 @@ class GRPOSettings:
     vllm_mode: str = _f("colocate", "colocate | server")
     vllm_gpu_memory_utilization: float = _f(0.3, "share of GPU memory vLLM may take (colocate)")
     logging_steps: int = _f(1, "log every N steps")
-    save_steps: int = _f(0, "checkpoint every N steps (0: only at the end)")
+    save_steps: int = _f(
+        0, "checkpoint every N steps into out/checkpoint-N (0: none; the final adapter: save_model)"
+    )
     seed: int = _f(0, "trainer seed (data order, sampling)")
     report_to: list[str] = _f(["tensorboard"], "TRL/transformers loggers")
     device: str = _f("auto", "auto | cpu | cuda")
