@@ -13,7 +13,8 @@ Hydra sees them, and turns the project's own errors into one line (both wired by
   ``FileExistsError``, ``NotADirectoryError``, ``KeyError`` or a command's own error
   types prints
   ``<command>: error: <message>`` on stderr and exits with status 2.
-  ``HYDRA_FULL_ERROR=1`` shows the traceback instead. Ctrl-C prints one line
+  ``HYDRA_FULL_ERROR=1`` shows the traceback instead. A missing optional package
+  (``ModuleNotFoundError``) says which, and what installs it. Ctrl-C prints one line
   (``<command>: interrupted``, with what was kept when the body raises
   :class:`Interrupted`) and exits 130.
 """
@@ -256,6 +257,14 @@ def guard(
     become one line and exit 2."""
     try:
         return body(*args, **kwargs)
+    except ModuleNotFoundError as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or not e.name:
+            raise
+        _exit(
+            command,
+            f"this command needs the package '{e.name.split('.')[0]}', which is not installed: "
+            "`make full` installs the whole pipeline into .venv",
+        )
     except KeyboardInterrupt as e:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise

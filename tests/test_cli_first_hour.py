@@ -127,3 +127,27 @@ def test_the_trainer_prints_no_loss_dicts(capfd):
     assert "{'loss'" not in out, out
     fit_with_trainer(Net(), rows, collate, print_logs=True, **kw)
     assert "{'loss'" in "".join(capfd.readouterr())  # asked for: one dict per log
+
+
+def test_a_missing_optional_package_is_one_line_with_what_installs_it(capsys):
+    def body():
+        import helpdp_no_such_package  # noqa: F401
+
+    with pytest.raises(SystemExit) as e:
+        guard("collect", body)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "collect: error: this command needs the package 'helpdp_no_such_package', which is not "
+        "installed: `make full` installs the whole pipeline into .venv"
+    )
+
+
+def test_help_needs_only_the_core_packages(tmp_path):
+    # the env extra's SDK is imported where it is used: blocking it leaves --help working
+    blocker = tmp_path / "block" / "openai"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'openai'\")")
+    env = {**__import__("os").environ, "PYTHONPATH": str(blocker.parent)}
+    for command in ("collect", "helpdp.evaluate", "helpdp.train", "collect.awm.check"):
+        run = _run([command, "--help"], tmp_path, env=env)
+        assert run.returncode == 0 and "Traceback" not in run.stderr, (command, run.stderr[-2000:])

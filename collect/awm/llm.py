@@ -14,8 +14,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import openai
-
 from cliconf import doc_field as _f
 
 __all__ = ["ChatClient", "ChatResult", "EndpointConfig", "EndpointError"]
@@ -69,6 +67,9 @@ class ChatClient:
             import httpx2
 
             http_client = httpx2.Client(transport=transport)
+        import openai  # the env extra; imported on use, so `--help` needs only the core
+
+        self._openai = openai
         self._client = openai.OpenAI(
             base_url=config.base_url.rstrip("/"),
             api_key=key or "unset",  # the SDK wants one; without a key it is not sent:
@@ -95,12 +96,12 @@ class ChatClient:
                 temperature=temperature,
                 top_p=top_p,
                 max_tokens=max_tokens,
-                seed=int(seed) if seed is not None else openai.omit,
+                seed=int(seed) if seed is not None else self._openai.omit,
                 extra_headers=self._headers,
             )
-        except openai.APIStatusError as e:
+        except self._openai.APIStatusError as e:
             raise EndpointError(f"HTTP {e.status_code}: {e.response.text[:500]}") from None
-        except openai.APIConnectionError as e:
+        except self._openai.APIConnectionError as e:
             raise EndpointError(f"{self.retries + 1} attempts failed; last: {e!r}"[:500]) from None
         try:
             text = reply.choices[0].message.content or ""
