@@ -137,7 +137,7 @@ class HelperCalibrateConfig:
         None, "AWM directory to run in instead of the data's (a world family it never saw)"
     )
     split: str = _f("validation", "task split whose tasks the calibration episodes run")
-    seeds: list = _f(
+    seeds: list[int] = _f(
         list(range(900, 910)),
         "calibration seeds, one episode per (task, seed); keep them apart from evaluation seeds",
     )
