@@ -1,4 +1,4 @@
-"""The environment server under attack (issue 9, item 13).
+"""The environment server under attack.
 
 One real uvicorn server on 127.0.0.1 with a bearer token and small limits. Each
 attack must fail, and the server must stay usable: the next session runs.

@@ -1,4 +1,4 @@
-"""OpenAPI ``$ref`` expansion has a node budget and a depth limit (issue 9, item 11).
+"""OpenAPI ``$ref`` expansion has a node budget and a depth limit.
 
 The app's OpenAPI document is produced by dataset code, so a hostile app can serve a
 self-referencing or exponentially nested one. Expansion must fail that scenario with

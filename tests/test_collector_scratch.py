@@ -1,4 +1,4 @@
-"""Private scratch space for the collector (issue 9, item 12).
+"""Private scratch space for the collector.
 
 The collector used a predictable shared directory (``/dev/shm/helpdp-collect``): a
 local user who created it first owned the databases built inside. Each worker now

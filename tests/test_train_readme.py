@@ -1,5 +1,6 @@
-"""The README's plug-in example ("GRPO with a help gate") runs, as written there, for
-one GRPO step: the tiny Qwen3, the demo worlds, the oracle gated by `Always()`."""
+"""The plug-in example of docs/grpo.md ("Plugging a helper into any TRL GRPO run") runs, as
+written there, for one GRPO step: the tiny Qwen3, the demo worlds, the oracle gated by
+`Always()`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "grpo.md"
 
 
 def _snippet() -> str:
@@ -46,7 +47,7 @@ def test_readme_plug_in_example_runs_one_step(tmp_path, monkeypatch):
         "policy": Always(), "model": model, "tok": tok, "args": args,
     }  # fmt: skip
     try:
-        exec(compile(_snippet(), "README.md", "exec"), names)
+        exec(compile(_snippet(), "docs/grpo.md", "exec"), names)
     finally:
         pool.close()
     trainer, rollout = names["trainer"], names["rollout"]
