@@ -56,7 +56,7 @@ KV_BYTES_PER_TOKEN = 2 * 36 * 8 * 128 * 2  # K and V, layers, KV heads, head dim
 HBM_BYTES_PER_S = {"H100 SXM": 3.35e12, "B200": 8.0e12}  # vendors' data sheets
 EFFICIENCY = 0.6  # share of peak bandwidth a decode step reaches (assumed)
 CONTEXT_TOKENS = 6000  # mean context of a turn: system prompt + tools + earlier turns (assumed)
-TOKENS_PER_TURN = (150, 300)  # tokens the actor generates per turn (the seed's range)
+TOKENS_PER_TURN = (150, 300)  # tokens the actor generates per turn (the reference recipe's range)
 # sequences decoding together on one GPU: the b200 preset (16 per GPU process: 2 prompts
 # x 8 rollouts, colocate) and all 128 of a step on one GPU
 BATCHES = (16, 128)
@@ -208,7 +208,7 @@ def main() -> None:
     n = mean_turns
     env_turn = ((n - 2) * base["step"] + base["first_step"] + base["end_step"] + base["reset"]) / n
     env_turn_cold = env_turn + base["cold"] / n
-    print(f"per turn at the seed's episode length (the demo data's mean, {n:.2f} turns per episode;"
+    print(f"per turn at the reference recipe's episode length (the demo data's mean, {n:.2f} turns per episode;"
           f" baseline costs): environment {1000 * env_turn:.1f} ms = (reset + first step + "
           f"{n - 2:.2f} steps + final step with the verifier) / {n:.2f}; {1000 * env_turn_cold:.1f} ms if every "
           f"episode also starts an app worker (a scenario not seen before); gate "

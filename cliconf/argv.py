@@ -6,7 +6,7 @@ Hydra sees them, and turns the project's own errors into one line (both wired by
   of the command's schema, nested through dataclass fields; an unknown key is
   refused with the closest field ("did you mean"), ``+`` or not (Hydra would accept
   ``+budjet=1`` and ignore it). Keys below a ``dict`` field (``budgets.expert=1``)
-  are open: they are passed on as ``++key``, so the README's spelling works without
+  are open: they are passed on as ``++key``, so the documented spelling works without
   a ``+``.
 * :func:`guard`: runs a command's body; a ``ValueError`` (the projects' own errors
   derive from it: ``DatasetError``, ``UsageError``, ...), ``FileNotFoundError``,

@@ -9,7 +9,7 @@ whose text is put into the actor's context before it generates its turn.
   successfully, in order) as a ready tool call; when the verifier already passes
   on the current database (or every reference call is done) it says to answer now.
   A state-wise intervention: its advice depends only on the state.
-* ``expert_llm``: the seed's ``ask_expert``. An OpenAI-compatible model gets the
+* ``expert_llm``: the reference recipe's ``ask_expert``. An OpenAI-compatible model gets the
   task, the tool schemas, success criteria distilled from the task's verifier
   code, the trajectory so far and the recent errors, and returns a plan.
 
@@ -195,7 +195,7 @@ def static_criteria(code: str, max_items: int = 40) -> str:
 
 
 class ExpertLLM(BaseIntervention):
-    """The seed's ``ask_expert``: a plan from an OpenAI-compatible model."""
+    """The reference recipe's ``ask_expert``: a plan from an OpenAI-compatible model."""
 
     kind = "expert_llm"
 

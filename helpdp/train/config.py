@@ -106,7 +106,9 @@ class RolloutConfig:
     max_turns: int = _f(30, "turns per episode (the environment's max_turns)")
     max_turn_tokens: int = _f(512, "most tokens generated per turn")
     stop_after_tool_call: bool = _f(True, "a turn ends at its first </tool_call>")
-    terminate_on_format_error: bool = _f(True, "a format error ends the episode (AWM, the seed)")
+    terminate_on_format_error: bool = _f(
+        True, "a format error ends the episode (AWM, the reference recipe)"
+    )
     server_url: str = _f(
         "", "a `python -m collect.awm.serve` server (http://host:port); empty: local sandboxes"
     )
@@ -126,7 +128,7 @@ class GateConfig:
     design: str = _f(
         "agent",
         "agent: the actor calls ask_expert and the gate decides whether it is answered "
-        "(the seed); proactive: the gate decides at every turn, before the actor's turn",
+        "(the reference recipe); proactive: the gate decides at every turn, before the actor's turn",
     )
     policy: str = _f(
         "always", "always | never | random | turn_zero | after_failure | table | helper"
@@ -149,7 +151,7 @@ class SplitScheduleConfig:
 
     kind: str = _f(
         "adaptive",
-        "adaptive: the seed's split from the recent format-error rate; fixed: n_expert always; "
+        "adaptive: the reference recipe's split from the recent format-error rate; fixed: n_expert always; "
         "budget: no split, every rollout is gated by the policy (a helper under its budget)",
     )
     high: float = _f(0.7, "adaptive: format-error rate above which the expert-heavy split applies")
@@ -169,7 +171,9 @@ class SplitScheduleConfig:
 class RewardConfig:
     """The reward callables handed to GRPOTrainer and their values."""
 
-    kind: str = _f("graduated", "graduated: the seed's hierarchy; verifier: 1 / 0.1 / -1")
+    kind: str = _f(
+        "graduated", "graduated: the reference recipe's hierarchy; verifier: 1 / 0.1 / -1"
+    )
     solo: float = _f(2.0, "graduated: complete without the expert")
     recovery: float = _f(1.3, "graduated: complete, the expert called after an error")
     blind: float = _f(0.8, "graduated: complete, the expert called before any error")

@@ -8,7 +8,7 @@ the expert/solo split of each group, and the log of every decision.
   ``max_per_episode`` and ``max_per_batch`` calls. A policy that raises counts as
   nohelp and its error is kept.
 * :class:`SplitSchedule`: how many rollouts of each group are expert rollouts:
-  the seed's adaptive split from the recent format-error rate, a fixed split, or
+  the reference recipe's adaptive split from the recent format-error rate, a fixed split, or
   none (``budget``: every rollout is gated by the policy). Phase changes are kept.
 """
 
