@@ -8,6 +8,13 @@ episode loop (reset, list_tools, the reference solution's calls, final answer
 + verification) with 2 app worker processes driven from 2 threads. "app" is
 the time the request spent inside the app (measured in the worker), so
 "overhead" = the rest of the sandboxed call path (parse, validate, IPC, ASGI).
+
+One episode, one app (issue 19): ``env.fresh_app`` (the default) starts every
+episode on an app worker that no earlier episode touched. The reset and the
+episode loop are measured both ways in the same run: ``fresh_app=false`` (the
+baseline: only the database restored), ``fresh_app=true`` without and with the
+background start of the next episode's app (``prestart_app``); the ratios are
+printed against the baseline.
 """
 
 from __future__ import annotations
@@ -76,7 +83,32 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows: list[tuple[str, list[float] | None, str]] = []
 
-    with EnvPool(dataset, EnvConfig(verifier_workers=2)) as pool:
+    n_fresh = max(10, args.n // 10)
+    fresh_rows: list[tuple[str, list[float] | None, str]] = []
+    loops: dict[str, tuple[float, float, str]] = {}
+    for label, fresh, prestart in (
+        ("reset, fresh app (foreground start)", True, False),
+        ("reset, fresh app (prestarted)", True, True),
+    ):
+        with EnvPool(
+            dataset, EnvConfig(verifier_workers=2, fresh_app=fresh, prestart_app=prestart)
+        ) as pool:
+            env = pool.acquire(name)
+            env.reset(task_idx)
+            times = []
+            for _ in range(n_fresh):
+                if prestart and env._spare is not None:  # as after an episode of ~1 s
+                    env._spare.result()
+                t = time.perf_counter()
+                env.reset(task_idx)
+                times.append((time.perf_counter() - t) * 1000)
+            fresh_rows.append(
+                (label, times, f"app start {env.app_start_seconds / env.app_starts * 1000:.0f} ms")
+            )
+            pool.release(env)
+            loops[label] = _episode_loop(pool, name, scripts, args.episodes // 3 or 1)
+
+    with EnvPool(dataset, EnvConfig(verifier_workers=2, fresh_app=False)) as pool:
         env = pool.acquire(name)
         t0 = time.perf_counter()
         env.reset(task_idx)
@@ -86,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             env.reset(task_idx)
             resets.append((time.perf_counter() - t) * 1000)
-        rows.append(("reset (restore database)", resets, ""))
+        rows.append(("reset (restore database: fresh_app=false)", resets, ""))
+        rows.extend(fresh_rows)
 
         text = _call_text(read_call["tool_name"], read_call.get("arguments") or {})
         env.reset(task_idx)
@@ -110,53 +143,66 @@ def main(argv: list[str] | None = None) -> int:
             verifies.append((time.perf_counter() - t) * 1000)
         rows.append(("verifier run (export + copy + run)", verifies, f"outcome={v.outcome}"))
         pool.release(env)
+        base = _episode_loop(pool, name, scripts, args.episodes)
 
-        # episode loop: 2 threads x 1 app worker each (both on the first scenario's
-        # scripts when several scenarios exist, to keep worker count at 2)
-        envs = [pool.acquire(name) for _ in range(2)]
-        mine = [s for s in scripts if s[0] == name]
-        counts = [0, 0]
-        outcomes: list[str] = []
-
-        def loop(i: int) -> None:
-            e = envs[i]
-            for k in range(args.episodes):
-                _, idx, cs, answer = mine[(k + i) % len(mine)]
-                e.reset(idx)
-                e.step('<tool_call>{"name": "list_tools", "arguments": null}</tool_call>')
-                counts[i] += 1
-                for c in cs:
-                    e.step(_call_text(c["tool_name"], c.get("arguments") or {}))
-                    counts[i] += 1
-                final = e.step(answer)
-                counts[i] += 1
-                outcomes.append(final.info["outcome"])
-
-        t = time.perf_counter()
-        threads = [threading.Thread(target=loop, args=(i,)) for i in range(2)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        elapsed = time.perf_counter() - t
-        for e in envs:
-            pool.release(e)
-
-    steps = sum(counts)
-    complete = sum(o == "complete" for o in outcomes)
+    mine = [s for s in scripts if s[0] == name]
     print(f"AWM runtime benchmark: {args.data} (scenario {name}, {len(mine)} scripted tasks)")
     print(f"first reset incl. worker start: {cold * 1000:.0f} ms")
-    print(f"{'measurement':<42}{'median ms':>11}{'p95 ms':>10}{'n':>6}")
-    print("-" * 69)
+    print(f"{'measurement':<50}{'median ms':>11}{'p95 ms':>10}{'n':>6}")
+    print("-" * 77)
+    base_reset = statistics.median(resets)
     for label, values, note in rows:
         med, p95 = statistics.median(values), _pct(values, 0.95)
-        print(f"{label:<42}{med:>11.3f}{p95:>10.3f}{len(values):>6}  {note}".rstrip())
-    print("-" * 69)
-    print(
-        f"{'episode loop, 2 workers':<42}{steps / elapsed:>11.0f} steps/s   "
-        f"{len(outcomes) / elapsed:.1f} episodes/s, {steps} steps, {complete}/{len(outcomes)} complete"
-    )
+        if label.startswith("reset, fresh"):
+            note = f"{note}; {med / base_reset:.0f}x the database restore"
+        print(f"{label:<50}{med:>11.3f}{p95:>10.3f}{len(values):>6}  {note}".rstrip())
+    print("-" * 77)
+    print(f"{'episode loop, 2 workers, fresh_app=false':<50}{base[0]:>11.0f} steps/s   {base[2]}")
+    for label, (steps_s, _eps_s, text) in loops.items():
+        print(
+            f"{'episode loop, ' + label.removeprefix('reset, '):<50}{steps_s:>11.0f} steps/s   "
+            f"{text}; {steps_s / base[0]:.2f}x the baseline's steps/s"
+        )
     return 0
+
+
+def _episode_loop(pool: EnvPool, name: str, scripts: list, episodes: int) -> tuple:
+    """2 threads x 1 app worker each on the first scenario's scripts: (steps/s, episodes/s, text)."""
+    envs = [pool.acquire(name) for _ in range(2)]
+    mine = [s for s in scripts if s[0] == name]
+    counts = [0, 0]
+    outcomes: list[str] = []
+
+    def loop(i: int) -> None:
+        e = envs[i]
+        for k in range(episodes):
+            _, idx, cs, answer = mine[(k + i) % len(mine)]
+            e.reset(idx)
+            e.step('<tool_call>{"name": "list_tools", "arguments": null}</tool_call>')
+            counts[i] += 1
+            for c in cs:
+                e.step(_call_text(c["tool_name"], c.get("arguments") or {}))
+                counts[i] += 1
+            final = e.step(answer)
+            counts[i] += 1
+            outcomes.append(final.info["outcome"])
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    elapsed = time.perf_counter() - t
+    for e in envs:
+        pool.release(e)
+    steps = sum(counts)
+    complete = sum(o == "complete" for o in outcomes)
+    text = (
+        f"{len(outcomes) / elapsed:.2f} episodes/s, {steps} steps, "
+        f"{complete}/{len(outcomes)} complete"
+    )
+    return steps / elapsed, len(outcomes) / elapsed, text
 
 
 if __name__ == "__main__":

@@ -134,7 +134,10 @@ class TextRenderer:
 
     @staticmethod
     def block(role: str, content: str) -> str:
-        return f"<|{role}|>\n{content}\n"
+        # no content, not even the actor's or a helper's, can open a block of its own
+        from collect.awm.observation import neutralise_markers
+
+        return f"<|{role}|>\n{neutralise_markers(content)}\n"
 
     def render(self, entries: Sequence[tuple[str, str]], note: str | None = None) -> str:
         blocks = [self.block(r, c) for r, c in entries]
@@ -164,6 +167,20 @@ class TextRenderer:
 # ---------------------------------------------------------------------------
 # one episode
 # ---------------------------------------------------------------------------
+
+
+# actions whose observation the world wrote; the others' (a format error) are the runtime's
+WORLD_OUTPUT_KINDS = ("call_tool", "list_tools")
+
+
+def render_world_text(text: str, headers: Sequence[str] = ()) -> str:
+    """What a world supplies (a tool's output, a task) as every transcript holds it: the
+    actor's context, the state texts (PRM) and the helpers' view of the history read this
+    one rendering (:func:`collect.awm.observation.render_observation`; ``headers``: the
+    interventions' help headers, quoted at line starts besides the default)."""
+    from collect.awm.observation import HELP_HEADERS, render_observation
+
+    return render_observation(text, (*HELP_HEADERS, *headers))
 
 
 @dataclass
@@ -225,6 +242,7 @@ class EpisodeRunner:
         self.state_id = 0
         self.chain = b""
         self.pending: tuple[int, Help | None] | None = None
+        self.headers: tuple[str, ...] = ()  # the interventions' help headers (start)
         self._env_broken = False
         self.scenario = None
         self.view: EpisodeView | None = None
@@ -243,16 +261,22 @@ class EpisodeRunner:
             self._env_broken = True
             self._finish_without_steps()
             return
+        self.headers = tuple(
+            h
+            for iv in self.ctx.interventions
+            if isinstance(h := getattr(getattr(iv, "config", None), "header", None), str)
+        )
+        task = render_world_text(reset.task, self.headers)
         self.messages = [
             {"role": "system", "content": reset.system_prompt},
-            {"role": "user", "content": reset.task},
+            {"role": "user", "content": task},
         ]
-        self.entries = [("user", reset.task)]
+        self.entries = [("user", task)]
         self.state_id, self.chain = self.ctx.keys.start(spec.task_id, digest)
         self._record_state(self.state_id, 0, is_start=True)
         self.view = EpisodeView(
             spec,
-            reset.task,
+            task,
             [t.name for t in self.env.tools],
             self.scenario.solutions.get(spec.task_idx),
             self.history,
@@ -341,11 +365,13 @@ class EpisodeRunner:
         parsed = info.get("action") or {}
         failure = info.get("failure")
         observation = result.observation or ""
+        if parsed.get("kind") in WORLD_OUTPUT_KINDS:  # the app's output (or its tool list)
+            observation = render_world_text(observation, self.headers)
         if failure is not None:
             self.errors += 1
         if info.get("format_error"):
             self.format_errors += 1
-        turn = Turn(t, action, help_, reply.text, parsed, failure, result.observation or "")
+        turn = Turn(t, action, help_, reply.text, parsed, failure, observation)
         self.history.append(turn)
         element = {
             "help": action,
@@ -384,7 +410,7 @@ class EpisodeRunner:
         self.state_id = nxt
         self.messages.append({"role": "assistant", "content": reply.text})
         self.messages.append(
-            {"role": "user", "content": f"<tool_response>\n{result.observation}\n</tool_response>"}
+            {"role": "user", "content": f"<tool_response>\n{observation}\n</tool_response>"}
         )
 
     # -- helpers ------------------------------------------------------------------------
@@ -398,6 +424,7 @@ class EpisodeRunner:
             episode_id=self.spec.episode_id,
             last_failure=last,
             errors=self.errors,
+            last_help=max((h.t for h in self.history if h.action > 0), default=-1),
         )
         actions, error = safe_decide(self.ctx.policy, [view])
         self.policy_errors += error is not None  # counted in episodes.parquet; nohelp used

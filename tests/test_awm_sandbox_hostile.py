@@ -1,4 +1,4 @@
-"""Hostile datasets against the OS-level sandbox (issue 9).
+"""Hostile datasets against the OS-level sandbox.
 
 Each dataset is a copy of the demo world ``workflow_automation_1`` with its app or
 one verifier replaced by a hostile one. Most of them first *break out of the
@@ -416,17 +416,20 @@ def test_rlimits_cannot_be_raised(hostile):
 def test_an_orphan_dies_with_its_worker(hostile):
     env, _, _ = hostile
     env.reset(0)
-    workdir = env.app.workdir
     assert json.loads(_step(env, "x_orphan").observation) == {"forked": True}
-    heartbeat = workdir / "heartbeat"
+    heartbeat = env.app.worker.host_path("heartbeat")  # the run directory is the worker's tmpfs
     deadline = time.monotonic() + 5
     while not heartbeat.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert heartbeat.exists()  # the orphan ran, in its own session
-    env.app.worker.kill()
-    size = heartbeat.stat().st_size
-    time.sleep(0.3)
-    assert heartbeat.stat().st_size == size  # dead right after the worker was killed
+    fd = os.open(heartbeat, os.O_RDONLY)  # keeps the file readable once the tmpfs is gone
+    try:
+        env.app.worker.kill()
+        size = os.fstat(fd).st_size
+        time.sleep(0.3)
+        assert os.fstat(fd).st_size == size  # dead right after the worker was killed
+    finally:
+        os.close(fd)
     _next_episode_runs(env)
 
 

@@ -2,11 +2,15 @@
 
 For each scenario (every name found in any file) the check builds its database
 (reporting rows SQLite rejects after repair), starts its app in a sandboxed
-worker and lists its tools, and runs each task's verifiers on the untouched
+worker and lists its tools, *exercises* it (each read-only tool called once, with
+the arguments of a reference solution where it needs some, under the limits of an
+episode: the same sandbox, per-call wall clock and ``tool_budget_s``; the line
+reports the calls, their time and the worker's CPU), and runs each task's verifiers on the untouched
 database (a code-mode verifier must not say ``complete`` there; a SQL-mode one
 must return a dict). One line per scenario, defects indented below it, then
 ``checked N scenarios: K ok, P partial, F failed``. Exit status 1 if any
-scenario failed.
+scenario failed; 2 when there is nothing to check (no scenario in ``data``, or none
+of ``scenarios`` found).
 
 Status of a scenario:
 
@@ -26,8 +30,8 @@ Fields of :class:`CheckConfig` are documented where declared (``--help``).
 
 from __future__ import annotations
 
-import shutil
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +41,7 @@ from cliconf import doc_field as _f
 from cliconf import run_app
 from collect.awm.clock import WorldClock, clock_field
 from collect.awm.dataset import CORE_PIECES, FILES, AWMDataset, Scenario
-from collect.awm.env import build_scenario_database
+from collect.awm.env import AWMEnv, EnvConfig, build_scenario_database
 from collect.awm.sandbox import (
     COMMAND_ERRORS,
     AppWorker,
@@ -47,7 +51,8 @@ from collect.awm.sandbox import (
     check_isolation,
     default_work_root,
 )
-from collect.awm.tools import tools_from_openapi
+from collect.awm.sandbox.rmtree import remove_tree
+from collect.awm.tools import Tool, tools_from_openapi
 from collect.worlds import WORLDS_DIR
 
 __all__ = [
@@ -75,6 +80,14 @@ class CheckConfig:
     )
     defects_fail: bool = _f(
         True, "a data defect (bad verifier, rejected INSERT, ...) makes its scenario failed"
+    )
+    exercise_tools: bool = _f(
+        True,
+        "call each read-only (GET) tool once under the limits of an episode (arguments from "
+        "a reference solution where the tool needs some; tools without either are skipped)",
+    )
+    tool_budget_s: float = _f(
+        60.0, "wall-clock seconds all exercising calls of one scenario may take together"
     )
     run_verifiers: bool = _f(True, "run code-mode verifiers on the untouched database")
     run_sql_verifiers: bool = _f(
@@ -106,6 +119,10 @@ class ScenarioCheck:
     verifiers_ok: int = 0
     sql_verifiers: int = 0
     sql_verifiers_ok: int = 0
+    tool_calls: int = 0
+    tool_failures: int = 0
+    tool_seconds: float = 0.0
+    app_cpu_seconds: float | None = None
     defects: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -122,6 +139,12 @@ class ScenarioCheck:
         n = self.tasks or 0
         ver = f"verifiers {self.verifiers}/{n} code ({self.verifiers_ok} ok), {self.sql_verifiers}/{n} sql ({self.sql_verifiers_ok} ok)"
         parts = [f"{self.status:<7} {self.name}: {tools}, {rows}, {tasks}, {ver}"]
+        if self.tool_calls:
+            cpu = f", app cpu {self.app_cpu_seconds:.2f} s" if self.app_cpu_seconds else ""
+            parts.append(
+                f"exercised {self.tool_calls} read-only tools ({self.tool_failures} failed, "
+                f"{self.tool_seconds:.2f} s{cpu})"
+            )
         if self.missing:
             parts.append("missing: " + ", ".join(self.missing))
         if self.defects:
@@ -172,7 +195,9 @@ def check_scenario(
     elif scenario.sample_data is not None:
         result.notes.append(f"{scenario.insert_count} sample rows not loaded (no database schema)")
 
-    if scenario.env_code is not None:
+    if scenario.env_code is not None and config.exercise_tools and db_path is not None:
+        _exercise(scenario, config, pool, work_dir, clock, db_path, report, result)
+    elif scenario.env_code is not None:
         app = AppWorker(
             config.sandbox, workdir=work_dir / "app", name=f"app {scenario.name}", clock=clock
         )
@@ -212,7 +237,15 @@ def check_scenario(
                 mode=mode,
                 function_name=record.function_name,
             )
-            if outcome.status in ("timeout", "memory", "cpu", "crashed", "closed", "start_failed"):
+            if outcome.status in (
+                "timeout",
+                "memory",
+                "cpu",
+                "crashed",
+                "closed",
+                "start_failed",
+                "limit",
+            ):
                 result.errors.append(
                     f"{record.location} (task {record.task_idx}): {outcome.message}"
                 )
@@ -243,6 +276,83 @@ def check_scenario(
     else:
         result.status = "ok"
     return result
+
+
+def _read_only_calls(scenario: Scenario, tools: list[Tool]) -> list[tuple[str, dict]]:
+    """One call per read-only (GET) tool: no arguments when it needs none, else those of the
+    first reference solution that calls it; tools with neither are skipped."""
+    known: dict[str, dict] = {}
+    for _idx, solution in sorted(scenario.solutions.items()):
+        for call in solution.calls:
+            if isinstance(call.get("arguments"), dict):
+                known.setdefault(str(call.get("tool_name")), call["arguments"])
+    calls = []
+    for tool in tools:
+        if tool.method != "GET":
+            continue
+        required = (tool.input_schema or {}).get("required") or []
+        if tool.name in known:
+            calls.append((tool.name, known[tool.name]))
+        elif not required:
+            calls.append((tool.name, {}))
+    return calls
+
+
+def _exercise(scenario, config, pool, work_dir, clock, db_path, report, result) -> None:
+    """Start the app as an episode would (:class:`AWMEnv`, same sandbox and budgets) and call
+    each read-only tool once; a worker death, timeout or limit is an error, a 5xx a defect."""
+    where = scenario.locations.get("env", FILES["env"])
+    env_config = EnvConfig(
+        sandbox=config.sandbox,
+        verifier_sandbox=config.verifier_sandbox,
+        tool_budget_s=config.tool_budget_s,
+        fresh_app=False,
+    )
+    try:
+        env = AWMEnv(
+            scenario,
+            env_config,
+            verifier_pool=pool,
+            initial_db=db_path,
+            build_report=report,
+            work_root=work_dir / "env",
+            clock=clock,
+        )
+    except ValueError as e:  # no tasks: started and listed only
+        result.notes.append(f"tools not exercised: {e}")
+        return
+    try:
+        try:
+            env.reset(0)
+        except SandboxError as e:
+            if e.kind == "syntax_error":
+                result.defects.append(f"{where}: {e.message}")
+            else:
+                result.errors.append(f"{where}: app did not start: {e.message}")
+            return
+        result.tools = len(env.tools)
+        if result.tools == 0:
+            result.errors.append(f"{where}: the app exposes no tools")
+        started = time.monotonic()
+        for name, args in _read_only_calls(scenario, env.tools):
+            call = env.call_tool(name, args)
+            result.tool_calls += 1
+            if call.fatal:
+                result.tool_failures += 1
+                result.errors.append(f"{where}: tool {name} killed its worker: {call.text[:300]}")
+                break
+            if call.status is not None and call.status >= 500:
+                result.tool_failures += 1
+                result.defects.append(f"{where}: tool {name}: {call.text[:300]}")
+        result.tool_seconds = time.monotonic() - started
+        if env.app is not None:
+            result.app_cpu_seconds = env.app.worker.cpu_seconds_used()
+            try:  # what a verification needs next: an export of the app's database
+                env.app.export("check-export.db").unlink(missing_ok=True)
+            except SandboxError as e:
+                result.errors.append(f"{where}: after the calls, {e.message}")
+    finally:
+        env.close()
 
 
 @dataclass
@@ -290,7 +400,7 @@ def check_dataset(config: CheckConfig, out: TextIO | None = None) -> CheckReport
         except Exception as e:  # noqa: BLE001 - a bug or I/O error must not hide other scenarios
             return ScenarioCheck(name, status="failed", errors=[f"check crashed: {e!r}"])
         finally:
-            shutil.rmtree(root / f"s{i}", ignore_errors=True)
+            remove_tree(root / f"s{i}")  # iterative: a world's deep tree cannot make this raise
 
     try:
         for problem in dataset_problems:
@@ -310,7 +420,7 @@ def check_dataset(config: CheckConfig, out: TextIO | None = None) -> CheckReport
                     _print(out, f"    ... {len(result.defects) - len(shown)} more defects")
     finally:
         pool.close()
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
     report = CheckReport(data, results, dataset_problems)
     _print(out, report.summary())
     return report
@@ -321,6 +431,21 @@ def _print(out: TextIO | None, text: str) -> None:
         print(text, file=out, flush=True)
 
 
+def _nothing_to_check(config: CheckConfig) -> str | None:
+    """Why there is nothing to check (an empty directory is an error, not a pass)."""
+    data = Path(config.data) if config.data else WORLDS_DIR
+    if not data.is_dir():
+        return f"AWM data directory not found: {data}"
+    names = AWMDataset(data).names()
+    if not names:
+        files = ", ".join(sorted(set(FILES.values()))[:3])
+        return f"data={data}: no scenario found (no records in {files}, ...): nothing to check"
+    missing = [n for n in config.scenarios if n not in names]
+    if config.scenarios and len(missing) == len(config.scenarios):
+        return f"scenarios={config.scenarios}: none of them is in data={data}"
+    return None
+
+
 def run_check(config: CheckConfig, out: TextIO | None = sys.stdout) -> int:
     """Check, print, and return the exit status (1 if any scenario failed)."""
     try:
@@ -328,6 +453,10 @@ def run_check(config: CheckConfig, out: TextIO | None = sys.stdout) -> int:
         check_isolation(config.verifier_sandbox)
     except SandboxError as e:  # no dataset code runs with less isolation than asked for
         _print(sys.stderr if out is not None else None, f"collect.awm.check: {e.message}")
+        return 2
+    problem = _nothing_to_check(config)
+    if problem is not None:
+        _print(sys.stderr if out is not None else None, f"collect.awm.check: error: {problem}")
         return 2
     report = check_dataset(config, out)
     return report.exit_code(config.defects_fail)

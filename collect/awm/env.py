@@ -25,11 +25,12 @@ episode is not the agent's fault and ``info["valid"]`` is False),
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import inspect
+import itertools
 import json
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -43,6 +44,7 @@ from collect.awm.clock import WorldClock
 from collect.awm.database import BuildReport
 from collect.awm.dataset import AWMDataset, Scenario
 from collect.awm.llm import ChatClient, EndpointConfig
+from collect.awm.observation import render_observation
 from collect.awm.protocol import (
     Action,
     Failure,
@@ -65,6 +67,7 @@ from collect.awm.sandbox import (
     default_work_root,
     ensure_private_dir,
 )
+from collect.awm.sandbox.rmtree import remove_tree
 from collect.awm.tools import (
     DEFAULT_HIDDEN_TOOLS,
     Tool,
@@ -141,6 +144,20 @@ class EnvConfig:
         60.0,
         "wall-clock seconds all verifier runs of one episode may take together "
         "(each run also stops at verifier_sandbox.call_timeout_s)",
+    )
+    tool_budget_s: float = _f(
+        120.0,
+        "wall-clock seconds all tool calls of one episode may take together; once spent the "
+        "episode ends as server_error (each call also stops at sandbox.call_timeout_s)",
+    )
+    fresh_app: bool = _f(
+        True,
+        "every episode runs on an app worker no earlier episode touched (a fresh process "
+        "and run directory); false: only the database is restored between episodes, so an "
+        "app's in-memory state and files carry over (faster, not isolated)",
+    )
+    prestart_app: bool = _f(
+        True, "with fresh_app, start the next episode's app in the background during an episode"
     )
     rewards: RewardConfig = _f(RewardConfig(), "reward of each episode outcome")
     judge: JudgeConfig = _f(JudgeConfig(timeout_s=60.0), "LLM judge for SQL-mode verifiers")
@@ -246,6 +263,8 @@ class Judge:
 
 
 _BUILD_LOCK = threading.Lock()
+# starts the next episode's app worker while the current episode runs (fresh_app)
+_PRESTART = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="app-prestart")
 
 
 def build_scenario_database(
@@ -305,10 +324,17 @@ def build_scenario_database(
             raise SandboxError("crashed", f"build {scenario.name}: no database: {e}") from None
     finally:
         worker.close()
-        shutil.rmtree(build_dir, ignore_errors=True)
+        remove_tree(build_dir)
     report.path = path
     os.chmod(path, 0o444)
     return path, report
+
+
+def _dispose(app: AppWorker) -> None:
+    """Stop an app worker and remove its run directory (never raises)."""
+    with contextlib.suppress(Exception):
+        app.close()
+    remove_tree(app.workdir)
 
 
 def database_digest(initial_db_path: str, final_db_path: str) -> dict:
@@ -407,6 +433,10 @@ class AWMEnv:
         self._tools_by_name: dict[str, Tool] = {}
         self.restarts = 0
         self._workers_started = 0
+        self._app_numbers = itertools.count(1)
+        self._spare: concurrent.futures.Future | None = None
+        self.app_starts = 0  # app workers started (with fresh_app: one per episode)
+        self.app_start_seconds = 0.0
         self._lock = threading.RLock()
         self._closed = False
         self._new_episode_state()
@@ -433,9 +463,12 @@ class AWMEnv:
         self.outcome: str | None = None
         self.last_verification: Verification | None = None
         self.verify_seconds = 0.0  # spent by this episode's verifier runs
+        self.tool_seconds = 0.0  # spent by this episode's tool calls
 
-    def start(self) -> None:
-        """Start the app worker (idempotent); raises :class:`SandboxError` if the app cannot run."""
+    def start(self, *, _fresh: bool = False) -> None:
+        """Start the app worker (idempotent); raises :class:`SandboxError` if the app cannot run.
+
+        (``_fresh``: the start of an episode's fresh app, not a restart after a failure.)"""
         with self._lock:
             if self._closed:
                 raise RuntimeError("environment is closed")
@@ -443,35 +476,71 @@ class AWMEnv:
                 return
             self._discard_app()
             self._workers_started += 1
-            app = AppWorker(
-                self.config.sandbox,
-                workdir=self.work_root
-                / f"app-{self.scenario.name}-{self._instance}-{self._workers_started}",
-                name=f"app {self.scenario.name}",
-                clock=self.clock,
-            )
-            try:  # tools first: an app whose OpenAPI document is refused never serves
-                openapi = app.load(self.scenario.env_code or "", self.initial_db)
-                tools = tools_from_openapi(
-                    openapi,
-                    hidden=self.config.hidden_tools,
-                    describe_responses=self.config.describe_responses,
-                )
-            except SandboxError:  # OpenAPIError included
-                app.close()
-                shutil.rmtree(app.workdir, ignore_errors=True)
-                raise
-            if self._workers_started > 1:
+            app, tools = self._take_spare() or self._launch()
+            if self._workers_started > 1 and not _fresh:
                 self.restarts += 1
             self.app = app
             self.tools = tools
             self._tools_by_name = {t.name: t for t in self.tools}
             self._tools_text = format_tools(self.tools)
 
+    def _launch(self) -> tuple[AppWorker, list[Tool]]:
+        """A new app worker, loaded (it has served no request); raises SandboxError."""
+        started = time.perf_counter()
+        app = AppWorker(
+            self.config.sandbox,
+            workdir=self.work_root
+            / f"app-{self.scenario.name}-{self._instance}-{next(self._app_numbers)}",
+            name=f"app {self.scenario.name}",
+            clock=self.clock,
+        )
+        try:  # tools first: an app whose OpenAPI document is refused never serves
+            openapi = app.load(self.scenario.env_code or "", self.initial_db)
+            tools = tools_from_openapi(
+                openapi,
+                hidden=self.config.hidden_tools,
+                describe_responses=self.config.describe_responses,
+            )
+        except BaseException:  # SandboxError, OpenAPIError included
+            app.close()
+            remove_tree(app.workdir)
+            raise
+        self.app_starts += 1
+        self.app_start_seconds += time.perf_counter() - started
+        return app, tools
+
+    def _take_spare(self) -> tuple[AppWorker, list[Tool]] | None:
+        """The app started in the background for this episode, if it started."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        try:
+            app, tools = spare.result()
+        except Exception:  # noqa: BLE001 - started again in the foreground, errors raised there
+            return None
+        if not app.alive:
+            app.close()
+            remove_tree(app.workdir)
+            return None
+        return app, tools
+
+    def _prestart(self) -> None:
+        if self.config.fresh_app and self.config.prestart_app and self._spare is None:
+            self._spare = _PRESTART.submit(self._launch)
+
+    def _drop_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        with contextlib.suppress(Exception):
+            app, _ = spare.result()
+            app.close()
+            remove_tree(app.workdir)
+
     def _discard_app(self) -> None:
         if self.app is not None:
             self.app.close()
-            shutil.rmtree(self.app.workdir, ignore_errors=True)
+            remove_tree(self.app.workdir)  # iterative: a deep tree cannot make this raise
             self.app = None
 
     def _needs_recycle(self) -> bool:
@@ -490,16 +559,21 @@ class AWMEnv:
         """
         with self._lock:
             text = task if task is not None else self.scenario.task(task_idx).text
+            fresh = self.config.fresh_app and self.app is not None and self.app.alive
+            if fresh and self.episode_id:  # every episode on an app no earlier episode touched
+                old, self.app = self.app, None
+                _PRESTART.submit(_dispose, old)  # killed and removed off the reset's path
             if self._needs_recycle():
                 self._discard_app()
             if self.app is None:
-                self.start()
-            else:
+                self.start(_fresh=fresh)
+            elif not self.config.fresh_app:
                 try:
                     self.app.reset()
                 except SandboxError:
                     self._discard_app()
                     self.start()
+            self._prestart()
             self._new_episode_state()
             self.episode_id = episode_id or uuid.uuid4().hex
             self.task_idx = task_idx
@@ -662,15 +736,41 @@ class AWMEnv:
                     Failure.INVALID_ARGUMENTS,
                 )
             request = build_request(tool, args)
+            budget = float(self.config.tool_budget_s) - self.tool_seconds if in_episode else None
+            if budget is not None and budget <= 0:
+                self._discard_app()
+                return ToolResult(
+                    f"Error: server error: the episode's tool time budget "
+                    f"({self.config.tool_budget_s:g} s, env.tool_budget_s) is spent",
+                    None,
+                    Failure.SERVER_ERROR,
+                    fatal=True,
+                )
+            timeout = float(self.config.sandbox.call_timeout_s)
+            started = time.monotonic()
             try:
                 reply = self.app.request(
-                    request.method, request.path, request.query, request.body, request.has_body
+                    request.method,
+                    request.path,
+                    request.query,
+                    request.body,
+                    request.has_body,
+                    timeout=timeout if budget is None else min(timeout, budget),
                 )
             except SandboxError as e:
                 self._discard_app()
+                message = e.message
+                if budget is not None and e.kind == "timeout" and budget < timeout:
+                    message = (
+                        f"the episode's tool time budget ({self.config.tool_budget_s:g} s, "
+                        f"env.tool_budget_s) is spent ({e.message})"
+                    )
                 return ToolResult(
-                    f"Error: server error: {e.message}", None, Failure.SERVER_ERROR, fatal=True
+                    f"Error: server error: {message}", None, Failure.SERVER_ERROR, fatal=True
                 )
+            finally:
+                if in_episode:
+                    self.tool_seconds += time.monotonic() - started
             if not reply.get("ok"):
                 return ToolResult(
                     f"Error: server error: {reply.get('message')}", None, Failure.SERVER_ERROR
@@ -844,7 +944,10 @@ class AWMEnv:
                     f"[{entry['turn']}] {action['kind']} {action.get('message') or ''}".rstrip()
                 )
             if entry["observation"]:
-                lines.append(f"  -> {entry['observation'][:1500]}")
+                obs = entry["observation"]
+                if action["kind"] in ("call_tool", "list_tools"):  # the world's: as data
+                    obs = render_observation(obs)
+                lines.append(f"  -> {obs[:1500]}")
         if final_answer:
             lines.append(f"[final answer] {final_answer}")
         return "\n".join(lines)
@@ -862,6 +965,7 @@ class AWMEnv:
             "tool_calls": self.tool_calls,
             "expert_calls": self.expert_calls,
             "worker_restarts": self.restarts,
+            "verifier_protocol_violations": self.verifier_pool.protocol_violations,
         }
 
     # -- async wrappers --------------------------------------------------------------------
@@ -883,11 +987,12 @@ class AWMEnv:
             if self._closed:
                 return
             self._closed = True
+            self._drop_spare()
             self._discard_app()
             if self._own_pool:
                 self.verifier_pool.close()
             if self._own_root:
-                shutil.rmtree(self.work_root, ignore_errors=True)
+                remove_tree(self.work_root)
 
     def __enter__(self) -> AWMEnv:
         return self
@@ -1016,7 +1121,7 @@ class EnvPool:
             env.close()
         self.verifier_pool.close()
         if self._own_root:
-            shutil.rmtree(self.work_root, ignore_errors=True)
+            remove_tree(self.work_root)
 
     def __enter__(self) -> EnvPool:
         return self

@@ -45,6 +45,9 @@ Security (the environments run dataset code; the clients are remote):
 - **Limits**: request bodies and WebSocket messages of at most ``max_body_bytes``
   (refused from ``Content-Length``, else counted while streaming: never buffered);
   ``max_sessions`` in all and ``max_sessions_per_client`` per client address.
+- **Client address**: the socket's peer. ``X-Forwarded-For`` is believed only from a
+  reverse proxy listed in ``trusted_proxies`` (empty by default; uvicorn's own default
+  would believe it from loopback, so any local token holder could claim many addresses).
 - **What clients see**: the outcome, validity and reward of a verification, never the
   verifier's result, messages or tracebacks; errors of the server name a kind, not
   worker output (details go to the server log).
@@ -87,6 +90,7 @@ __all__ = [
     "create_app",
     "check_bind",
     "serve",
+    "trusted_proxies",
     "uvicorn_config",
 ]
 
@@ -112,6 +116,11 @@ class ServeConfig:
     )
     max_sessions: int = _f(16, "concurrent sessions (each holds one app worker process)")
     max_sessions_per_client: int = _f(8, "concurrent sessions of one client (IP address)")
+    trusted_proxies: list[str] = _f(
+        [],
+        "addresses (or CIDR ranges) of reverse proxies whose X-Forwarded-For/-Proto headers "
+        "name the client; empty: the client is the socket's peer and those headers are ignored",
+    )
     max_body_bytes: int = _f(
         1 << 20, "largest HTTP request body or WebSocket message, bytes (larger: refused)"
     )
@@ -895,20 +904,43 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any):
     messages over ``max_body_bytes`` are refused by the protocol, before buffering)."""
     import uvicorn
 
+    proxies = trusted_proxies(config)
     kwargs: dict[str, Any] = {
         "host": config.host,
         "port": config.port,
         "log_level": "warning",
         "ws_max_size": config.max_body_bytes,
         "server_header": False,
+        # the client address is the socket's unless a proxy is named (never from the
+        # FORWARDED_ALLOW_IPS environment variable, which uvicorn reads otherwise)
+        "proxy_headers": bool(proxies),
+        "forwarded_allow_ips": proxies or [],
         **overrides,
     }
     return uvicorn.Config(app, **kwargs)
 
 
+def trusted_proxies(config: ServeConfig) -> list[str]:
+    """``config.trusted_proxies`` checked: IP addresses or networks only (``ValueError``
+    naming the entry otherwise; ``*`` is refused: it would let any client name itself)."""
+    out = []
+    for entry in config.trusted_proxies:
+        text = str(entry).strip()
+        try:
+            ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"trusted_proxies: {text!r} is not an IP address or network (CIDR); list "
+                "the reverse proxies whose X-Forwarded-For is to be believed"
+            ) from None
+        out.append(text)
+    return out
+
+
 def check_bind(config: ServeConfig) -> str | None:
     """The bearer token to enforce; raises ``ValueError`` for a non-loopback host
-    without one."""
+    without one, or for a ``trusted_proxies`` entry that is not an address."""
+    trusted_proxies(config)
     token = _read_token(config)
     if token is None and not is_loopback(config.host):
         raise ValueError(

@@ -12,7 +12,11 @@ Layers, outermost first:
    its own PID, network, IPC and UTS namespaces, a mount namespace that holds
    only the Python runtime (read-only), its code (read-only) and its own run
    directory, a seccomp filter (no ptrace, mount, unshare/setns, keyring, bpf,
-   perf; no execve once started), hard rlimits equal to the soft ones.
+   perf; nothing that reaches another process's descriptors or memory: pidfd_getfd,
+   process_vm_*, kcmp; no System V or POSIX IPC objects and no host name, so the IPC
+   and UTS namespaces stay empty; every syscall newer than Linux 5.1 but a short
+   allow list fails with ENOSYS; no execve once started), hard rlimits equal to the
+   soft ones.
    When bubblewrap cannot confine a worker here, dataset code is refused with
    one message; ``sandbox.isolation=python`` opts out explicitly.
 2. **The process.** A wall-clock limit per request; a worker that times out,
@@ -26,8 +30,12 @@ Layers, outermost first:
    plain attempts; it is not a boundary.
 
 Verifier workers are fork servers (:mod:`.ops`): each run is a fresh child of a
-process that never ran dataset code, cannot reach the control pipe, and
-everything it started is killed before the answer goes back.
+process that never ran dataset code, cannot reach the control pipe (closed in the
+child, and no syscall leads back to it), leaves nothing in the kernel for the next
+run (no IPC objects can be made, every process it started is killed before the
+answer goes back), and its verdict is fenced: a forged or extra frame on the reply
+channel kills the worker, is counted, and costs only that run its verdict
+(:class:`VerifierPool`).
 
 The parent: :mod:`.worker` (:class:`Worker`, :class:`AppWorker`),
 :mod:`.verifier` (:class:`VerifierPool`), :mod:`.files` (scratch directories,
@@ -90,13 +98,17 @@ KNOWN_LIMITATIONS = (
     "wrongly. Its own episode's observations and outcome are therefore only as trustworthy "
     "as its app; other episodes, tasks, the master database and the parent are not reachable.",
     "The kernel is shared: a local privilege escalation through a syscall the seccomp filter "
-    "allows (the filter is a deny list) escapes every layer. bubblewrap runs as the caller's "
-    "uid when the Python runtime is not reachable by nobody (here: under /root), so the "
-    "worker is uid 65534 only inside its user namespace.",
+    "allows escapes every layer. The filter denies by name the syscalls that reach other "
+    "processes, IPC objects, namespaces, mounts, keyrings, BPF, io_uring and perf, and every "
+    "syscall newer than Linux 5.1 but a short allow list; the older table is otherwise "
+    "allowed (an allow list of it would tie the workers to one libc). bubblewrap runs as "
+    "the caller's uid when the Python runtime is not reachable by nobody (here: under "
+    "/root), so the worker is uid 65534 only inside its user namespace.",
     "Resource use is bounded per worker (RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE, "
-    "wall clock), not machine-wide: many workers at their limits can still exhaust the host; "
-    "there are no cgroups, and a worker's writes to its tmpfs run directory count against "
-    "/dev/shm.",
+    "wall clock, a cgroup per worker where the machine allows one: pids and memory with its "
+    "tmpfs run directory), not machine-wide: many workers at their limits can still exhaust "
+    "the host. Without a writable cgroup, as root, no process-count limit holds (the kernel "
+    "exempts uid 0 from RLIMIT_NPROC); the manifest's source.isolation.limits says so.",
     "Verifiers read the databases through SQLite in their own process; a verifier that "
     "hangs the SQLite C code is stopped only by the wall clock (the per-episode verifier "
     "budget).",

@@ -7,8 +7,10 @@ Every app, verifier and build worker runs as ``bwrap ... python -I -B child.py``
   IPC, UTS and cgroup namespaces;
 * a mount namespace built from nothing: ``/usr`` (and the ``/lib``, ``/bin`` links),
   ``/etc/ld.so.cache``, the Python installation and the virtualenv (read-only), the
-  worker's code (read-only), its own run directory (read-write for apps and builds;
-  verifiers see only their inbox, read-only) and a minimal read-only ``/dev``. No
+  worker's code (read-only), its own run directory (for apps a private tmpfs of
+  ``sandbox.run_dir_mb`` that disappears with the worker, the initial database bound
+  read-only inside it; read-write for builds; verifiers see only their inbox,
+  read-only) and a minimal read-only ``/dev``. No
   ``/proc``, ``/tmp``, ``/dev/shm``, home directory, the master database, or any
   other run's directory: they do not exist in its view. The root is read-only;
 * ``--die-with-parent --new-session``: a worker dies with its parent, and killing
@@ -17,8 +19,27 @@ Every app, verifier and build worker runs as ``bwrap ... python -I -B child.py``
   before Python starts: no ``ptrace``, ``mount``, ``umount2``, ``pivot_root``,
   ``chroot``, ``unshare``, ``setns``, namespace flags on ``clone``, ``keyctl``,
   ``add_key``, ``request_key``, ``bpf``, ``perf_event_open``, ``userfaultfd``,
-  ``io_uring``, kernel modules...; and a second one the worker loads itself once its
-  framework is imported: no ``execve``/``execveat`` from then on.
+  ``io_uring``, kernel modules...; nothing that reaches another process's descriptors
+  or memory (``pidfd_getfd``, ``pidfd_send_signal``, ``process_vm_readv/writev``,
+  ``kcmp``), no System V or POSIX IPC objects (``shmget``, ``msgget``, ``semget``,
+  ``mq_open``...) and no ``sethostname``; every syscall numbered from 424 (Linux 5.1, the
+  same number on every architecture) fails with ENOSYS unless the runtime needs it
+  (:data:`NEW_SYSCALLS_ALLOWED`), so syscalls a later kernel adds start closed; and a
+  second filter the worker loads itself once its framework is imported: no
+  ``execve``/``execveat`` from then on.
+
+  Why not a fresh IPC/UTS namespace per verification: every run of a verifier worker
+  shares the worker's namespaces, but no run can put anything into them. IPC objects
+  cannot be made (above); the host name needs ``CAP_SYS_ADMIN``, which no worker has
+  (and ``sethostname`` is denied as well); the mount view is read-only; the network
+  namespace holds only sockets of processes that are killed after each run. A new
+  namespace per run would need ``CAP_SYS_ADMIN`` in the fork server (which could then
+  remount its own read-only binds) or a new bubblewrap and Python per run (~0.1-0.3 s);
+  denying the syscalls costs nothing and holds for apps and builds too. Why not an
+  allow list of the whole table: the syscalls CPython, glibc, SQLite and the web
+  framework make differ between libc and kernel versions; a missing one kills workers
+  with obscure errors on another host. The new-syscall range is where the recent
+  attack surface is (io_uring, pidfd_getfd, the mount API), so it is closed by default.
 
 Why bubblewrap. Measured here (Debian 12, 2 shared cores): a confined worker starts
 in the time of a bare one plus ~5-10 ms (namespaces, mounts, filter; Python's own
@@ -62,8 +83,39 @@ DENIED_SYSCALLS = (
     "init_module finit_module delete_module kexec_load kexec_file_load reboot swapon "
     "swapoff process_vm_readv process_vm_writev open_by_handle_at name_to_handle_at "
     "fsopen fsmount fsconfig move_mount open_tree fspick acct quotactl lookup_dcookie "
-    "syslog settimeofday clock_settime adjtimex clock_adjtime iopl ioperm vhangup"
+    "syslog settimeofday clock_settime adjtimex clock_adjtime iopl ioperm vhangup "
+    # another process's descriptors, memory or identity (a verifier run and its fork server)
+    "kcmp pidfd_getfd pidfd_send_signal process_madvise process_mrelease "
+    # System V and POSIX IPC objects outlive the process that made them (in the worker's
+    # IPC namespace, which every run of a verifier worker shares): none can be made
+    "shmget shmat shmdt shmctl msgget msgsnd msgrcv msgctl semget semop semtimedop semctl "
+    "ipc mq_open mq_unlink mq_timedsend mq_timedreceive mq_notify mq_getsetattr "
+    "sethostname setdomainname mount_setattr quotactl_fd memfd_secret"
 ).split()
+# Syscall numbers from 424 (Linux 5.1) on are the same on every architecture. Of those,
+# only the ones the runtime uses are allowed (by number: older libseccomp releases do not
+# know every name); every other one, and every syscall a later kernel adds, fails with
+# ENOSYS, so that new kernel interfaces are closed until someone opens them here.
+NEW_SYSCALLS = range(424, 512)
+NEW_SYSCALLS_ALLOWED = {
+    434: "pidfd_open",  # the verifier fork server watches its runs (pidfd_getfd is denied)
+    435: "clone3",  # ENOSYS by its own rule: libc falls back to clone, whose flags we see
+    436: "close_range",
+    437: "openat2",
+    439: "faccessat2",
+    441: "epoll_pwait2",
+    444: "landlock_create_ruleset",
+    445: "landlock_add_rule",
+    446: "landlock_restrict_self",
+    449: "futex_waitv",
+    451: "cachestat",
+    452: "fchmodat2",
+    453: "map_shadow_stack",
+    454: "futex_wake",
+    455: "futex_wait",
+    456: "futex_requeue",
+    462: "mseal",
+}
 EXEC_SYSCALLS = ("execve", "execveat")
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 CLONE_NAMESPACE_FLAGS = (
@@ -109,6 +161,10 @@ def seccomp_filters() -> tuple[bytes, bytes]:
             base.add_rule(sc.ERRNO(errno.EPERM), name)
         except Exception:  # noqa: BLE001, S112 - not a syscall on this architecture
             continue
+    denied = {_syscall_number(sc, name) for name in DENIED_SYSCALLS}
+    for nr in NEW_SYSCALLS:
+        if nr not in NEW_SYSCALLS_ALLOWED and nr not in denied:
+            base.add_rule(sc.ERRNO(errno.ENOSYS), nr)
     for flag in CLONE_NAMESPACE_FLAGS:
         base.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     base.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # flags unreadable: libc falls back to clone
@@ -116,6 +172,15 @@ def seccomp_filters() -> tuple[bytes, bytes]:
     for name in EXEC_SYSCALLS:
         no_exec.add_rule(sc.ERRNO(errno.EPERM), name)
     return export(base), export(no_exec)
+
+
+def _syscall_number(sc, name: str) -> int | None:
+    """The native number of syscall ``name`` (None: not one on this architecture)."""
+    try:
+        nr = sc.resolve_syscall(sc.Arch.NATIVE, name)
+    except Exception:  # noqa: BLE001 - unknown to this libseccomp
+        return None
+    return nr if isinstance(nr, int) and nr >= 0 else None
 
 
 def _covered(path: str, roots: list[str]) -> bool:
@@ -160,14 +225,21 @@ def bwrap_command(
     seccomp_fd: int,
     info_fd: int,
     command: list[str],
+    tmpfs_dirs: tuple[tuple[Path, int], ...] = (),
 ) -> list[str]:
-    """The ``bwrap`` argv that runs ``command`` confined (see the module docstring)."""
+    """The ``bwrap`` argv that runs ``command`` confined (see the module docstring).
+
+    ``tmpfs_dirs``: ``(path, bytes)``: a private tmpfs of that size at ``path`` (an app's
+    run directory: bounded, and gone with the worker's mount namespace); mounted before
+    ``ro_dirs``, so a read-only directory may sit inside it."""
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user"]
     argv += ["--disable-userns", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
     argv += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
     for kind, src, dest in runtime_mounts():
         argv += ["--symlink", src, dest] if kind == "link" else ["--ro-bind", src, dest]
     argv += ["--dev", "/dev"]  # first: run directories may live below /dev/shm
+    for d, size in tmpfs_dirs:
+        argv += ["--size", str(int(size)), "--perms", "0700", "--tmpfs", str(d)]
     for d in ro_dirs:
         argv += ["--ro-bind", str(d), str(d)]
     for d in rw_dirs:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import stat
 import tempfile
 from pathlib import Path
+
+from collect.awm.sandbox.rmtree import remove_tree
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -70,7 +71,7 @@ def default_work_root() -> Path:
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
     path = private_mkdtemp("helpdp-awm-", base)
-    atexit.register(shutil.rmtree, path, ignore_errors=True)  # if the owner forgets close()
+    atexit.register(remove_tree, path)  # if the owner forgets close(); never raises
     return path
 
 

@@ -27,6 +27,98 @@ from typing import Any
 EXIT_MEMORY = 3
 
 
+# -- the world clock on file times ------------------------------------------------------------
+def _world_stat(st: os.stat_result, now: float) -> os.stat_result:
+    ns = int(now * 1_000_000_000)
+    fields = list(st[:10])
+    fields[7:10] = [int(now)] * 3
+    extra = {k: getattr(st, k) for k in ("st_blksize", "st_blocks", "st_rdev") if hasattr(st, k)}
+    extra.update(st_atime=now, st_mtime=now, st_ctime=now)
+    extra.update(st_atime_ns=ns, st_mtime_ns=ns, st_ctime_ns=ns)
+    return os.stat_result(fields, extra)
+
+
+class _WorldDirEntry:
+    """An ``os.DirEntry`` whose ``stat()`` carries world-clock times."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self, entry: Any):
+        self._entry = entry
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._entry, name)
+
+    def __fspath__(self) -> Any:
+        return self._entry.__fspath__()
+
+    def __repr__(self) -> str:
+        return repr(self._entry)
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        return _world_stat(self._entry.stat(follow_symlinks=follow_symlinks), time.time())
+
+
+class _WorldScandir:
+    def __init__(self, it: Any):
+        self._it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> _WorldDirEntry:
+        return _WorldDirEntry(next(self._it))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._it.close()
+
+    def close(self) -> None:
+        self._it.close()
+
+
+def use_world_clock_for_file_times() -> bool:
+    """Files carry the world clock's time: ``os.stat``, ``os.lstat``, ``os.fstat`` and
+    ``os.scandir`` entries report the frozen "now" (``time.time()`` under libfaketime) as
+    their access, modification and change times. libfaketime fakes ``stat`` but not the
+    ``stat64``/``fstatat64`` that CPython calls, so a new file's ``mtime`` was the real date
+    and an app that returned it made two identical collections differ. Installed in every
+    worker on a fixed clock, before any dataset code runs (``os.path.getmtime``,
+    ``pathlib``, ``shutil`` go through these). Determinism for honest apps; not a
+    boundary (the real time is no secret)."""
+    if not os.environ.get("FAKETIME") or getattr(os.stat, "_world_clock", False):
+        return False
+    real = {name: getattr(os, name) for name in ("stat", "lstat", "fstat", "scandir")}
+
+    def stat(path, *, dir_fd=None, follow_symlinks=True):
+        st = real["stat"](path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+        return _world_stat(st, time.time())
+
+    def lstat(path, *, dir_fd=None):
+        return _world_stat(real["lstat"](path, dir_fd=dir_fd), time.time())
+
+    def fstat(fd):
+        return _world_stat(real["fstat"](fd), time.time())
+
+    def scandir(path="."):
+        return _WorldScandir(real["scandir"](path))
+
+    for name, fn in (("stat", stat), ("lstat", lstat), ("fstat", fstat), ("scandir", scandir)):
+        fn.__name__ = fn.__qualname__ = name
+        fn._world_clock = True
+        for group in ("supports_dir_fd", "supports_fd", "supports_follow_symlinks"):
+            members = getattr(os, group)
+            if real[name] in members:  # the guard's dir_fd refusal keeps applying
+                members.add(fn)
+        setattr(os, name, fn)
+    return True
+
+
+use_world_clock_for_file_times()
+
+
 class Context:
     """What the operations share inside one worker."""
 
@@ -100,6 +192,14 @@ def op_load_app(ctx: Context, msg: dict) -> dict:
 
     fastapi, httpx = ctx.mods["fastapi"], ctx.mods["httpx"]
     db_path = msg["db_path"]
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(db_path + suffix)
+    if msg.get("seed_path"):  # the initial database, read-only here: a copy to work on
+        try:
+            _copy_seed(msg["seed_path"], db_path)
+        except OSError as e:
+            return _full_reply(ctx, e) or {"ok": False, "error": "load_error", "message": str(e)}
     os.environ["DATABASE_PATH"] = f"sqlite:///{db_path}"
     _redirect_engines(ctx, f"sqlite:///{db_path}")
     module_name = msg.get("module", "awm_app")
@@ -195,6 +295,32 @@ def op_reset(ctx: Context, msg: dict) -> dict:
     return {"ok": True}
 
 
+def _copy_seed(src: str, dest: str) -> None:
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view) :]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+
+
+def _full_reply(ctx: Context, e: BaseException) -> dict | None:
+    """The named error of a write that failed because the run directory is full."""
+    text = str(e)
+    if getattr(e, "errno", None) == 28 or "disk is full" in text or "No space left" in text:
+        mib = ctx.cfg.get("run_dir_mb")
+        where = f"tmpfs {mib} MiB, sandbox.run_dir_mb" if mib else "its file system"
+        message = f"the app's run directory is full ({where}): {text}"
+        return {"ok": False, "error": "run_dir_full", "message": message}
+    return None
+
+
 def op_export(ctx: Context, msg: dict) -> dict:
     import sqlite3
 
@@ -204,11 +330,19 @@ def op_export(ctx: Context, msg: dict) -> dict:
     dest = os.path.join(ctx.workdir, os.path.basename(msg.get("dest") or "export.db"))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(dest)
-    out = sqlite3.connect(dest)
     try:
-        work.backup(out)
-    finally:
-        out.close()
+        out = sqlite3.connect(dest)
+        try:
+            work.backup(out)
+        finally:
+            out.close()
+    except (sqlite3.Error, OSError) as e:
+        with contextlib.suppress(OSError):
+            os.unlink(dest)
+        reply = _full_reply(ctx, e)
+        if reply is None:
+            raise
+        return reply
     return {"ok": True, "path": dest}
 
 

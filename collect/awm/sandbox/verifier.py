@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -18,10 +18,14 @@ from collect.awm.sandbox.files import (
     default_work_root,
     ensure_private_dir,
 )
+from collect.awm.sandbox.rmtree import remove_tree
 from collect.awm.sandbox.worker import SandboxError, SandboxLimits, Worker, _copy_exclusive
 
 # the fork server enforces the run's own time limit; the parent's is this much later
 _PARENT_MARGIN_S = 5.0
+# a run that fails so on a worker that served earlier runs is tried once more on a new one
+_RETRY_KINDS = ("protocol", "crashed")
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -71,6 +75,19 @@ class VerifierPool:
     databases (mode 0444, on a read-only mount, with a read-only SQLite authorizer
     as a first layer); the master database is never in any worker's view. A worker
     that dies or breaks the protocol is replaced.
+
+    The reply channel. A run cannot reach its fork server's pipes: they are closed in
+    the forked child before dataset code runs, and the seccomp filter denies every way
+    back to them (``pidfd_getfd``, ``process_vm_*``, ``ptrace``; there is no ``/proc``).
+    Behind that, each verification is fenced: right after the verdict the pool sends a
+    ``ping``, which the fork server answers only once it has finished the run. A frame
+    the run slipped in ahead of the genuine reply leaves that reply between the verdict
+    and the ping's answer, so the nonce check fails: the worker is killed, the event is
+    counted in ``protocol_violations``, and the run's verdict is ``protocol`` (its own
+    task's, never the next one's). A run that finds a reused worker broken (``protocol``,
+    ``crashed``) before its answer is run again, once, on another worker (the broken one
+    is gone; every idle one passed its fence). A fence that fails is the run's own doing:
+    the stream was in step when the run began, so it is not run again.
     """
 
     def __init__(
@@ -95,6 +112,7 @@ class VerifierPool:
         self._cond = threading.Condition()
         self._closed = False
         self._serial = 0
+        self.protocol_violations = 0  # forged or extra frames seen on a reply channel
 
     def _new_worker(self) -> Worker:
         with self._cond:
@@ -134,7 +152,8 @@ class VerifierPool:
             raise
 
     def _release(self, worker: Worker, healthy: bool) -> None:
-        recycle = not healthy or not worker.alive or worker.requests >= self.max_runs_per_worker
+        runs = worker.requests // 2  # a verification is two requests: verify, then the fence
+        recycle = not healthy or not worker.alive or runs >= self.max_runs_per_worker
         with self._cond:
             if recycle or self._closed:
                 self._count -= 1
@@ -144,7 +163,9 @@ class VerifierPool:
             self._cond.notify()
         if recycle:
             worker.close()
-            shutil.rmtree(worker.workdir, ignore_errors=True)
+            removal = remove_tree(worker.workdir)
+            if not removal.removed:
+                _log.warning("verifier directory left in place: %s", removal.error)
 
     def run(
         self,
@@ -171,10 +192,32 @@ class VerifierPool:
             function_name = "verify_task_completion" if mode == "code" else "verify_task"
         timeout = self.limits.call_timeout_s if timeout is None else float(timeout)
         started = time.perf_counter()
+        payload = {
+            "code": code,
+            "function": function_name,
+            "mode": mode,
+            "final_answer": final_answer,
+            "timeout": timeout,
+        }
+        databases = (Path(initial_db), Path(final_db), final_from_worker)
+        outcome, retry = self._run_once(payload, databases, started)
+        if retry:  # a reused worker broke before answering: maybe an earlier run's doing
+            _log.warning("verifier worker broke (%s); the run goes to another", outcome.status)
+            outcome, _ = self._run_once(payload, databases, started)
+        return outcome
+
+    def _run_once(
+        self, payload: dict, databases: tuple[Path, Path, bool], started: float
+    ) -> tuple[VerifierOutcome, bool]:
+        """One verification on one worker: (its outcome, whether to try it once more
+        elsewhere: the worker had served earlier runs and broke before its answer)."""
+        initial_db, final_db, final_from_worker = databases
+        timeout = payload["timeout"]
         try:
             worker = self._acquire()
         except SandboxError as e:
-            return VerifierOutcome(e.kind, message=e.message)
+            return VerifierOutcome(e.kind, message=e.message), False
+        reused = worker.requests > 0
         healthy = False
         # One run at a time per worker: its inbox holds this run's two copies only.
         inbox = worker.read_dirs[0].resolve()
@@ -193,37 +236,50 @@ class VerifierPool:
                     "export_error",
                     message=f"final database unusable: {e}",
                     seconds=time.perf_counter() - started,
-                )
+                ), False
             for p in (init_copy, final_copy):
                 os.chmod(p, 0o444)
-            payload = {
-                "code": code,
-                "function": function_name,
-                "mode": mode,
+            request = {
+                **payload,
                 "initial_db_path": str(init_copy),
                 "final_db_path": str(final_copy),
-                "final_answer": final_answer,
-                "timeout": timeout,
             }
+            limit = timeout + _PARENT_MARGIN_S
             try:
-                reply = worker.request("verify", payload, timeout=timeout + _PARENT_MARGIN_S)
-                healthy = True
+                reply = worker.request("verify", request, timeout=limit)
             except SandboxError as e:
+                self._note_violation(e)
                 return VerifierOutcome(
                     e.kind, message=e.message, seconds=time.perf_counter() - started
-                )
+                ), reused and e.kind in _RETRY_KINDS
+            try:  # the fence (see the class docstring)
+                worker.request("ping", {}, timeout=limit)
+                healthy = True
+            except SandboxError as e:
+                self._note_violation(e)
+                return VerifierOutcome(
+                    e.kind,
+                    message=f"verdict discarded, the reply channel was tampered with: {e.message}",
+                    seconds=time.perf_counter() - started,
+                ), False
         finally:
             _clear(init_copy, final_copy)
             self._release(worker, healthy)
         seconds = time.perf_counter() - started
         if reply.get("ok"):
-            return VerifierOutcome("ok", result=reply.get("result"), seconds=seconds)
+            return VerifierOutcome("ok", result=reply.get("result"), seconds=seconds), False
         return VerifierOutcome(
             reply.get("error", "error"),
             message=str(reply.get("message", "")),
             lineno=reply.get("lineno") if isinstance(reply.get("lineno"), int) else None,
             seconds=seconds,
-        )
+        ), False
+
+    def _note_violation(self, error: SandboxError) -> None:
+        if error.kind == "protocol":
+            with self._cond:
+                self.protocol_violations += 1
+            _log.warning("verifier reply channel: %s", error.message)
 
     def close(self) -> None:
         with self._cond:
@@ -233,7 +289,7 @@ class VerifierPool:
         for worker in idle:
             worker.close()
         if self._own_root:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_tree(self.root)
 
     def __enter__(self) -> VerifierPool:
         return self

@@ -21,6 +21,7 @@ from typing import Any
 from collect.awm.clock import WorldClock
 from collect.awm.sandbox import confine, framing
 from collect.awm.sandbox.files import ensure_private_dir, open_regular, read_tail
+from collect.awm.sandbox.limits import WorkerCgroup, note_once
 
 ISOLATION_MODES = ("os", "python")
 EXIT_MEMORY = 3
@@ -77,14 +78,30 @@ class SandboxLimits:
     build_value_mb: int = field(
         default=16, metadata={"help": "largest single value (string/blob) in seed data, MiB"}
     )
+    run_dir_mb: int = field(
+        default=512,
+        metadata={
+            "help": "isolation=os: an app worker's run directory is a private tmpfs of this "
+            "size, MiB (gone with the worker; counts in its cgroup's memory where there is one)"
+        },
+    )
+    max_processes: int = field(
+        default=128,
+        metadata={
+            "help": "isolation=os: processes and threads of one worker together (cgroup "
+            "pids.max; without a cgroup, RLIMIT_NPROC in its user namespace)"
+        },
+    )
 
 
 class SandboxError(RuntimeError):
     """A worker timed out, crashed, ran out of a resource or broke the protocol.
 
     ``kind`` is one of ``timeout``, ``memory``, ``cpu``, ``crashed``, ``protocol``,
-    ``start_failed``, ``isolation``, ``closed`` (or, from loading code,
-    ``load_error``/``syntax_error``). The worker is dead when this is raised.
+    ``start_failed``, ``isolation``, ``closed``, ``limit`` (a total of the worker: its
+    cgroup's process or memory limit), ``run_dir_full`` (its tmpfs run directory is full;
+    the worker lives on) (or, from loading code, ``load_error``/``syntax_error``). The
+    worker is dead when this is raised, except for ``run_dir_full``.
     """
 
     def __init__(self, kind: str, message: str):
@@ -163,6 +180,11 @@ class Worker:
         self.hello: dict[str, Any] = {}
         self.requests = 0
         self.isolation = self.limits.isolation
+        # isolation=os: an app's run directory is a tmpfs in its own mount namespace (its
+        # size bounded, gone with the worker); the parent reaches it through /proc/PID/root
+        self.private_run_dir = role == "env" and self.isolation == "os"
+        self.cgroup: WorkerCgroup | None = None
+        self._init_pid: int | None = None
         self._proc: subprocess.Popen | None = None
         self._to_worker: int | None = None
         self._from_worker: int | None = None
@@ -200,7 +222,10 @@ class Worker:
             "nofile": int(self.limits.max_open_files),
             "isolate_network": bool(self.limits.isolate_network),
             "max_response_chars": int(self.limits.max_response_chars),
+            "run_dir_mb": int(self.limits.run_dir_mb) if self.private_run_dir else None,
             "isolation": self.isolation,
+            # RLIMIT_NPROC counts per user namespace: only with isolation=os is it this worker's
+            **({"nproc": int(self.limits.max_processes)} if self.isolation == "os" else {}),
             "pidns": self.isolation == "os",
             "netns": self.isolation == "os",
             "database_py": str(confine.DATABASE_PY),
@@ -210,15 +235,33 @@ class Worker:
         python = [sys.executable, "-I", "-B", str(confine.CHILD), json.dumps(config)]
         if self.isolation != "os":
             return python
-        return confine.bwrap_command(
+        tmpfs = ((cwd, int(self.limits.run_dir_mb) << 20),) if self.private_run_dir else ()
+        argv = confine.bwrap_command(
             workdir=cwd,
-            rw_dirs=tuple(p.resolve() for p in self.write_dirs),
+            rw_dirs=tuple(p.resolve() for p in self.write_dirs if p.resolve() != cwd or not tmpfs),
             ro_dirs=tuple(p.resolve() for p in self.read_dirs),
             env=env,
             seccomp_fd=fds["seccomp"],
             info_fd=fds["info"],
             command=python,
+            tmpfs_dirs=tmpfs,
         )
+        return self.cgroup.wrap(argv) if self.cgroup is not None else argv
+
+    def host_path(self, name: str) -> Path:
+        """Where the parent finds the file ``name`` of the worker's run directory (through
+        ``/proc/PID/root`` when the directory is the worker's private tmpfs). Read it only
+        with :func:`~collect.awm.sandbox.files.copy_file_nofollow` or ``open_regular``."""
+        name = os.path.basename(name)
+        if self.private_run_dir:
+            if self._init_pid is None:
+                raise SandboxError("closed", f"{self.name}: worker is not running")
+            return Path(f"/proc/{self._init_pid}/root{self.workdir.resolve()}") / name
+        return self.workdir / name
+
+    def limit_problem(self) -> str | None:
+        """A per-worker total (cgroup) this worker ran into, or None."""
+        return self.cgroup.problem() if self.cgroup is not None else None
 
     def start(self) -> dict[str, Any]:
         """Start the process and wait for its hello (sandbox status)."""
@@ -242,6 +285,20 @@ class Worker:
         if self.isolation == "os":
             config["seccomp_exec"] = confine.seccomp_filters()[1].hex()
         env = {**_clean_env(str(cwd)), **self.clock.worker_env()}
+        if self.isolation == "os":  # totals per worker: a cgroup where we can make one
+            note_once("sandbox")
+            try:
+                self.cgroup = WorkerCgroup(
+                    self.role,
+                    max_processes=self.limits.max_processes,
+                    memory_bytes=(self.limits.memory_mb + self.limits.run_dir_mb) << 20,
+                )
+            except OSError as e:
+                for fd in (*fds.values(), *parent_fds):
+                    os.close(fd)
+                raise SandboxError(
+                    "start_failed", f"{self.name}: cannot make its cgroup: {e}"
+                ) from None
         log = os.open(
             self.workdir / "worker.log",
             os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
@@ -256,7 +313,10 @@ class Worker:
                 stderr=subprocess.STDOUT,
                 pass_fds=tuple(fds.values()),
                 cwd=str(cwd),
-                env=env,
+                # bwrap itself runs on the real clock: --setenv puts the worker on the world
+                # clock, and a bwrap preloading libfaketime left /dev/shm/faketime_shm_<pid>
+                # behind every time it was killed
+                env=_clean_env(str(cwd)) if self.isolation == "os" else env,
                 start_new_session=True,
                 close_fds=True,
             ).result()
@@ -299,6 +359,7 @@ class Worker:
             pid = int(json.loads(data or b"{}").get("child-pid") or 0)
             if pid and self.alive:
                 self._init_pidfd = os.pidfd_open(pid)
+                self._init_pid = pid
         except (OSError, ValueError):
             pass
         finally:
@@ -324,7 +385,9 @@ class Worker:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             os.close(pidfd)
+        self._init_pid = None
         if proc is None:
+            self._close_cgroup()
             return
         if pidfd is not None:
             with contextlib.suppress(Exception):
@@ -336,6 +399,14 @@ class Worker:
                 proc.kill()
         with contextlib.suppress(Exception):
             proc.wait(timeout=5)
+        self._close_cgroup()
+        if self.isolation == "python" and self.clock.is_fixed and proc.poll() is not None:
+            _remove_faketime_segments(proc.pid)
+
+    def _close_cgroup(self) -> None:
+        cgroup, self.cgroup = self.cgroup, None
+        if cgroup is not None:
+            cgroup.close()
 
     def cpu_seconds_used(self) -> float | None:
         """User+system CPU time of the worker's Python so far (Linux /proc), or None."""
@@ -377,6 +448,9 @@ class Worker:
             self._send(framing.encode({"op": op, "nonce": nonce, **(payload or {})}), deadline, op)
             reply = self._receive(deadline, op, nonce)
             self.requests += 1
+            problem = self.limit_problem()
+            if problem is not None:
+                raise self._fail("limit", f"{problem} during {op}; worker killed")
             if reply.get("fatal"):
                 kind = reply.get("error", "crashed")
                 text = reply.get("message", "fatal error")
@@ -385,6 +459,9 @@ class Worker:
             return reply
 
     def _fail(self, kind: str, message: str) -> SandboxError:
+        problem = self.limit_problem() if kind != "limit" else None
+        if problem is not None:  # the real cause: a total of the worker, by name
+            kind, message = "limit", f"{problem} ({message})"
         self._kill()
         return SandboxError(kind, f"{self.name}: {message}")
 
@@ -471,6 +548,16 @@ class Worker:
         self.close()
 
 
+def _remove_faketime_segments(pid: int) -> None:
+    """libfaketime makes ``/dev/shm/faketime_shm_<pid>`` (and a semaphore) in every process
+    it loads into and removes them only on a clean exit: a killed worker's stay behind.
+    With ``isolation=python`` the worker is our child, so we remove them once it is reaped
+    (with ``isolation=os`` its ``/dev`` is its own and read-only: none are made)."""
+    for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
+        with contextlib.suppress(OSError):
+            os.unlink(f"/dev/shm/{name}")
+
+
 def _descendant_python(bwrap_pid: int) -> int | None:
     """The host pid of the Python below bwrap (bwrap -> namespace init -> python)."""
     parents: dict[int, int] = {}
@@ -505,12 +592,16 @@ def _is_python(pid: int) -> bool:
 class AppWorker:
     """A worker hosting one AWM app (FastAPI) on a working SQLite database.
 
-    ``load`` copies the initial database into the worker's directory, execs the app
-    with ``DATABASE_PATH`` pointing at it (any SQLAlchemy ``create_engine`` is
-    redirected there too), snapshots the database in memory and returns the app's
-    OpenAPI document. ``reset`` restores the snapshot (SQLite backup API,
-    sub-millisecond for AWM-sized databases); ``request`` dispatches one HTTP
-    request in-process to the app (httpx ASGITransport, no TCP port).
+    ``load`` puts a private copy of the initial database where the worker reads it
+    (read-only), starts the worker, which copies it into its run directory (with
+    ``isolation=os`` a tmpfs of ``run_dir_mb`` in its own mount namespace, reached from
+    here only through :meth:`Worker.host_path`), execs the app with ``DATABASE_PATH``
+    pointing at it (any SQLAlchemy ``create_engine`` is redirected there too),
+    snapshots the database in memory and returns the app's OpenAPI document.
+    ``reset`` restores the snapshot (SQLite backup API, sub-millisecond for AWM-sized
+    databases; :class:`~collect.awm.env.AWMEnv` starts a fresh worker per episode
+    instead unless ``env.fresh_app=false``); ``request`` dispatches one HTTP request
+    in-process to the app (httpx ASGITransport, no TCP port).
     """
 
     def __init__(
@@ -540,15 +631,24 @@ class AppWorker:
         """
         ensure_private_dir(self.workdir)
         self.db_path = self.workdir / "work.db"
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(str(self.db_path) + suffix)
+        # a private copy of the initial database, read-only in the worker's view; the
+        # worker copies it into its run directory (with isolation=os a tmpfs of its own)
+        seed_dir = ensure_private_dir(self.workdir / ".seed")
+        seed = seed_dir / "initial.db"
+        with contextlib.suppress(FileNotFoundError):
+            seed.unlink()
         if initial_db is not None:
-            _copy_exclusive(Path(initial_db), self.db_path)
+            _copy_exclusive(Path(initial_db), seed)
+        self.worker.read_dirs = (seed_dir,)
         self.worker.start()
         reply = self.worker.request(
             "load_app",
-            {"code": code, "db_path": str(self.db_path.resolve()), "module": app_name},
+            {
+                "code": code,
+                "db_path": str(self.db_path.resolve()),
+                "seed_path": str(seed.resolve()) if initial_db is not None else None,
+                "module": app_name,
+            },
             timeout=self.limits.start_timeout_s,
         )
         if not reply.get("ok"):
@@ -585,8 +685,9 @@ class AppWorker:
         The file is the worker's: read it only with :func:`copy_file_nofollow`."""
         reply = self.worker.request("export", {"dest": name})
         if not reply.get("ok"):
-            raise SandboxError("crashed", f"export failed: {reply.get('message')}")
-        return self.workdir / name
+            kind = "run_dir_full" if reply.get("error") == "run_dir_full" else "crashed"
+            raise SandboxError(kind, f"export failed: {reply.get('message')}")
+        return self.worker.host_path(name)
 
     def close(self) -> None:
         self.worker.close()
