@@ -39,8 +39,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cliconf import Interrupted, compose_config, run_app, to_dict
 from cliconf import as_config as _as_config
-from cliconf import compose_config, run_app, to_dict
 from cliconf import doc_field as _f
 from collect.actors import (
     ActorConfig,
@@ -55,6 +55,7 @@ from collect.awm.clock import WorldClock, clock_field
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import EnvConfig, EnvPool
 from collect.awm.sandbox import COMMAND_ERRORS, check_isolation
+from collect.awm.sandbox.rmtree import remove_tree
 from collect.executors import ExecutorConfig, execute, resolve_workers
 from collect.interventions import INTERVENTION_KINDS, InterventionConfig, build_interventions
 from collect.policy import evaluation_line
@@ -144,6 +145,19 @@ class CollectConfig:
     text: TextConfig = _f(TextConfig(), "state texts")
     env: EnvConfig = _f(
         _default_env(), "episode rules, sandbox limits, rewards (collect/awm/env.py)"
+    )
+    runtime: str = _f(
+        "local",
+        "where episodes run: local (sandboxed app workers in this process) or openenv (an "
+        "OpenEnv AWM server at env_url, e.g. OpenEnv's container or python -m "
+        "collect.awm.openenv_server; tasks and solutions still come from worlds; "
+        "docs/openenv.md)",
+    )
+    env_url: str = _f("", "runtime=openenv: the server's URL, e.g. http://HOST:8000")
+    env_token_env: str = _f(
+        "OPENENV_AWM_TOKEN",
+        "runtime=openenv: name of the environment variable holding the server's bearer "
+        "token (unset or empty: none is sent)",
     )
     executor: ExecutorConfig = _f(ExecutorConfig(), "processes, shards, Ray")
     clock: str = clock_field()
@@ -252,6 +266,9 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
     d["env"]["work_root"] = None
     for key in ("overwrite", "progress", "keep_shards"):
         d.pop(key, None)
+    if d.get("runtime") == "local":  # local collections record no runtime (as before it)
+        for key in ("runtime", "env_url", "env_token_env"):
+            d.pop(key, None)
     if d.get("policy") is None:
         d.pop("policy", None)  # collections with random help record no policy
     return d
@@ -285,6 +302,17 @@ def _validate(cfg: CollectConfig) -> None:
             raise ValueError(f"interventions.{name}.kind must be one of {INTERVENTION_KINDS}")
         if iv.kind == "expert_llm" and not (iv.base_url and iv.model):
             raise ValueError(f"interventions.{name}: expert_llm needs base_url and model")
+    if cfg.runtime not in ("local", "openenv"):
+        raise ValueError(f"runtime must be local or openenv, got {cfg.runtime!r}")
+    if cfg.runtime == "openenv":
+        if not str(cfg.env_url).startswith(("http://", "https://", "ws://", "wss://")):
+            raise ValueError(f"runtime=openenv needs env_url=http://HOST:PORT, got {cfg.env_url!r}")
+        if make_keys(cfg.state_key, cfg.help_window).needs_digest:
+            raise ValueError(
+                f"state_key={cfg.state_key} needs database digests, which an OpenEnv AWM "
+                "server does not offer: use state_key=history or runtime=local"
+            )
+        return  # the server confines the worlds' code, not this process
     _scratch_root(cfg)  # a configured work_root that is not ours alone is refused up front
     check_isolation(cfg.env.sandbox)  # refused here, once, not in every worker process
     check_isolation(cfg.env.verifier_sandbox)
@@ -398,21 +426,44 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: a dead worker's directory that could not be removed is renamed with this prefix
+#: (reported once, then skipped by every later sweep)
+_STALE_PREFIX = "helpdp-stale-"
+
+
 def sweep_scratch(root: Path) -> int:
     """Remove the scratch directories of dead workers under ``root`` (killed runs, Ray
     workers stopped without cleanup); returns how many were removed. Only directories
-    that are ours alone are touched (never a symlink or another user's entry)."""
+    that are ours alone are touched (never a symlink or another user's entry). Never
+    raises: removal cannot recurse (:func:`~collect.awm.sandbox.rmtree.remove_tree`),
+    and a tree it cannot remove (beyond its budgets, a mount point) is renamed
+    ``helpdp-stale-...``, reported once on stderr, and skipped from then on."""
     removed = 0
-    for d in root.glob(f"{_SCRATCH_PREFIX}*-*") if root.is_dir() else []:
+    try:
+        entries = list(root.glob(f"{_SCRATCH_PREFIX}*-*")) if root.is_dir() else []
+    except OSError:
+        return 0
+    for d in entries:
         try:
             pid = int(d.name[len(_SCRATCH_PREFIX) :].split("-")[0])
             if _private_dir_problem(os.lstat(d)):
                 continue
         except (ValueError, OSError):
             continue
-        if pid != os.getpid() and not _pid_alive(pid):
-            shutil.rmtree(d, ignore_errors=True)
+        if pid == os.getpid() or _pid_alive(pid):
+            continue
+        gone = remove_tree(d)
+        if gone.removed:
             removed += 1
+            continue
+        stale = d.with_name(_STALE_PREFIX + d.name)
+        with contextlib.suppress(OSError):
+            os.rename(d, stale)
+        print(
+            f"collect: warning: a dead worker's scratch directory could not be removed "
+            f"({gone.error}); left as {stale if stale.exists() else d}, skipped from now on",
+            file=sys.stderr,
+        )
     return removed
 
 
@@ -425,12 +476,23 @@ class _Worker:
         # private (0700, ours, a fresh name): nobody else can plant or swap databases here
         self._scratch = Path(tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", dir=root))
         env_cfg = dataclasses.replace(cfg.env, work_root=str(self._scratch))
-        self.pool = EnvPool(
-            _worlds_dir(cfg),
-            env_cfg,
-            scenarios=cfg.schedule.scenarios or None,
-            clock=WorldClock.resolve(cfg.clock, _worlds_dir(cfg)),
-        )
+        if cfg.runtime == "openenv":
+            from collect.awm.remote_env import OpenEnvPool
+
+            self.pool = OpenEnvPool(
+                cfg.env_url,
+                _worlds_dir(cfg),
+                env_cfg,
+                scenarios=cfg.schedule.scenarios or None,
+                token_env=cfg.env_token_env,
+            )
+        else:
+            self.pool = EnvPool(
+                _worlds_dir(cfg),
+                env_cfg,
+                scenarios=cfg.schedule.scenarios or None,
+                clock=WorldClock.resolve(cfg.clock, _worlds_dir(cfg)),
+            )
         self.own_actor = actor is None
         self.actor = actor if actor is not None else build_actor(cfg.actor)
         self.interventions = build_interventions(cfg.interventions)
@@ -454,7 +516,7 @@ class _Worker:
             with contextlib.suppress(Exception):
                 self.actor.close()
         self.pool.close()
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        remove_tree(self._scratch)  # iterative: a world's deep tree cannot make this raise
 
 
 _WORKERS: dict[str, _Worker] = {}
@@ -517,6 +579,8 @@ def versions(cfg: CollectConfig) -> dict[str, str | None]:
         names.append("vllm")
     if cfg.executor.kind == "ray":
         names.append("ray")
+    if cfg.runtime == "openenv":
+        names.append("openenv")
     out: dict[str, str | None] = {"python": platform.python_version()}
     out.update({n: _version(n) for n in names})
     if "os" in (cfg.env.sandbox.isolation, cfg.env.verifier_sandbox.isolation):
@@ -596,7 +660,19 @@ def _isolation(cfg: CollectConfig) -> dict[str, Any]:
     from collect.awm.sandbox import describe
 
     app, verifier = cfg.env.sandbox.isolation, cfg.env.verifier_sandbox.isolation
-    return {**describe(app), **({"verifier_mode": verifier} if verifier != app else {})}
+    out = {**describe(app), **({"verifier_mode": verifier} if verifier != app else {})}
+    if app == "os":  # which totals bounded a worker here (a cgroup, or the fallback)
+        from collect.awm.sandbox.limits import describe as describe_limits
+
+        lim = cfg.env.sandbox
+        out["limits"] = describe_limits(lim.max_processes, lim.memory_mb, lim.run_dir_mb)
+        out["limits"].update(tool_budget_s=cfg.env.tool_budget_s, fresh_app=cfg.env.fresh_app)
+    return out
+
+
+def _runtime(cfg: CollectConfig) -> dict[str, Any]:
+    """Where a ``runtime=openenv`` collection ran its episodes (``source.runtime``)."""
+    return {"kind": "openenv", "env_url": cfg.env_url, "protocol": "OpenEnv AWM (MCP)"}
 
 
 def manifest(
@@ -619,7 +695,10 @@ def manifest(
             "state_key": cfg.state_key,
             **({"help_policy": help_policy.name} if help_policy is not None else {}),
             "clock": clock.describe(),
-            "isolation": _isolation(cfg),
+            "isolation": _isolation(cfg)
+            if cfg.runtime == "local"
+            else {"mode": "remote", "by": "the OpenEnv AWM server at runtime.env_url"},
+            **({"runtime": _runtime(cfg)} if cfg.runtime == "openenv" else {}),
             "config": source_config(cfg),
             "versions": versions(cfg),
             "git_sha": git_sha(),
@@ -689,7 +768,8 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
         raise ValueError("an actor or policy object runs in this process: use executor.kind=local")
     tasks, skipped = runnable_tasks(cfg)
     if not tasks:
-        raise ValueError("no task can run: " + "; ".join(skipped[:5]))
+        why = "; ".join(skipped[:5]) or f"{_worlds_dir(cfg)} holds no scenario with tasks"
+        raise ValueError("no task can run: " + why)
     specs = build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split)
     if not specs:
         raise ValueError(
@@ -717,6 +797,12 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
     )
     todo = [i for i in range(len(shards)) if not store.done(i)]
     done_eps = sum(len(shards[i]) for i in range(len(shards)) if i not in set(todo))
+    if todo and len(todo) < len(shards):
+        print(
+            f"resuming {out}: reusing {len(shards) - len(todo)} of {len(shards)} shards "
+            f"({done_eps} episodes)",
+            flush=True,
+        )
     bar = _Progress(len(specs), done_eps, cfg.progress)
 
     def on_episode(log) -> None:
@@ -744,6 +830,11 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
             inline_kwargs={"actor": actor, "help_policy": help_policy, "on_episode": on_episode},
             force_inline=inline,
         )
+    except KeyboardInterrupt:
+        kept = sum(store.done(i) for i in range(len(shards)))
+        raise Interrupted(
+            f"{kept} of {len(shards)} shards kept in {store.dir}; rerun the same command to resume"
+        ) from None
     finally:
         bar.close()
         _close_workers()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -54,8 +55,16 @@ def resolve_workers(config: ExecutorConfig, n_tasks: int) -> int:
     return max(1, min(workers, max(1, n_tasks)))
 
 
+def _quiet_interrupt(signum: int, frame: Any) -> None:
+    raise SystemExit(130)
+
+
 def _watch_parent(parent: int) -> None:
-    """Exit this worker (status 1) when its parent process is gone (no orphans after a SIGKILL)."""
+    """Exit this worker (status 1) when its parent process is gone (no orphans after a SIGKILL).
+    Ctrl-C reaches every process of the terminal's group: a worker ends with SystemExit
+    (its sandboxes closed by their ``finally`` blocks, no traceback printed), and the
+    parent alone says what was kept."""
+    signal.signal(signal.SIGINT, _quiet_interrupt)
     watch_parent(parent, interval=0.5, exit_code=1, name="watch-parent")
 
 

@@ -1,0 +1,55 @@
+"""Ctrl-C in a collection: one line saying what was kept (no traceback from the parent or
+the pool's workers), exit 130, no process left behind; the rerun says how many shards it
+reused and runs only the others."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+from proc_helpers import alive
+from test_collector_resume import ARGS, _command, _descendants
+
+
+def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "work"
+    # a terminal's Ctrl-C sends SIGINT to the whole foreground process group
+    proc = subprocess.Popen(
+        _command(out, work), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    shards, family, done = out / "shards", set(), 0
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None:
+        family |= _descendants(proc.pid)
+        done = len([p for p in shards.glob("0*") if p.is_dir()]) if shards.exists() else 0
+        if done >= 3:
+            break
+        time.sleep(0.02)
+    family |= _descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    m = re.fullmatch(
+        r"collect: interrupted: (\d+) of 28 shards kept in (.+); rerun the same command to "
+        r"resume",
+        lines[0],
+    )  # fmt: skip
+    assert m and m.group(2) == str(shards), lines[0]
+    kept = int(m.group(1))
+    assert 3 <= kept < 28 and kept == len([p for p in shards.glob("0*") if p.is_dir()])
+    deadline = time.time() + 20
+    while time.time() < deadline and any(alive(p) for p in family):
+        time.sleep(0.2)
+    assert not [p for p in family if alive(p)]
+
+    r = subprocess.run(_command(out, work), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"resuming {out}: reusing {kept} of 28 shards" in r.stdout, r.stdout
+    assert re.search(r"(\d+)/28 shards run", r.stdout).group(1) == str(28 - kept)
+    assert "executor.workers=2" in ARGS  # the pool's workers saw the signal too
