@@ -80,6 +80,9 @@ __all__ = [
     "evaluate",
     "headroom",
     "mix_baseline",
+    "ope_estimates",
+    "ope_report",
+    "ope_summary",
     "paired_ci",
     "run_evaluate",
     "summarize",
@@ -134,7 +137,7 @@ class EvaluateConfig:
         "tasks of data (budget): not a deployable policy but an in-sample reference for how much "
         "a state-wise policy can gain on those tasks (data must hold their episodes)",
     )
-    seeds: list = _f(list(range(100, 120)), "evaluation seeds: one episode per (task, seed)")
+    seeds: list[int] = _f(list(range(100, 120)), "evaluation seeds: one episode per (task, seed)")
     splits: list = _f(["test", "train"], "task splits to evaluate on (test: unseen tasks)")
     random_p: list = _f(
         [0.05, 0.1, 0.2, 0.3, 0.5], "random state-wise help probabilities (the equal-spend curve)"
@@ -158,6 +161,26 @@ class EvaluateConfig:
         "episodes run in lock step per policy (environment steps in threads, one decide() per "
         "round); results do not depend on it",
     )
+    baselines: bool = _f(
+        True,
+        "run the fixed baselines (never, always, random, the rules, turn_rules); false runs "
+        "only the fitted policies (the DP table, PRM, helper, policy_files, oracle), e.g. in a "
+        "second process whose results.parquet is joined with a baseline run's (same pairs)",
+    )
+    skip: list = _f([], "names of policies not to run (e.g. ['random episodes p=0.5'])")
+    policy_files: list = _f(
+        [],
+        "more policies to run, each a selected.json of python -m helpdp.select (or its "
+        "directory): the policy chosen by cross-fitted off-policy evaluation",
+    )
+    ope: bool = _f(
+        True,
+        "for every policy run, also estimate its SR and calls per episode off-policy "
+        "(helpdp.ope) from data's collected episodes of the same split's tasks, and report "
+        "how often the measured SR and U fall inside the estimate's interval (ope.parquet)",
+    )
+    ope_estimator: str = _f("dr", "the off-policy estimator reported (helpdp.ope.ESTIMATORS)")
+    ope_boot: int = _f(500, "bootstrap replicates of each off-policy interval")
     seed: int = _f(0, "seed of the random policies' draws and of the DP mixture's draw")
     out: str = _f("outputs/evaluate", "output directory (results, report.md, plot)")
     progress: bool = _f(True, "progress bars")
@@ -400,7 +423,7 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
     bad = [t for t in cfg.turn_rules if not isinstance(t, (list, tuple))]
     if bad:
         raise ValueError(f"turn_rules: each rule is a list of turns (e.g. [[0,3]]), got {bad[0]!r}")
-    pols: list[HelpPolicy] = [
+    fixed: list[HelpPolicy] = [
         Never(),
         Always(),
         *(RandomStates(float(p), seed=cfg.seed) for p in cfg.random_p),
@@ -409,15 +432,25 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
         AfterFailure(),
         TurnZeroOrAfterFailure(),
         *(AtTurns(tuple(turns)) for turns in cfg.turn_rules),
+    ]
+    pols: list[HelpPolicy] = [
+        *(fixed if cfg.baselines else []),
         TablePolicy.load(search_dir, seed=cfg.seed, name=table_name, fallback=fallback),
         *prm_pols,
     ]
+    if cfg.policy_files:
+        from helpdp.select import load_policy
+
+        pols += [load_policy(p, seed=cfg.seed) for p in cfg.policy_files]
     if cfg.helper_dir:
         from helpdp.helper import HelperPolicy
 
         for b in cfg.helper_budgets or [cfg.budget]:
             pols.append(HelperPolicy(cfg.helper_dir, budget=float(b), seed=cfg.seed))
-    return pols
+    unknown = sorted(set(cfg.skip) - {p.name for p in pols})
+    if unknown:
+        raise ValueError(f"skip: no policy named {unknown[0]!r}")
+    return [p for p in pols if p.name not in set(cfg.skip)]
 
 
 def oracle_policy(cfg: EvaluateConfig, ds, split: str, out: Path) -> HelpPolicy:
@@ -582,6 +615,8 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     summary = summarize(results)
     summary.to_parquet(out / "summary.parquet", index=False)
     baselines = sorted({p.name for p in pols if reuse_key(p) is not None})
+    if "never" not in baselines:  # the task-wise mixes need a zero-call policy
+        baselines = []
     comparisons = [
         compare(results, p.name, split, [float(x) for x in cfg.random_p], baselines)
         for split, split_pols in by_split.items()
@@ -595,11 +630,100 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     budgets = sorted({float(cfg.budget), *map(float, cfg.helper_budgets or [])})
     rooms = [headroom(results, split, b, baselines) for split in cfg.splits for b in budgets]
     (out / "headroom.json").write_text(json.dumps(rooms, indent=2) + "\n")
+    ope_df = None
+    if cfg.ope:
+        ope_df = ope_estimates(ds, by_split, summary, cfg)
+        ope_df.to_parquet(out / "ope.parquet", index=False)
     (out / "report.md").write_text(
         report(summary, comparisons, search, cfg, time.perf_counter() - t0, len(train_tasks))
         + headroom_report(rooms)
+        + ("" if ope_df is None else ope_report(ope_df, cfg.ope_estimator))
     )
     return results, summary, comparisons
+
+
+def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: EvaluateConfig) -> pd.DataFrame:
+    """Every policy's off-policy estimate (``cfg.ope_estimator``) from ``ds``'s collected
+    episodes of the split's tasks, beside its measured SR and U (``summary``): one row
+    per (split, policy) with ``inside_SR``/``inside_U`` (the measured value lies in the
+    interval, clipped to [0, 1] for SR and [0, inf) for U) and the absolute errors."""
+    from helpdp.ope import estimate, load_logged
+
+    meas = summary.set_index(["split", "policy"])
+    rows = []
+    for split, split_pols in by_split.items():
+        try:
+            logged = load_logged(ds, splits=[split])
+        except ValueError:
+            continue  # no collected episode of this split
+        logged.views()
+        for pol in split_pols:
+            e = estimate(pol, logged, estimators=(cfg.ope_estimator,), n_boot=int(cfg.ope_boot),
+                         seed=cfg.seed)  # fmt: skip
+            s, slo, shi = e.get(cfg.ope_estimator, "SR")
+            u, ulo, uhi = e.get(cfg.ope_estimator, "U")
+            slo, shi, ulo, uhi = max(slo, 0.0), min(shi, 1.0), max(ulo, 0.0), max(uhi, 0.0)
+            m = meas.loc[(split, pol.name)]
+            rows.append({
+                "split": split, "policy": pol.name, "SR": float(m["SR"]), "U": float(m["U"]),
+                "ope_SR": s, "ope_SR_lo": slo, "ope_SR_hi": shi,
+                "ope_U": u, "ope_U_lo": ulo, "ope_U_hi": uhi,
+                "inside_SR": bool(slo <= m["SR"] <= shi), "inside_U": bool(ulo <= m["U"] <= uhi),
+                "abs_err_SR": abs(s - float(m["SR"])), "abs_err_U": abs(u - float(m["U"])),
+                "agree": e.diagnostics["agree"], "episodes": e.diagnostics["episodes"],
+                "ess": e.diagnostics["ess"], "max_share": e.diagnostics["max_share"],
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def ope_summary(ope_df: pd.DataFrame) -> dict:
+    """Coverage (share of policies whose measured value lies in the interval), mean
+    half-width and mean absolute error of the off-policy estimates, for SR and U."""
+    out = {"policies": len(ope_df)}
+    for q in ("SR", "U"):
+        if len(ope_df) == 0:
+            out.update({f"coverage_{q}": math.nan, f"half_width_{q}": math.nan,
+                        f"mae_{q}": math.nan})  # fmt: skip
+            continue
+        out[f"coverage_{q}"] = float(ope_df[f"inside_{q}"].mean())
+        out[f"half_width_{q}"] = float(((ope_df[f"ope_{q}_hi"] - ope_df[f"ope_{q}_lo"]) / 2).mean())
+        out[f"mae_{q}"] = float(ope_df[f"abs_err_{q}"].mean())
+    return out
+
+
+def ope_report(ope_df: pd.DataFrame, estimator: str) -> str:
+    """The report's section on the off-policy estimates."""
+    if ope_df.empty:
+        return ""
+    lines = [
+        "",
+        f"## Off-policy estimates from the collected data ({estimator}, 95% bootstrap)",
+        "",
+        "Each policy's SR and calls per episode estimated from the collection's episodes of "
+        "the same tasks (`helpdp.ope`: the schedule's known trigger probabilities, balance "
+        "heuristic), beside what the environments measured.",
+        "",
+        "| split | policy | measured SR | OPE SR [95%] | measured U | OPE U [95%] | agreeing "
+        "episodes | ESS |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in ope_df.itertuples():
+        lines.append(
+            f"| {r.split} | {r.policy} | {r.SR:.3f} | {r.ope_SR:.3f} [{r.ope_SR_lo:.3f}, "
+            f"{r.ope_SR_hi:.3f}]{'' if r.inside_SR else ' ✗'} | {r.U:.2f} | {r.ope_U:.2f} "
+            f"[{r.ope_U_lo:.2f}, {r.ope_U_hi:.2f}]{'' if r.inside_U else ' ✗'} | {r.agree} / "
+            f"{r.episodes} | {r.ess:.0f} |"
+        )
+    s = ope_summary(ope_df)
+    lines += [
+        "",
+        f"SR: the measured value is inside the interval for {s['coverage_SR']:.0%} of the "
+        f"{s['policies']} policies; mean half-width {s['half_width_SR']:.3f}, mean absolute "
+        f"error {s['mae_SR']:.3f}. U: {s['coverage_U']:.0%}, {s['half_width_U']:.3f}, "
+        f"{s['mae_U']:.3f}. ✗: outside.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _frontier(ds, train_tasks) -> pd.DataFrame | None:

@@ -19,6 +19,10 @@ fooled (``python -m helpdp.forecast data=DIR budget=1``):
   frequencies); the expected number of such fallbacks per episode is reported
   (``fallback``). The policy is chosen from half the episodes, so the estimate
   is, if anything, conservative for the policy chosen from all of them.
+* **off-policy evaluation** (``ope_cross_fit``, ``helpdp.ope``): the same held-out
+  choice, valued not by the held-out half's count model but by importance weighting
+  of its logged episodes with the schedule's known trigger probabilities (doubly
+  robust by default), with a bootstrap interval.
 * **pessimistic backup** (``pessimistic_search``): at every state where the DP has
   a choice (two or more observed actions), each (state, action) with n visits
   sends ``kappa / (n + kappa)`` of its probability to failure (``kappa`` pseudo-
@@ -248,6 +252,58 @@ def cross_fit(
     return CrossFit(pd.DataFrame(rows), float(budget))
 
 
+def ope_cross_fit(
+    ds: Dataset,
+    budget: float,
+    *,
+    folds: int = 2,
+    seed: int = 0,
+    estimator: str = "dr",
+    n_boot: int = 200,
+    max_solves: int = 200,
+    **solver_kw,
+) -> dict:
+    """The DP's policy valued off-policy (``helpdp.ope``) on episodes it was not chosen
+    on: per fold of ``split_episodes``, the budget search on the other folds' count
+    model, deployed as a table (unseen states: nohelp), estimated by ``estimator`` on
+    the held-out fold's logged episodes; the folds' estimates averaged (intervals
+    combined as independent: half-widths in quadrature)."""
+    from helpdp.budget import policy_frame
+    from helpdp.ope import estimate, load_logged
+    from helpdp.policies import TablePolicy
+
+    logged = load_logged(ds)
+    logged.views()
+    fold_of = split_episodes(ds, folds, seed)
+    ep_fold = fold_of.reindex(logged.episodes["episode_id"].to_numpy()).to_numpy()
+    parts = []
+    for f in range(folds):
+        held = fold_of.index[fold_of.to_numpy() == f]
+        fit = fold_of.index[fold_of.to_numpy() != f]
+        ds_fit = episode_subset(ds, fit)
+        res = search_budget(ds_fit.mdp, budget, gamma=ds.gamma, rule="exact",
+                            max_solves=max_solves, **solver_kw)  # fmt: skip
+
+        def table(sol, ds_fit=ds_fit):
+            fr = policy_frame(ds_fit, sol)
+            return dict(zip(fr["state_id"].tolist(), fr["action"].astype(int).tolist()))
+
+        more = table(res.more_help) if res.more_help is not None else None
+        pol = TablePolicy(table(res.policy), more, res.weight_more_help or 0.0, seed=seed)
+        e = estimate(pol, logged.subset(ep_fold == f), estimators=(estimator,), n_boot=n_boot,
+                     seed=seed)  # fmt: skip
+        parts.append((len(held), e.get(estimator, "SR"), e.get(estimator, "U"), e.diagnostics))
+    n = sum(p[0] for p in parts)
+    out = {"estimator": estimator, "folds": folds}
+    for name, i in (("SR", 1), ("U", 2)):
+        v = sum(p[0] / n * p[i][0] for p in parts)
+        hw = float(np.sqrt(sum((p[0] / n * (p[i][2] - p[i][1]) / 2) ** 2 for p in parts)))
+        out.update({name: float(v), f"{name}_lo": float(v - hw), f"{name}_hi": float(v + hw)})
+    out["agree"] = int(sum(p[3]["agree"] for p in parts))
+    out["episodes"] = int(sum(p[3]["episodes"] for p in parts))
+    return out
+
+
 def pessimistic_mdp(mdp: MDP, kappa: float, *, choices_only: bool = True) -> MDP:
     """The count model with ``kappa`` failed pseudo-visits per (state, action): a
     row with n visits keeps ``n / (n + kappa)`` of its probabilities and sends
@@ -335,6 +391,14 @@ class ForecastConfig(SolverConfig):
     )
     out: Any = _f(None, "write forecast.json here (a directory); null: print only")
     max_solves: int = _f(200, "most solves one budget search may use")
+    ope: bool = _f(
+        True,
+        "also value the DP's policy off-policy (helpdp.ope) on held-out episodes: chosen on "
+        "the other folds, estimated from the logged episodes with the schedule's known "
+        "trigger probabilities (needs episodes.parquet and steps.parquet)",
+    )
+    ope_estimator: str = _f("dr", "off-policy estimator (helpdp.ope.ESTIMATORS)")
+    ope_boot: int = _f(200, "bootstrap replicates of the off-policy interval")
 
 
 def run_forecast(cfg) -> list[dict]:
@@ -361,11 +425,18 @@ def run_forecast(cfg) -> list[dict]:
             pessimistic_search(ds, float(b), float(k), max_solves=cfg.max_solves, **kw)
             for k in cfg.kappa
         ]
+        ope = None
+        if cfg.ope:
+            ope = ope_cross_fit(
+                ds, float(b), folds=cfg.folds, seed=cfg.seed, estimator=cfg.ope_estimator,
+                n_boot=cfg.ope_boot, max_solves=cfg.max_solves, **kw,
+            )  # fmt: skip
         rec = {
             "budget": float(b),
             "dp": {"expected_success": dp.expected_success, "expected_usage": dp.expected_usage},
             "cross_fit": cf.summary(),
             "pessimistic": pess,
+            "ope": ope,
             "seconds": time.perf_counter() - t0,
         }
         cs = rec["cross_fit"]
@@ -373,6 +444,12 @@ def run_forecast(cfg) -> list[dict]:
             f"budget {b:g}: DP E[S]={dp.expected_success:.4f} E[U]={dp.expected_usage:.4f} | "
             f"cross-fit E[S]={cs['heldout_success']:.4f} E[U]={cs['heldout_usage']:.4f} "
             f"(in-sample {cs['insample_success']:.4f}, fallback {cs['fallback']:.3f}/episode) | "
+            + (
+                ""
+                if ope is None
+                else f"OPE ({ope['estimator']}, held out) SR={ope['SR']:.4f} "
+                f"[{ope['SR_lo']:.4f}, {ope['SR_hi']:.4f}] U={ope['U']:.4f} | "
+            )
             + "  ".join(
                 f"pessimistic(kappa={p['kappa']:g}) E[S]={p['pessimistic_success']:.4f}"
                 for p in pess

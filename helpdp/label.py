@@ -91,6 +91,12 @@ class LabelConfig(SolverConfig):
     split_seed: int = _f(0, "seed of the task-hash split (prm.data.hash_split)")
     max_solves: int = _f(200, "most solves one budget search may use")
     quiet: bool = _f(False, "print only the summary lines")
+    policy: Any = _f(
+        None,
+        "a selected.json of python -m helpdp.select (or its directory): label every collected "
+        "state with that policy's action distribution over its logged visits instead of the "
+        "DP's decisions (budget and search_splits are then the selection's)",
+    )
 
 
 def task_split(ds: Dataset, *, val_fraction=0.2, test_fraction=0.2, seed=0) -> pd.Series:
@@ -310,7 +316,12 @@ def run_label(cfg) -> tuple[pd.DataFrame, dict]:
         )
     if per_name and ds.mdp.n_actions == 2:  # budgets.<the one intervention>=C is budget=C
         cfg.budget = per_name[ds.actions[1]]
-    labels, meta = make_labels(ds, cfg)
+    if cfg.policy:
+        from helpdp.select import policy_labels
+
+        labels, meta = policy_labels(ds, cfg)
+    else:
+        labels, meta = make_labels(ds, cfg)
     out = write_labels(labels, meta, cfg.out)
     print(f"{len(labels)} label rows -> {out / 'labels.parquet'}")
     return labels, meta

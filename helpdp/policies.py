@@ -53,6 +53,8 @@ __all__ = [
     "TablePolicy",
     "TurnZero",
     "TurnZeroOrAfterFailure",
+    "action_probs",
+    "components",
     "safe_decide",
     "uniform",
 ]
@@ -65,7 +67,9 @@ class StateView:
     ``depth`` is the turn index (0 at the start); ``last_failure`` the failure class
     of the previous turn (``None``: it succeeded, or this is the first turn);
     ``errors`` the failed turns so far; ``episode_id`` identifies the episode (the
-    same across policies run on the same seeds).
+    same across policies run on the same seeds); ``last_help`` the turn of the latest
+    expert call of the episode (-1: none yet), so ``depth - last_help`` is the age of
+    the latest help (the coarse keys of ``helpdp.rekey`` read it).
     """
 
     state_id: int
@@ -75,15 +79,47 @@ class StateView:
     episode_id: int = 0
     last_failure: str | None = None
     errors: int = 0
+    last_help: int = -1
 
 
 @runtime_checkable
 class HelpPolicy(Protocol):
-    """``decide(views) -> actions`` (int8, one per view)."""
+    """``decide(views) -> actions`` (int8, one per view).
+
+    Off-policy evaluation (``helpdp.ope``) also reads two optional methods:
+    ``action_probs(views, n_actions) -> (n, n_actions)``, the probability of each
+    action where the policy randomises per decision (default: ``decide``'s action
+    with probability 1), and ``components() -> [(weight, policy)]``, where it
+    randomises once per episode between deterministic policies (a DP mixture,
+    random episode-wise help).
+    """
 
     name: str
 
     def decide(self, views: Sequence[StateView]) -> np.ndarray: ...
+
+
+def action_probs(policy, views: Sequence[StateView], n_actions: int) -> np.ndarray:
+    """``(n, n_actions)``: the policy's probability of each action at each view
+    (its ``action_probs`` if it has one, else its ``decide`` as a one-hot)."""
+    f = getattr(policy, "action_probs", None)
+    if f is not None:
+        out = np.asarray(f(views, n_actions), np.float64)
+    else:
+        a = _actions(policy.decide(views)).astype(np.int64)
+        if a.shape != (len(views),) or (a < 0).any() or (a >= n_actions).any():
+            raise ValueError(f"{policy.name}: decide returned {a!r} for {len(views)} views")
+        out = np.zeros((len(views), n_actions))
+        out[np.arange(len(views)), a] = 1.0
+    if out.shape != (len(views), n_actions):
+        raise ValueError(f"{policy.name}: action_probs has shape {out.shape}")
+    return out
+
+
+def components(policy) -> list[tuple[float, HelpPolicy]]:
+    """The per-episode mixture a policy draws from (``[(1, policy)]`` by default)."""
+    f = getattr(policy, "components", None)
+    return list(f()) if f is not None else [(1.0, policy)]
 
 
 def uniform(seed: int, *keys: int | str) -> np.ndarray | float:
@@ -145,6 +181,12 @@ class RandomStates:
     def decide(self, views: Sequence[StateView]) -> np.ndarray:
         return _actions([self.action if self.draw(v) < self.p else 0 for v in views])
 
+    def action_probs(self, views: Sequence[StateView], n_actions: int) -> np.ndarray:
+        out = np.zeros((len(views), n_actions))
+        out[:, 0] = 1.0 - self.p
+        out[:, self.action] += self.p
+        return out
+
 
 @dataclass(frozen=True)
 class RandomEpisodes(RandomStates):
@@ -154,6 +196,11 @@ class RandomEpisodes(RandomStates):
 
     def draw(self, v: StateView) -> float:
         return uniform(self.seed, "episode", v.episode_id)
+
+    action_probs = None  # randomises per episode: components()
+
+    def components(self) -> list[tuple[float, HelpPolicy]]:
+        return [(1.0 - self.p, Never()), (self.p, Always(self.action))]
 
 
 @dataclass(frozen=True)
@@ -296,6 +343,15 @@ class TablePolicy:
         if unknown:
             out[unknown] = _actions(self.fallback.decide([views[i] for i in unknown]))
         return out
+
+    def components(self) -> list[tuple[float, HelpPolicy]]:
+        """The two deterministic tables of the mixture (one when not mixed)."""
+        if self.more_help is None or self.weight_more_help <= 0.0:
+            return [(1.0, self)]
+        w = self.weight_more_help
+        less = TablePolicy(self.less_help, fallback=self.fallback, name=self.name + " (less)")
+        more = TablePolicy(self.more_help, fallback=self.fallback, name=self.name + " (more)")
+        return [(1.0 - w, less), (w, more)]
 
     def coverage(self) -> float:
         """Share of the decisions so far that the table knew."""

@@ -243,3 +243,159 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ---------------------------------------------------------------------------
+# a toy help world whose exact values are known (tests of helpdp.ope / rekey)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HelpWorld:
+    """A small episodic world where the value of any help policy is known exactly.
+
+    Each task ``i`` has a difficulty ``d_i``. A state is (turn t, turn of the latest
+    help ``last_help`` (-1: none), last turn failed ``f``). At each turn, with the
+    action a (1: help) and ``plan`` = help now or in the last ``memory`` turns:
+    the task is solved with probability ``0.12 + 0.30 a + 0.12 plan - 0.2 d``; else
+    the turn fails with probability ``(0.35 + 0.3 d)(0.4 if plan else 1) + 0.15 f``
+    (two failed turns in a row end the episode in failure); else it goes on.
+    ``horizon`` turns without success end in failure. So help pays at the start and
+    again once the previous help has worn off, and the coarse key (turn, age of the
+    latest help, last failed) is Markov.
+    """
+
+    difficulty: tuple = (0.1, 0.3, 0.5, 0.2)
+    horizon: int = 6
+    memory: int = 2
+
+    def step_probs(self, task: int, t: int, last_help: int, failed: bool, a: int):
+        """(P(solved), P(failed turn)) of one turn."""
+        d = self.difficulty[task]
+        plan = a == 1 or (last_help >= 0 and t - last_help <= self.memory)
+        p_s = 0.12 + 0.30 * a + 0.12 * plan - 0.2 * d
+        p_f = (0.35 + 0.3 * d) * (0.4 if plan else 1.0) + 0.15 * failed
+        return p_s, (1.0 - p_s) * min(p_f, 1.0)
+
+    def view(self, task: int, t: int, last_help: int, failed: bool, episode_id: int = 0):
+        from helpdp.policies import StateView
+
+        return StateView(
+            state_id=self.state_id(task, t, last_help, failed), task_id=f"toy/{task}", depth=t,
+            text="", episode_id=episode_id, last_failure="error" if failed else None,
+            errors=int(failed), last_help=last_help,
+        )  # fmt: skip
+
+    @staticmethod
+    def state_id(task, t, last_help, failed, end: str = "") -> int:
+        from collect.schedule import stable_int64
+
+        return stable_int64("toy", int(task), int(t), int(last_help), bool(failed), end)
+
+    def exact(self, policy) -> tuple[float, float]:
+        """Exact (SR, U) of a help policy, averaged over the tasks with equal weight
+        (per-episode mixtures through ``components``, per-decision randomisation
+        through ``action_probs``)."""
+        from helpdp.policies import action_probs, components
+
+        total_s = total_u = 0.0
+        for w, comp in components(policy):
+            for task in range(len(self.difficulty)):
+                memo: dict = {}
+
+                def value(t, lh, f, task=task, comp=comp, memo=memo):
+                    if t >= self.horizon:
+                        return 0.0, 0.0
+                    key = (t, lh, f)
+                    if key not in memo:
+                        pa = action_probs(comp, [self.view(task, t, lh, f)], 2)[0]
+                        s = u = 0.0
+                        for a in (0, 1):
+                            if pa[a] <= 0:
+                                continue
+                            p_s, p_f = self.step_probs(task, t, lh, f, a)
+                            nlh = t if a == 1 else lh
+                            sf, uf = value(t + 1, nlh, True) if not f else (0.0, 0.0)
+                            sg, ug = value(t + 1, nlh, False)
+                            p_g = 1.0 - p_s - p_f
+                            s += pa[a] * (p_s + p_f * sf + p_g * sg)
+                            u += pa[a] * (a + p_f * uf + p_g * ug)
+                        memo[key] = (s, u)
+                    return memo[key]
+
+                s, u = value(0, -1, False)
+                total_s += w * s / len(self.difficulty)
+                total_u += w * u / len(self.difficulty)
+        return total_s, total_u
+
+    def collect(
+        self,
+        seeds: int = 10,
+        probs=(0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0),
+        seed: int = 0,
+        test_tasks=(),
+    ):
+        """Episodes under the random schedule: one per (task, p, seed). Returns the
+        ``helpdp.data.Dataset`` (states keyed by (task, t, last_help, failed))."""
+        from helpdp.data import from_frames
+
+        rng = np.random.default_rng(seed)
+        states, trans, eps, steps = {}, {}, [], []
+        eid = 0
+        for task in range(len(self.difficulty)):
+            split = "test" if task in test_tasks else "train"
+            for p in probs:
+                for s in range(seeds):
+                    eid += 1
+                    t, lh, f = 0, -1, False
+                    sid = self.state_id(task, t, lh, f)
+                    states[sid] = (sid, f"toy/{task}", 0, True, False, False)
+                    calls, success = 0, False
+                    while True:
+                        a = int(rng.random() < p)
+                        p_s, p_f = self.step_probs(task, t, lh, f, a)
+                        u = rng.random()
+                        calls += a
+                        nlh = t if a == 1 else lh
+                        if u < p_s:
+                            nxt, end, success = self.state_id(task, t + 1, nlh, f, "ok"), 1, True
+                        elif u < p_s + p_f and f:
+                            nxt, end = self.state_id(task, t + 1, nlh, True, "fail"), 1
+                        elif t + 1 >= self.horizon:
+                            nxt, end = self.state_id(task, t + 1, nlh, u < p_s + p_f, "out"), 1
+                        else:
+                            nxt, end = self.state_id(task, t + 1, nlh, u < p_s + p_f), 0
+                        failed_now = p_s <= u < p_s + p_f
+                        states.setdefault(
+                            nxt, (nxt, f"toy/{task}", t + 1, False, bool(end), success and end)
+                        )
+                        if not end:
+                            states[nxt] = (nxt, f"toy/{task}", t + 1, False, False, False)
+                        trans[(sid, a, nxt)] = trans.get((sid, a, nxt), 0) + 1
+                        steps.append((eid, t, sid, a, nxt, "error" if failed_now else None))
+                        if end:
+                            break
+                        t, lh, f, sid = t + 1, nlh, failed_now, nxt
+                    eps.append((eid, f"toy/{task}", split, s, float(p), t + 1, success, calls))
+        states_df = pd.DataFrame(
+            list(states.values()),
+            columns=["state_id", "task_id", "depth", "is_start", "terminal", "success"],
+        )
+        states_df["text"] = ""
+        states_df = states_df.astype({"depth": "int32"})
+        tr = pd.DataFrame(
+            [(k[0], k[1], k[2], c) for k, c in trans.items()],
+            columns=["state_id", "action", "next_state_id", "count"],
+        ).astype({"action": "int8", "count": "int64"})
+        ep = pd.DataFrame(
+            eps,
+            columns=["episode_id", "task_id", "split", "seed", "trigger_p", "steps", "success",
+                     "expert_calls"],
+        )  # fmt: skip
+        st = pd.DataFrame(
+            steps, columns=["episode_id", "t", "state_id", "action", "next_state_id", "failure"]
+        ).astype({"t": "int32", "action": "int8"})
+        manifest = build_manifest(
+            ["nohelp", "expert"], gamma=1.0, source={"generator": "helpdp.synthetic.HelpWorld"}
+        )
+        return from_frames(manifest, states_df, tr, None, episodes=ep, steps=st)

@@ -1,0 +1,429 @@
+"""`python -m helpdp.select budget=1.0`: choose the help policy by an honest estimate.
+
+The DP's own forecast rates the policy it optimised on the counts it optimised
+(the winner's curse), and a table keyed by the collected states knows no state of an
+unseen task. Selection instead compares candidates that can deploy anywhere, each
+valued by off-policy evaluation (``helpdp.ope``) on tasks it was not fitted on:
+
+* **candidates** at each budget: the DP on each rung of ``rungs`` (``helpdp.rekey``:
+  coarse keys such as (turn, age of the latest help)) at that budget, with the
+  search's mixture; the hand rules ``rules`` (help at exactly those turns); never;
+* **cross-fitting**: the selection tasks (``splits``) are dealt into ``folds`` folds;
+  each candidate is fitted on the other folds and estimated (SR and calls per episode
+  U, ``estimator``) on the held-out fold's logged episodes; the fold estimates are
+  averaged (weighted by tasks), so usage, too, is measured out of sample;
+* **choice**: the best point at the budget on the upper concave hull of the
+  candidates' cross-fitted (U, SR - ``pessimism`` x half-width): one candidate, or a per-episode mixture of two
+  that spends the budget (plus ``slack``) exactly, as the constrained MDP's optimum
+  is; the chosen candidates are then refitted on all selection tasks.
+
+Writes ``OUT/budget=<b>/selected.json`` (the policy: :func:`load_policy` reads it,
+as do ``helpdp.label policy=`` and ``helpdp.evaluate policy_files=``) and
+``candidates.csv`` (every candidate's estimate per fold), and prints the choice, its
+cross-fitted OPE estimate and interval, and beside it the in-sample model value that
+``helpdp.search`` prints for the table keyed by the collected states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cliconf import doc_field as _f
+from helpdp.policies import AtTurns, HelpPolicy, Never, StateView, uniform
+
+__all__ = ["MixturePolicy", "SelectConfig", "load_policy", "policy_json", "run_select", "select"]
+
+
+@dataclass
+class SelectConfig:
+    """`python -m helpdp.select`: choose a deployable help policy by cross-fitted OPE."""
+
+    data: Any = _f(None, "collected dataset (with episodes/steps.parquet); null: the demo dataset")
+    budget: Any = _f(1.0, "expected expert calls per episode (a list: one selection each)")
+    splits: list = _f(
+        ["train", "validation"], "task splits the candidates are fitted and estimated on"
+    )
+    exclude_tasks: list = _f([], "task ids of those splits to leave out (e.g. episodes known bad)")
+    rungs: list = _f(
+        ["turn", "turn_fail", "turn_age", "turn_age_fail"],
+        "state keys the DP runs on (helpdp.rekey.RUNGS); task-specific rungs (state, "
+        "task_turn_age_fail) know no state of a held-out fold's tasks",
+    )
+    rules: list = _f(
+        [[0], [0, 2], [0, 3], [0, 4], [0, 3, 6], [0, 4, 8]],
+        "hand rules, one list of turns each: help at exactly those turns",
+    )
+    folds: int = _f(2, "folds of tasks: fit on the others, estimate on one")
+    fold_seed: int = _f(0, "seed of the tasks' assignment to folds")
+    estimator: str = _f("dr", "OPE estimator that values candidates (helpdp.ope.ESTIMATORS)")
+    n_boot: int = _f(300, "bootstrap replicates of each estimate's interval")
+    level: float = _f(0.95, "interval level")
+    slack: float = _f(0.0, "calls per episode the cross-fitted usage may exceed the budget by")
+    pessimism: float = _f(
+        1.0,
+        "choose on SR - pessimism x the interval's half-width (1: its lower bound; 0: the "
+        "point estimate): a candidate valued on few agreeing episodes is not chosen for luck",
+    )
+    age_cap: int = _f(4, "ages of the latest help at or above this are one key")
+    seed: int = _f(0, "seed of the policies' per-episode mixture draws and the bootstrap")
+    max_solves: int = _f(200, "most solves one budget search may use")
+    out: Any = _f("outputs/select", "output directory; one budget=<b>/ sub-directory per budget")
+
+
+class MixturePolicy:
+    """Per episode, one of ``parts`` (``[(weight, policy)]``) drawn with its weight."""
+
+    def __init__(self, parts: Sequence[tuple[float, HelpPolicy]], *, seed: int = 0, name=""):
+        w = np.asarray([p[0] for p in parts], np.float64)
+        if len(parts) == 0 or (w < 0).any() or abs(w.sum() - 1.0) > 1e-9:
+            raise ValueError(f"mixture weights must be >= 0 and sum to 1, got {w.tolist()}")
+        self.parts = list(parts)
+        self.seed = seed
+        self.name = name or " | ".join(f"{x:.2f} {p.name}" for x, p in parts)
+
+    def _pick(self, episode_id: int) -> int:
+        u = uniform(self.seed, "select-mixture", episode_id)
+        cum = np.cumsum([p[0] for p in self.parts])
+        return int(min(np.searchsorted(cum, u, side="right"), len(self.parts) - 1))
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        out = np.zeros(len(views), np.int8)
+        picks = np.asarray([self._pick(v.episode_id) for v in views], np.int64)
+        for k in np.unique(picks):
+            idx = np.flatnonzero(picks == k)
+            out[idx] = np.asarray(self.parts[k][1].decide([views[i] for i in idx])).reshape(-1)
+        return out
+
+    def components(self) -> list[tuple[float, HelpPolicy]]:
+        from helpdp.policies import components
+
+        return [(w * cw, c) for w, p in self.parts for cw, c in components(p)]
+
+
+def policy_json(policy) -> dict:
+    """A policy that :func:`load_policy` reads back (never, a rule, a key table, a mixture)."""
+    from helpdp.rekey import KeyTablePolicy
+
+    if isinstance(policy, Never):
+        return {"kind": "never", "name": policy.name}
+    if isinstance(policy, AtTurns):
+        return {"kind": "rule", "turns": list(policy.turns), "name": policy.name}
+    if isinstance(policy, KeyTablePolicy):
+        return policy.to_json()
+    if isinstance(policy, MixturePolicy):
+        parts = [[float(w), policy_json(p)] for w, p in policy.parts]
+        return {"kind": "mixture", "name": policy.name, "components": parts}
+    raise ValueError(f"cannot write policy {getattr(policy, 'name', policy)!r} as JSON")
+
+
+def _from_json(d: dict, seed: int, where: str) -> HelpPolicy:
+    from helpdp.rekey import KeyTablePolicy
+
+    kind = d.get("kind") if isinstance(d, dict) else None
+    if kind == "never":
+        return Never()
+    if kind == "rule":
+        return AtTurns(tuple(d["turns"]), name=d.get("name", ""))
+    if kind == "key_table":
+        return KeyTablePolicy.from_json(d, seed=seed, where=where)
+    if kind == "mixture":
+        parts = [(float(w), _from_json(p, seed, where)) for w, p in d["components"]]
+        return MixturePolicy(parts, seed=seed, name=d.get("name", ""))
+    raise ValueError(f"{where}: field 'kind': {kind!r} is not never, rule, key_table or mixture")
+
+
+def load_policy(path, *, seed: int = 0, name: str = "") -> HelpPolicy:
+    """The policy of ``helpdp.select``'s ``selected.json`` (a file, or its directory)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "selected.json"
+    try:
+        d = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{path}: no such file (the out= of python -m helpdp.select)"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    if not isinstance(d, dict) or "policy" not in d:
+        raise ValueError(f"{path}: no field 'policy' (not a helpdp.select output)")
+    pol = _from_json(d["policy"], seed, str(path))
+    b = d.get("budget")
+    label = name or (f"selected (budget {b:g}): {pol.name}" if b is not None else pol.name)
+    if dataclasses.is_dataclass(pol):
+        return dataclasses.replace(pol, name=label)
+    pol.name = label
+    return pol
+
+
+def _task_folds(tasks: list[str], folds: int, seed: int) -> dict[str, int]:
+    from collect.schedule import stable_int64
+
+    order = sorted(tasks, key=lambda t: stable_int64("select-fold", seed, t))
+    return {t: i % folds for i, t in enumerate(order)}
+
+
+def _hull_at(points: pd.DataFrame, budget: float):
+    """The best point at ``budget`` on the upper concave hull of (U, SR): ``[(weight,
+    row index)]`` (one or two rows), or None when no point spends at most the budget."""
+    p = points.sort_values(["U", "SR"], ascending=[True, False])
+    ok = p[p["U"] <= budget]
+    if ok.empty:
+        return None
+    best = ok.loc[ok["SR"].idxmax()]
+    out = [(1.0, best.name)]
+    best_sr = float(best["SR"])
+    for i, a in ok.iterrows():  # mixtures of a cheaper and a dearer point
+        for j, b in p[p["U"] > budget].iterrows():
+            lam = (budget - a["U"]) / (b["U"] - a["U"])
+            sr = (1 - lam) * a["SR"] + lam * b["SR"]
+            if sr > best_sr + 1e-12:
+                best_sr, out = sr, [(1.0 - lam, i), (lam, j)]
+    return out
+
+
+def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
+    """One budget's selection (module docstring); returns the record written to
+    ``selected.json`` with the chosen policy under ``policy``."""
+    from helpdp.budget import InfeasibleBudget, search_budget
+    from helpdp.ope import ESTIMATORS, estimate, load_logged
+    from helpdp.rekey import RUNGS, solve_rung
+    from helpdp.subset import task_subset
+
+    if cfg.estimator not in ESTIMATORS:
+        raise ValueError(f"estimator: {cfg.estimator!r} is not one of {', '.join(ESTIMATORS)}")
+    bad = [r for r in cfg.rungs if r not in RUNGS]
+    if bad:
+        raise ValueError(f"rungs: unknown rung {bad[0]!r} (one of {', '.join(RUNGS)})")
+    if cfg.folds < 2:
+        raise ValueError(f"folds must be >= 2, got {cfg.folds}")
+    logged = load_logged(ds, splits=list(cfg.splits))
+    if cfg.exclude_tasks:
+        keep = ~logged.episodes["task_id"].astype(str).isin(set(map(str, cfg.exclude_tasks)))
+        logged = logged.subset(keep.to_numpy())
+    logged.views()  # once, shared by the subsets
+    tasks = sorted(logged.episodes["task_id"].astype(str).unique())
+    if len(tasks) < cfg.folds:
+        raise ValueError(f"{len(tasks)} tasks in splits {list(cfg.splits)}: fewer than folds")
+    fold_of = _task_folds(tasks, cfg.folds, cfg.fold_seed)
+    ep_fold = logged.episodes["task_id"].astype(str).map(fold_of).to_numpy()
+    rules = [Never()] + [AtTurns(tuple(r)) for r in cfg.rules]
+
+    rows, fitted = [], {}
+    for f in range(cfg.folds):
+        fit, held = logged.subset(ep_fold != f), logged.subset(ep_fold == f)
+        n_held = held.episodes["task_id"].nunique()
+        cands: list[tuple[str, str, HelpPolicy, dict]] = [("rule", p.name, p, {}) for p in rules]
+        for rung in cfg.rungs:
+            try:
+                pol = solve_rung(
+                    fit, rung, budget, age_cap=cfg.age_cap, gamma=ds.gamma, seed=cfg.seed,
+                    max_solves=cfg.max_solves,
+                )  # fmt: skip
+            except InfeasibleBudget as e:
+                log(f"  fold {f}: rung {rung}: skipped ({e})")
+                continue
+            cands.append(("rung", rung, pol, pol.info))
+        for kind, name, pol, info in cands:
+            est = estimate(pol, held, estimators=(cfg.estimator,), n_boot=cfg.n_boot,
+                           level=cfg.level, seed=cfg.seed)  # fmt: skip
+            s, slo, shi = est.get(cfg.estimator, "SR")
+            u, ulo, uhi = est.get(cfg.estimator, "U")
+            rows.append({
+                "budget": budget, "fold": f, "kind": kind, "candidate": name, "tasks": n_held,
+                "SR": s, "SR_lo": slo, "SR_hi": shi, "U": u, "U_lo": ulo, "U_hi": uhi,
+                "agree": est.diagnostics["agree"], "ess": est.diagnostics["ess"],
+                "model_SR": info.get("model_success", math.nan),
+                "model_U": info.get("model_usage", math.nan),
+            })  # fmt: skip
+    per_fold = pd.DataFrame(rows)
+
+    def combine(g):
+        w = g["tasks"] / g["tasks"].sum()
+        hw_s = np.sqrt(((w * (g["SR_hi"] - g["SR_lo"]) / 2) ** 2).sum())
+        hw_u = np.sqrt(((w * (g["U_hi"] - g["U_lo"]) / 2) ** 2).sum())
+        return pd.Series({
+            "kind": g["kind"].iloc[0], "SR": (w * g["SR"]).sum(), "SR_hw": hw_s,
+            "U": (w * g["U"]).sum(), "U_hw": hw_u, "agree": g["agree"].sum(),
+            "model_SR": (w * g["model_SR"]).sum(), "folds": len(g),
+        })  # fmt: skip
+
+    cands = per_fold.groupby("candidate", sort=False).apply(combine, include_groups=False)
+    cands = cands[cands["folds"] == cfg.folds].reset_index()
+    score = pd.DataFrame({"U": cands["U"], "SR": cands["SR"] - cfg.pessimism * cands["SR_hw"]})
+    pick = _hull_at(score, budget + cfg.slack)
+    if pick is None:
+        raise ValueError(f"budget {budget:g}: no candidate spends at most the budget")
+    chosen = [(w, cands.loc[i]) for w, i in pick]
+
+    parts = []
+    for w, row in chosen:
+        if row["kind"] == "rule":
+            pol = next(p for p in rules if p.name == row["candidate"])
+        else:
+            pol = solve_rung(
+                logged, row["candidate"], budget, age_cap=cfg.age_cap, gamma=ds.gamma,
+                seed=cfg.seed, max_solves=cfg.max_solves,
+            )  # fmt: skip
+            fitted[row["candidate"]] = pol.info
+        parts.append((w, pol))
+    policy = parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=cfg.seed)
+    sr = sum(w * r["SR"] for w, r in chosen)
+    u = sum(w * r["U"] for w, r in chosen)
+    hw_s = sum(w * r["SR_hw"] for w, r in chosen)
+    hw_u = sum(w * r["U_hw"] for w, r in chosen)
+
+    # what `helpdp.search` prints today: the table keyed by the collected states,
+    # on the same tasks, valued by its own (in-sample) model
+    try:
+        dp = search_budget(task_subset(ds, tasks).mdp, budget, gamma=ds.gamma,
+                           max_solves=cfg.max_solves)  # fmt: skip
+        insample = {"expected_success": dp.expected_success, "expected_usage": dp.expected_usage}
+    except InfeasibleBudget as e:
+        insample = {"error": str(e)}
+    rules_ok = cands[(cands["kind"] == "rule") & (cands["U"] <= budget + cfg.slack)]
+    best_rule = rules_ok.loc[rules_ok["SR"].idxmax()] if len(rules_ok) else None
+    return {
+        "budget": float(budget),
+        "policy_name": policy.name,
+        "components": [{"weight": float(w), "candidate": r["candidate"]} for w, r in chosen],
+        "ope": {
+            "estimator": cfg.estimator,
+            "level": cfg.level,
+            "SR": float(sr),
+            "SR_lo": float(sr - hw_s),
+            "SR_hi": float(sr + hw_s),
+            "U": float(u),
+            "U_lo": float(u - hw_u),
+            "U_hi": float(u + hw_u),
+        },  # fmt: skip
+        "best_rule": None
+        if best_rule is None
+        else {
+            "candidate": best_rule["candidate"],
+            "SR": float(best_rule["SR"]),
+            "U": float(best_rule["U"]),
+        },  # fmt: skip
+        "insample_model": insample,
+        "refit": fitted,
+        "tasks": tasks,
+        "folds": cfg.folds,
+        "policy": policy_json(policy),
+        "_candidates": cands,
+        "_per_fold": per_fold,
+    }
+
+
+def run_select(cfg) -> list[dict]:
+    """The body of ``python -m helpdp.select``."""
+    from cliconf import as_config, parse_budgets
+    from helpdp.data import load_dataset
+    from helpdp.demo import demo_dataset_path
+
+    cfg = as_config(SelectConfig, cfg)
+    budgets = parse_budgets(cfg.budget)
+    data = Path(cfg.data) if cfg.data else demo_dataset_path()
+    ds = load_dataset(data)
+    out = Path(cfg.out)
+    recs = []
+    for b in budgets:
+        rec = select(ds, cfg, float(b))
+        cands, per_fold = rec.pop("_candidates"), rec.pop("_per_fold")
+        d = out / f"budget={float(b):g}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "selected.json").write_text(json.dumps(rec, indent=2) + "\n")
+        per_fold.to_csv(d / "candidates.csv", index=False)
+        o, m = rec["ope"], rec["insample_model"]
+        model = (
+            f"E[S]={m['expected_success']:.4f} E[U]={m['expected_usage']:.4f}"
+            if "expected_success" in m
+            else "n/a"
+        )
+        print(
+            f"budget {b:g}: candidates (cross-fitted {cfg.estimator}, {cfg.folds} folds of tasks):"
+        )
+        for r in cands.sort_values("U").itertuples():
+            print(f"  {r.candidate:<24} SR={r.SR:.3f} ± {r.SR_hw:.3f}  U={r.U:.2f} ± {r.U_hw:.2f}")
+        print(
+            f"budget {b:g}: selected {rec['policy_name']}: OPE SR={o['SR']:.3f} "
+            f"[{o['SR_lo']:.3f}, {o['SR_hi']:.3f}] U={o['U']:.2f} [{o['U_lo']:.2f}, "
+            f"{o['U_hi']:.2f}] | in-sample model (helpdp.search, collected states): {model}"
+            f" -> {d / 'selected.json'}"
+        )
+        recs.append(rec)
+    return recs
+
+
+def main() -> None:
+    from cliconf import run_app
+
+    run_app("helpdp.select", SelectConfig, run_select, config_name="select")
+
+
+if __name__ == "__main__":
+    main()
+
+
+def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
+    """``helpdp.label policy=PATH``: label rows from a selected policy. Each collected
+    non-terminal state's ``p_<action>`` is the policy's action distribution (its
+    per-episode mixture included) averaged over the state's logged visits, ``label``
+    the likeliest action (ties: less help); the columns are ``helpdp.label``'s."""
+    from helpdp.label import task_split
+    from helpdp.ope import load_logged
+    from helpdp.policies import action_probs, components
+
+    path = Path(cfg.policy)
+    policy = load_policy(path, seed=0)
+    rec = json.loads((path / "selected.json" if path.is_dir() else path).read_text())
+    splits = task_split(
+        ds, val_fraction=cfg.val_fraction, test_fraction=cfg.test_fraction, seed=cfg.split_seed
+    )
+    logged = load_logged(ds)
+    views = logged.views()
+    na = logged.n_actions
+    probs = sum(w * action_probs(c, views, na) for w, c in components(policy))
+    sid = logged.steps["state_id"].to_numpy(np.int64)
+    g = pd.DataFrame(probs, columns=[f"p_{a}" for a in ds.actions]).groupby(sid)
+    mean, visits = g.mean(), g.size()
+    st = ds.states.set_index("state_id").loc[mean.index]
+    task = st["task_id"].astype(str).to_numpy()
+    p = mean.to_numpy()
+    label = np.argmax(p >= p.max(axis=1, keepdims=True) - 1e-12, axis=1).astype(np.int8)
+    df = pd.DataFrame({
+        "state_id": mean.index.to_numpy(np.int64), "task_id": task,
+        "split": splits.reindex(task).to_numpy(), "depth": st["depth"].to_numpy(np.int32),
+        "text": st["text"].astype(str).to_numpy(), "label": label, "label_more_help": label,
+        "weight_more_help": 0.0,
+    })  # fmt: skip
+    for c in mean.columns:
+        df[c] = mean[c].to_numpy()
+    budget = float(rec.get("budget", math.nan))
+    df = df.assign(on_path=True, visits=visits.to_numpy(np.int64), success=math.nan,
+                   usage=math.nan, r=math.nan, budget=budget, strategy="all_states",
+                   rule="select")  # fmt: skip
+    df = df[df["split"].isin(list(cfg.label_splits))].sort_values("state_id", ignore_index=True)
+    help_rate = float((df["label"] > 0).mean()) if len(df) else math.nan
+    print(f"budget {budget:g}: labels from {policy.name}: {len(df)} rows, help label on "
+          f"{help_rate:.1%}")  # fmt: skip
+    meta = {
+        "data": None if ds.path is None else str(ds.path),
+        "actions": list(ds.actions),
+        "strategy": "all_states",
+        "rule": "select",
+        "policy": str(path),
+        "selection": {k: rec.get(k) for k in ("budget", "policy_name", "ope", "tasks")},
+        "label_splits": list(cfg.label_splits),
+        "budgets": [{"budget": budget, "rows": len(df)}],
+        "training_target": "p_<action> (the selected policy's action distribution)",
+    }
+    return df, meta
