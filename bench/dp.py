@@ -1,31 +1,54 @@
-"""Benchmark of the help-policy DP: load, solve, budget search, against baselines
-measured in the same run.
+"""Benchmark of the help-policy DP: load, solve, budget search, frontier, against
+baselines measured in the same run, quiet and under load.
 
-    python bench/dp.py                 # 10^6 and 10^7 transitions
-    python bench/dp.py --sizes 1e6     # quicker
+    python bench/dp.py                         # 2.2 * 10^6 and 10^7 transitions
+    python bench/dp.py --sizes 1e6             # quicker
+    python bench/dp.py --shape layered         # one huge task (the level-parallel case)
+    python bench/dp.py --stream 1e8 --dir /tmp/helpdp-stream --memory-cap 3G
+                                               # >= 10^8 transitions streamed from disk
 
-For each size it builds an agent-like dataset (layered like episodes: 16 steps
-deep, help observed at ~70% of states, early failures, state ids shuffled as
-hashed history keys are), writes it as Parquet and reports:
+Datasets (``--shape``): ``tree`` (default) is history-keyed like the agents'
+held-out data: per task, 120 episodes of up to 16 steps, each state the history
+that led to it, so every task is a tree and tasks never connect; help is
+triggered at random per episode (p in 0..1, as the collector's schedule), errors
+are likelier without help, three errors fail the episode. ``layered`` is one big
+task (a 16-level DAG, paths merging), the case of the level-parallel pass. State
+ids are shuffled hashes, the transitions file is in collection order.
 
-* load: ``load_dataset`` (read, validate, compile, renumber breadth-first);
-* solve: median seconds of one exact solve (V, S and M) at a fixed r;
-* search: seconds for a full budget search (bracketing + chord steps);
-* baseline: vectorized ``scipy.sparse`` value iteration (V only) to the same
-  tolerance, and the ratio baseline / ours;
-* bandwidth: bytes one solve reads from the model arrays per second, against the
-  read bandwidth of a large numpy copy measured in the same run, and the ratio of
-  the solve time to that bound;
+For each size it reports, each row quiet and then under load (two busy-loop
+processes the benchmark starts itself, so both are in one run), with the load
+average at the time:
+
+* solve: median seconds of one exact solve (V, S and M) at a fixed r by each
+  pass -- ``serial``, ``tasks`` (per-task, tasks handed to threads on demand),
+  ``levels`` (level-synchronous), ``auto`` (the default: the fastest measured) --
+  and the per-task pass at every numba thread count;
+* scipy: vectorized ``scipy.sparse`` value iteration (V only) to the same
+  tolerance, and the ratio scipy / ours (default pass);
+* load: ``load_dataset`` (read, validate, compile, lay out by task);
+* frontier: the per-task trace of every budget's breakpoints, against one budget
+  search by solves (the chord search) and against N separate searches; a sweep
+  of N budgets answered from the trace (numbers only, and with both policies of
+  each budget materialised by two solves);
+* bandwidth: bytes one solve reads and writes, over the read bandwidth of a large
+  numpy copy measured in the same run: the bound, and solve / bound;
 * the unconstrained solvers a user might pick instead, if installed from PyPI
-  (``mdpsolver``: C++/OpenMP value iteration; ``pymdptoolbox``), one solve at the
-  same r with gamma = 0.99 (both need gamma < 1), next to ours at gamma = 0.99.
-  They take every action at every state, so unobserved actions become copies of
-  nohelp with a prohibitive cost, and terminal states absorbing self-loops.
+  (``mdpsolver``, ``pymdptoolbox``), on the layered shape up to --third-party-max.
+
+``--stream N`` writes a tree dataset of N transitions as parts of whole tasks under
+``--dir`` (kept for reruns; never inside the repository), then traces every
+part's frontier in a child process whose address space is capped at
+``--memory-cap`` (``RLIMIT_AS``), one part at a time, and again on a local Ray
+cluster of 2 worker CPUs, reporting time, peak memory and per-task throughput.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +65,7 @@ import numba  # noqa: E402
 
 from helpdp import load_dataset, search_budget, solve  # noqa: E402
 from helpdp.contract import build_manifest, write_dataset  # noqa: E402
-from helpdp.solve import PARALLEL_MIN_LEVEL  # noqa: E402
+from helpdp.trace import frontier_of  # noqa: E402
 
 R = 0.3  # fixed help cost for single solves
 DEPTH = 16
@@ -92,6 +115,78 @@ def agent_like(n_transitions: int, seed: int = 0):
             "action": act,
             "next_state_id": ids[dst],
             "count": rng.integers(1, 6, src.size),
+        }
+    )
+    trans = trans.sample(frac=1.0, random_state=seed, ignore_index=True)  # collection order
+    manifest = build_manifest(["nohelp", "expert"], gamma=1.0, source={"generator": "bench/dp.py"})
+    return manifest, states, trans
+
+
+def history_trees(n_transitions: int, seed: int = 0, episodes_per_task: int = 120, task0: int = 0):
+    """Per-task history trees with ~n_transitions transitions; returns (manifest,
+    states, transitions). ``task0`` offsets task numbers (parts of one dataset)."""
+    rng = np.random.default_rng([seed, task0])
+    n_tasks = max(1, int(n_transitions / (episodes_per_task * 8.0)))
+    n_ep = n_tasks * episodes_per_task
+    task = np.repeat(np.arange(n_tasks, dtype=np.int64), episodes_per_task)
+    p_help = rng.choice([0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0], n_ep)
+    diff = rng.uniform(0.05, 0.5, n_tasks)[task]
+    act = (rng.random((n_ep, DEPTH)) < p_help[:, None]).astype(np.int64)
+    u = rng.random((n_ep, DEPTH))
+    p_err = np.where(act == 1, 0.05, diff[:, None])
+    out = np.where(u < p_err, 1, np.where(u < p_err + 0.15, 2, 0))  # error / slip / progress
+    errs = np.cumsum(out == 1, axis=1)
+    stop_fail = errs >= 3
+    stop_ok = np.cumsum(out == 0, axis=1) >= (8 + (diff * 10).astype(np.int64))[:, None]
+    stop = stop_fail | stop_ok
+    end = np.where(stop.any(axis=1), np.argmax(stop, axis=1), DEPTH - 1)
+    rows = np.arange(n_ep)
+    succ = stop_ok[rows, end] & ~stop_fail[rows, end]
+    digit = act * 3 + out + 1  # 1..6: the step's (action, outcome)
+    base = np.int64(7) ** DEPTH  # history key: task * 7^16 + sum_d digit_d 7^d (< 7^16)
+    tkey = (task + task0) * base
+    code = np.zeros(n_ep, np.int64)
+    end_code = np.zeros(n_ep, np.int64)
+    pw = np.int64(1)
+    dst, src, acts = [], [], []
+    prev = tkey.copy()
+    for d in range(DEPTH):
+        code = code + digit[:, d] * pw
+        pw *= 7
+        k = tkey + code
+        live = end >= d
+        dst.append(k[live])
+        src.append(prev[live])
+        acts.append(act[live, d])
+        end_code = np.where(end == d, code, end_code)
+        prev = k
+    dst, src, acts = np.concatenate(dst), np.concatenate(src), np.concatenate(acts)
+    child, first, count = np.unique(dst, return_index=True, return_counts=True)
+    roots = tkey[::episodes_per_task]
+    ids = np.sort(np.r_[roots, child])
+    term = np.zeros(len(ids), bool)
+    success = np.zeros(len(ids), bool)
+    pos = np.searchsorted(ids, tkey + end_code)
+    term[pos] = True
+    success[pos[succ]] = True
+    names = np.array([f"task_{i + task0:07d}" for i in range(n_tasks)], dtype=object)
+    states = pd.DataFrame(
+        {
+            "state_id": ids,
+            "task_id": pd.array(names[ids // base - task0], dtype="string"),
+            "depth": np.zeros(len(ids), np.int32),
+            "is_start": np.isin(ids, roots),
+            "terminal": term,
+            "success": success,
+            "text": pd.array(np.full(len(ids), "", dtype=object), dtype="string"),
+        }
+    )
+    trans = pd.DataFrame(
+        {
+            "state_id": src[first],
+            "action": acts[first].astype(np.int8),
+            "next_state_id": child,
+            "count": count.astype(np.int64),
         }
     )
     trans = trans.sample(frac=1.0, random_state=seed, ignore_index=True)  # collection order
@@ -214,81 +309,319 @@ def bench_third_party(mdp, r: float, gamma: float, report, ours1: float):
         report("mdpsolver", None, "not installed (pip install mdpsolver)")
 
 
+class Busy:
+    """Two busy-loop processes (the benchmark's own load), stopped on exit."""
+
+    def __init__(self, n: int = 2):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        code = "while True: pass"
+        self.procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(self.n)]
+        time.sleep(1.0)  # let the scheduler see them
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def loadavg() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def solve_times(mdp, repeats: int) -> dict:
+    """Median seconds of one solve per pass, and of the per-task pass per thread count."""
+    out = {}
+    for path in ("serial", "tasks", "levels", "auto"):
+        fn = lambda mdp=mdp, p=path: solve(mdp, R, gamma=1.0, parallel=p)  # noqa: E731
+        fn()
+        out[path] = median_time(fn, repeats)
+    n_max = numba.config.NUMBA_NUM_THREADS
+    for k in range(1, n_max + 1):
+        numba.set_num_threads(k)
+        fn = lambda mdp=mdp: solve(mdp, R, gamma=1.0, parallel="tasks")  # noqa: E731
+        fn()
+        out[f"tasks@{k}"] = median_time(fn, repeats)
+    numba.set_num_threads(n_max)
+    return out
+
+
+def bench_size(size: int, args, bw: float) -> dict:
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        print(f"\n== {size:.2e} transitions ({args.shape}) ==")
+        t = time.perf_counter()
+        frames = (history_trees if args.shape == "tree" else agent_like)(size)
+        write(Path(tmp), *frames)
+        del frames
+        print(f"built and wrote dataset in {time.perf_counter() - t:.1f}s")
+        t = time.perf_counter()
+        ds = load_dataset(tmp)
+        t_load = time.perf_counter() - t
+    mdp = ds.mdp
+    print(
+        f"{mdp.n_states} states, {mdp.n_rows} state-actions, {mdp.n_transitions} transitions, "
+        f"{len(mdp.comp_ptr) - 1} tasks (largest {np.diff(mdp.comp_ptr).max()} states), "
+        f"{len(mdp.block_ptr) - 1} levels"
+    )
+    print(f"load            {t_load:8.3f} s   (load average {loadavg()})")
+    base = scipy_vi(mdp, R, 1.0)
+    v_ref, iters = base()
+    ours = solve(mdp, R, gamma=1.0)
+    assert np.allclose(ours.values[:, 0], v_ref, atol=1e-9), "baseline disagrees"
+    res = {"size": size, "load": t_load}
+    for state in ("quiet", "busy"):
+        ctx = Busy() if state == "busy" else None
+        if ctx:
+            ctx.__enter__()
+        try:
+            la = loadavg()
+            times = solve_times(mdp, args.repeats)
+            t_scipy = median_time(base, 3)
+        finally:
+            if ctx:
+                ctx.__exit__()
+        res[state] = {**times, "scipy": t_scipy, "loadavg": la}
+        threads = "  ".join(
+            f"{k.split('@')[1]}:{v * 1e3:.1f}" for k, v in times.items() if "@" in k
+        )
+        print(
+            f"[{state}, load average {la}] solve ms: serial {times['serial'] * 1e3:.1f}  "
+            f"tasks {times['tasks'] * 1e3:.1f}  levels {times['levels'] * 1e3:.1f}  "
+            f"auto {times['auto'] * 1e3:.1f}  | tasks by threads {threads}"
+        )
+        print(
+            f"[{state}] scipy VI {t_scipy * 1e3:.1f} ms ({iters} sweeps, V only) -> auto is "
+            f"{t_scipy / times['auto']:.1f}x faster; worst thread count / serial = "
+            f"{max(v for k, v in times.items() if '@' in k) / times['serial']:.2f}"
+        )
+    # frontier: trace every breakpoint vs one search by solves vs N searches
+    u0 = solve(mdp, 0.0, gamma=1.0).total_usage
+    u1 = solve(mdp, 1e9, gamma=1.0).total_usage
+    budgets = [float(b) for b in u1 + np.linspace(0.05, 0.95, args.budgets) * (u0 - u1)]
+    t = time.perf_counter()
+    one = search_budget(mdp, budgets[len(budgets) // 2], gamma=1.0, method="solves")
+    t_one = time.perf_counter() - t
+    t = time.perf_counter()
+    many = [search_budget(mdp, b, gamma=1.0, method="solves") for b in budgets]
+    t_many = time.perf_counter() - t
+    mdp.cache.clear()
+    t = time.perf_counter()
+    fr = frontier_of(mdp, gamma=1.0)
+    t_trace = time.perf_counter() - t
+    t = time.perf_counter()
+    qs = [fr.query(b) for b in budgets]
+    t_query = time.perf_counter() - t
+    t = time.perf_counter()
+    full = [search_budget(mdp, b, gamma=1.0) for b in budgets]  # both policies each
+    t_full = time.perf_counter() - t
+    err = max(
+        max(abs(q.expected_success - m.expected_success), abs(f.expected_success - m.expected_success))
+        for q, f, m in zip(qs, full, many)
+    )  # fmt: skip
+    res.update(trace=t_trace, one_search=t_one, n_searches=t_many, queries=t_query,
+               sweep_policies=t_full, n_budgets=len(budgets), frontier=len(fr))  # fmt: skip
+    print(
+        f"frontier trace  {t_trace:8.3f} s   ({len(fr)} frontier policies, {fr.n_tasks} tasks); "
+        f"one search by solves {t_one:.3f} s ({one.solves} solves); "
+        f"{len(budgets)} searches by solves {t_many:.3f} s"
+    )
+    print(
+        f"sweep of {len(budgets)} budgets from the trace: {t_trace + t_query:.3f} s numbers only "
+        f"({(t_trace + t_query) / t_one:.2f}x one search), {t_trace + t_full:.3f} s with both "
+        f"policies per budget ({(t_trace + t_full) / t_one:.2f}x one search; "
+        f"{t_many / (t_trace + t_query):.1f}x faster than {len(budgets)} searches); "
+        f"max |E[S] difference| {err:.1e}"
+    )
+    touched = mdp.nbytes + 2 * ours.values.nbytes + ours.action.nbytes
+    bound = touched / bw
+    t_q = res["quiet"]["auto"]
+    print(f"bandwidth       {touched / t_q / 1e9:8.2f} GB/s read+written by a solve; bound "
+          f"{bound * 1e3:.1f} ms -> solve is {t_q / bound:4.2f}x the bandwidth bound")  # fmt: skip
+    res["bound"] = bound
+    if args.shape == "layered" and size <= args.third_party_max:
+        ours99 = median_time(lambda mdp=mdp: solve(mdp, R, gamma=0.99), 5)
+        print(f"ours (gamma 0.99)           {ours99 * 1e3:8.1f} ms")
+
+        def report(name, secs, note="", base=ours99):
+            if secs is None:
+                print(f"{name:<46} {note}")
+            else:
+                print(f"{name:<46} {secs * 1e3:8.1f} ms  -> ours is {secs / base:6.1f}x faster")
+
+        bench_third_party(mdp, R, 0.99, report, t_q)
+    return res
+
+
+def write_parts_to(root: Path, n_transitions: float, per_part: float, generate: int = 3):
+    """The streamed benchmark's parts (whole tasks each), written once and reused.
+
+    The first ``generate`` parts are generated (``history_trees``); generating 10^8
+    transitions takes ~2 CPU-minutes per 10^7 here, so the others are copies of
+    part 0 with fresh state ids and task names and every count re-drawn (times
+    1, 2 or 3, per part seed): the same trees, other probabilities, other
+    frontiers. Returns the part directories."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    root.mkdir(parents=True, exist_ok=True)
+    n_parts = int(np.ceil(n_transitions / per_part))
+    tasks_per_part = max(1, int(per_part / (120 * 8.0)))
+    paths = []
+    t0 = time.perf_counter()
+    for i in range(n_parts):
+        p = root / f"part-{i:05d}"
+        if (p / "manifest.json").exists():
+            paths.append(p)
+            continue
+        if i < generate:
+            manifest, states, trans = history_trees(int(per_part), seed=1, task0=i * tasks_per_part)
+            write(p, manifest, states, trans)
+        else:
+            src = root / "part-00000"
+            st = pq.read_table(src / "states.parquet")
+            tr = pq.read_table(src / "transitions.parquet")
+            ids = st.column("state_id").to_numpy()
+            order = np.argsort(ids)
+            stride = len(ids) * 7919 + 101
+
+            def remap(col, ids=ids, order=order, stride=stride, i=i):
+                rank = order[np.searchsorted(ids, col.to_numpy(), sorter=order)]
+                return pa.array(rank * 7919 + 13 + i * stride)
+
+            rng = np.random.default_rng([2, i])
+            st = st.set_column(0, "state_id", remap(st.column("state_id")))
+            names = pc.binary_join_element_wise(f"p{i:05d}_", st.column("task_id"), "")
+            st = st.set_column(st.schema.get_field_index("task_id"), "task_id", names)
+            tr = tr.set_column(0, "state_id", remap(tr.column("state_id")))
+            k = tr.schema.get_field_index("next_state_id")
+            tr = tr.set_column(k, "next_state_id", remap(tr.column("next_state_id")))
+            k = tr.schema.get_field_index("count")
+            cnt = tr.column("count").to_numpy() * rng.integers(1, 4, tr.num_rows)
+            tr = tr.set_column(k, "count", pa.array(cnt))
+            tmp = root / f".tmp-{i:05d}"
+            tmp.mkdir(exist_ok=True)
+            pq.write_table(st, tmp / "states.parquet")
+            pq.write_table(tr, tmp / "transitions.parquet")
+            (tmp / "manifest.json").write_bytes((src / "manifest.json").read_bytes())
+            tmp.rename(p)
+        print(f"wrote {p.name} ({time.perf_counter() - t0:.0f}s)", flush=True)
+        paths.append(p)
+    return paths
+
+
+def trace_child(root: str, engine: str) -> None:
+    """Body of the capped child process: trace the parts, print one JSON line."""
+    from helpdp.stream import trace_parts
+
+    if engine == "ray":
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        res = trace_parts(root, engine=engine, log=lambda m: print(m, file=sys.stderr))
+    finally:
+        if engine == "ray":
+            ray.shutdown()
+    fr = res.frontier
+    print(json.dumps({
+        "engine": engine, "parts": res.parts, "transitions": res.transitions,
+        "tasks": fr.n_tasks, "frontier": len(fr), "breakpoint_mib": res.breakpoints.nbytes / 2**20,
+        "seconds": res.seconds, "peak_rss_mib": res.peak_rss_bytes / 2**20,
+        "worker_peak_rss_mib": res.worker_peak_rss_bytes / 2**20,
+        "budget_1": {k: v for k, v in __import__("helpdp.stream").stream.answer(fr, 1.0).items()
+                     if k != "mixture"},
+    }))  # fmt: skip
+
+
+def parse_bytes(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].isalpha() else int(text)
+
+
+def bench_stream(args) -> None:
+    if args.parts_dir:
+        root = Path(args.parts_dir)
+        paths = sorted(p for p in root.iterdir() if (p / "manifest.json").exists())
+    else:
+        root = Path(args.dir) / "helpdp-stream"
+        paths = write_parts_to(root, float(args.stream), float(args.part_size))
+    cap = parse_bytes(args.memory_cap)
+    print(f"\n== streamed: {len(paths)} parts under {root}, address space capped at "
+          f"{cap / 2**30:.1f} GiB per process ==")  # fmt: skip
+    for engine in args.engines.split(","):
+
+        def limit(cap=cap):
+            os.nice(10)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+        t = time.perf_counter()
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cmd = [sys.executable, __file__, "--trace-child", str(root), "--engine", engine]
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, preexec_fn=limit if engine == "local" else None
+        )
+        wall = time.perf_counter() - t
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+        if out.returncode != 0:
+            print(f"{engine}: failed ({out.returncode}): {out.stderr[-2000:]}")
+            continue
+        js = json.loads(out.stdout.strip().splitlines()[-1])
+        per_task = js["seconds"] / js["tasks"]
+        print(
+            f"{engine:5s}: {js['transitions']:.3e} transitions, {js['tasks']} tasks, "
+            f"{js['frontier']} frontier policies in {js['seconds']:.1f} s "
+            f"({wall:.1f} s with start-up, {cpu:.1f} CPU-s in the child; for Ray the "
+            f"driver only); load average {loadavg()}; peak RSS {js['peak_rss_mib']:.0f} MiB "
+            f"(worker {js['worker_peak_rss_mib']:.0f} MiB); breakpoints {js['breakpoint_mib']:.1f} "
+            f"MiB; {js['transitions'] / js['seconds'] / 1e6:.2f} M transitions/s, "
+            f"{per_task * 1e3:.2f} ms per task; budget 1: {js['budget_1']}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--sizes", default="1e6,1e7", help="transition counts, comma separated")
-    ap.add_argument(
-        "--third-party-max",
-        type=float,
-        default=1e6,
-        help="largest size to run third-party solvers on",
-    )
+    ap.add_argument("--sizes", default="2.2e6,1e7", help="transition counts, comma separated")
+    ap.add_argument("--shape", choices=("tree", "layered"), default="tree")
+    ap.add_argument("--repeats", type=int, default=7, help="solves per median")
+    ap.add_argument("--budgets", type=int, default=20, help="budgets of the sweep")
+    ap.add_argument("--dir", default=tempfile.gettempdir(), help="where data is written")
+    ap.add_argument("--third-party-max", type=float, default=1e6,
+                    help="largest size to run third-party solvers on (layered shape)")  # fmt: skip
+    ap.add_argument("--stream", type=float, default=None, help="streamed run: transitions")
+    ap.add_argument("--part-size", type=float, default=2.5e6, help="transitions per part")
+    ap.add_argument("--memory-cap", default="3G", help="address-space cap of the streamed run")
+    ap.add_argument("--parts-dir", default=None, help="stream these existing parts instead")
+    ap.add_argument("--engines", default="local,ray", help="streamed run: local, ray or both")
+    ap.add_argument("--trace-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--engine", default="local", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.trace_child:
+        return trace_child(args.trace_child, args.engine)
+    if Path(args.dir).resolve().is_relative_to(Path(__file__).resolve().parents[1]):
+        raise SystemExit("--dir must be outside the repository")
+    print(f"numba threads {numba.get_num_threads()}, cpus {os.cpu_count()}, "
+          f"load average {loadavg()}")  # fmt: skip
+    if args.stream or args.parts_dir:
+        return bench_stream(args)
     bw = copy_read_bandwidth()
     print(f"numpy copy read bandwidth: {bw / 1e9:.2f} GB/s")
     solve(load_dataset_small(), R, gamma=1.0)  # compile (or load the numba cache) first
-    rows = []
-    for size in [int(float(s)) for s in args.sizes.split(",")]:
-        with tempfile.TemporaryDirectory() as tmp:
-            print(f"\n== {size:.0e} transitions ==")
-            t = time.perf_counter()
-            frames = agent_like(size)
-            write(Path(tmp), *frames)
-            del frames
-            print(f"built and wrote dataset in {time.perf_counter() - t:.1f}s")
-            t = time.perf_counter()
-            ds = load_dataset(tmp)
-            t_load = time.perf_counter() - t
-        mdp = ds.mdp
-        print(f"{mdp.n_states} states, {mdp.n_rows} state-actions, {mdp.n_transitions} transitions")
-        t_serial = median_time(lambda mdp=mdp: solve(mdp, R, gamma=1.0, parallel=False), 7)
-        t_solve = median_time(lambda mdp=mdp: solve(mdp, R, gamma=1.0), 7)
-        u0 = solve(mdp, 0.0, gamma=1.0).total_usage
-        u1 = solve(mdp, 1e9, gamma=1.0).total_usage
-        budget = u1 + 0.4 * (u0 - u1)
-        t = time.perf_counter()
-        res = search_budget(mdp, budget, gamma=1.0)
-        t_search = time.perf_counter() - t
-        base = scipy_vi(mdp, R, 1.0)
-        v_ref, iters = base()
-        t_base = median_time(base, 3)
-        ours = solve(mdp, R, gamma=1.0)
-        assert np.allclose(ours.values[:, 0], v_ref, atol=1e-9), "baseline disagrees"
-        touched = mdp.nbytes + 2 * ours.values.nbytes + ours.action.nbytes
-        bound = touched / bw
-        print(f"load            {t_load:8.3f} s")
-        levels = len(mdp.block_ptr) - 1
-        print(f"solve (serial)  {t_serial * 1e3:8.1f} ms   (V, S, M; one reverse-topological pass)")
+    rows = [bench_size(int(float(s)), args, bw) for s in args.sizes.split(",")]
+    print("\nsummary (ratios are measured in this run):")
+    print("size      load s  quiet: auto ms  scipy/auto  busy: auto ms  scipy/auto  "
+          "serial ms  trace s  sweep/one-search")  # fmt: skip
+    for r in rows:
+        q, b = r["quiet"], r["busy"]
         print(
-            f"solve (default) {t_solve * 1e3:8.1f} ms   ({numba.get_num_threads()} threads when levels average >= "
-            f"{PARALLEL_MIN_LEVEL} states; here {mdp.n_states / levels:.0f} over {levels} levels)"
-        )
-        print(
-            f"budget search   {t_search:8.3f} s    ({res.solves} solves, budget {budget:.3f}, E[S] {res.expected_success:.4f})"
-        )
-        print(
-            f"scipy VI        {t_base * 1e3:8.1f} ms   ({iters} sweeps, V only)  ->  ours is {t_base / t_solve:5.1f}x faster"
-        )
-        print(f"bandwidth       {touched / t_solve / 1e9:8.2f} GB/s read+written by a solve; bound {bound * 1e3:.1f} ms "
-              f"-> solve is {t_solve / bound:4.2f}x the bandwidth bound")  # fmt: skip
-        if size <= args.third_party_max:
-            ours99 = median_time(lambda mdp=mdp: solve(mdp, R, gamma=0.99), 5)
-            print(f"ours (gamma 0.99)           {ours99 * 1e3:8.1f} ms")
-
-            def report(name, secs, note="", base=ours99):
-                if secs is None:
-                    print(f"{name:<46} {note}")
-                else:
-                    print(f"{name:<46} {secs * 1e3:8.1f} ms  -> ours is {secs / base:6.1f}x faster")
-
-            bench_third_party(mdp, R, 0.99, report, t_solve)
-        rows.append((size, t_load, t_solve, t_search, t_base / t_solve, t_solve / bound))
-    print("\nsummary: size, load s, solve ms, search s, x faster than scipy, x bandwidth bound")
-    for size, tl, ts, tsr, sp_ratio, bw_ratio in rows:
-        print(
-            f"{size:.0e}  {tl:7.2f}  {ts * 1e3:8.1f}  {tsr:7.3f}  {sp_ratio:7.1f}  {bw_ratio:6.2f}"
+            f"{r['size']:.1e}  {r['load']:6.2f}  {q['auto'] * 1e3:13.1f}  {q['scipy'] / q['auto']:10.1f}"
+            f"  {b['auto'] * 1e3:13.1f}  {b['scipy'] / b['auto']:10.1f}  {b['serial'] * 1e3:9.1f}"
+            f"  {r['trace']:7.3f}  {(r['trace'] + r['queries']) / r['one_search']:8.2f}"
         )
 
 

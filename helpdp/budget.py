@@ -15,6 +15,16 @@ included; its E[S] equals the occupancy-measure LP's optimum (tested).
 
 ``rule=paper`` has no such structure (its usage need not be monotone in r), so it
 bisects log r to a bracket of relative width 1e-9 and mixes the two ends.
+
+**Per-task trace (the default where it applies).** With the exact rule, one
+intervention and an acyclic graph, the search reads r* and both sides' E[U], E[S]
+off the global frontier (``helpdp.trace``: every task's breakpoints, traced once
+per MDP and cached on it, then summed), then solves twice to materialise the two
+policies: at r* (the less-help side; the fixed-r tie rule gives the policy on
+the right of r*) and in the middle of the interval left of r* (the more-help
+side). Both solves are checked against the frontier's E[U] and E[S]; should they
+disagree (rounding at a degenerate breakpoint), the search falls back to the
+solve-based search above. ``method="solves"`` forces the latter.
 """
 
 from __future__ import annotations
@@ -28,11 +38,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpdp import trace as _trace
 from helpdp.data import MDP, Dataset
 from helpdp.solve import Solution, solve
 
-R_MAX = 1e12  # beyond this the budget is declared infeasible
-USAGE_EPS = 1e-12  # budget slack treated as "spent exactly"
+R_MAX = _trace.R_MAX  # beyond this the budget is declared infeasible
+USAGE_EPS = _trace.USAGE_EPS  # budget slack treated as "spent exactly"
+METHODS = ("auto", "frontier", "solves")
+# a materialised policy must reproduce the frontier's E[U] and E[S] to this
+FRONTIER_CHECK_TOL = 1e-9
 
 
 class InfeasibleBudget(ValueError):
@@ -230,10 +244,15 @@ def search_budget(
     p_row: np.ndarray | None = None,
     max_solves: int = 200,
     log=None,
+    method: str = "auto",
     **solver_kw,
 ) -> SearchResult:
     """Find the largest-usage policy with E[U] <= ``budget`` (one intervention) and
-    the mixture that spends the budget exactly."""
+    the mixture that spends the budget exactly.
+
+    ``method``: ``"frontier"`` answers from the per-task trace (``helpdp.trace``),
+    ``"solves"`` by the chord search over solves, ``"auto"`` the former where it
+    applies (exact rule, acyclic graph) and the latter elsewhere."""
     if mdp.n_actions != 2:
         raise ValueError(
             f"search_budget handles one intervention; this dataset has {mdp.n_actions - 1} "
@@ -241,6 +260,18 @@ def search_budget(
         )
     if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget >= 0):
         raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method != "solves" and _trace.applies(mdp, rule):
+        res = _search_frontier(
+            mdp, float(budget), gamma=gamma, max_solves=max_solves, log=log, **solver_kw
+        )
+        if res is not None:
+            return res
+    elif method == "frontier":
+        raise ValueError(
+            "method='frontier' needs rule='exact', one intervention and an acyclic graph"
+        )
     at = Solves(
         mdp, what="budget search", max_solves=max_solves, log=log, gamma=gamma, rule=rule,
         p_row=p_row, **solver_kw,
@@ -297,6 +328,57 @@ def search_budget(
         else:
             lo, r_lo = x, r_x
     return result(r_hi, hi, lo)
+
+
+def _search_frontier(
+    mdp: MDP, budget: float, *, gamma: float, max_solves: int, log=None, **solver_kw
+) -> SearchResult | None:
+    """The budget search answered from the global frontier (None: fall back)."""
+    t0 = time.perf_counter()
+    tie_tol = solver_kw.get("tie_tol", 1e-12)
+    traced = ("frontier", float(gamma), float(tie_tol)) not in mdp.cache
+    fr = _trace.frontier_of(mdp, gamma=gamma, tie_tol=tie_tol)
+    if fr is None:
+        return None
+    if log and traced:
+        log(
+            f"trace: {fr.n_tasks} tasks, {len(fr)} frontier policies ({fr.seconds:.3f}s, "
+            "one pass over every task)"
+        )
+    try:
+        q = fr.query(budget)
+    except _trace.InfeasibleBudgetError as e:
+        raise InfeasibleBudget(str(e)) from None
+    at = Solves(
+        mdp, what="budget search", max_solves=max_solves, log=log, gamma=gamma, rule="exact",
+        **solver_kw,
+    )  # fmt: skip
+
+    def materialise(v: _trace.Vertex, r_first: float) -> Solution | None:
+        r_mid = v.r_min + 0.5 * (v.r_max - v.r_min) if np.isfinite(v.r_max) else 2 * v.r_min + 1
+        for r in dict.fromkeys([r_first, r_mid]):
+            sol = at(r)
+            if (
+                abs(sol.total_usage - v.expected_usage) <= FRONTIER_CHECK_TOL
+                and abs(sol.expected_success - v.expected_success) <= FRONTIER_CHECK_TOL
+            ):
+                return sol
+        return None
+
+    hi = materialise(q.less_help, q.r)
+    lo = None
+    if hi is not None and q.more_help is not None:
+        v = q.more_help
+        lo = materialise(v, v.r_min + 0.5 * (v.r_max - v.r_min))
+    if hi is None or (q.more_help is not None and lo is None):
+        if log:
+            log("trace: a solve disagrees with the frontier; falling back to the solve search")
+        return None
+    return SearchResult(
+        budget=float(budget), r=q.r, policy=hi, more_help=lo,
+        weight_more_help=q.weight_more_help, solves=at.count + int(traced),
+        seconds=time.perf_counter() - t0, rule="exact", gamma=gamma,
+    )  # fmt: skip
 
 
 def mix_budgets(
@@ -402,6 +484,8 @@ def warm_up(mdp: MDP, **solver_kw) -> str:
     returns the note that reports it apart (`` + 0.051s warm-up (...)``)."""
     t = time.perf_counter()
     solve(mdp, 1.0, **solver_kw)
+    if _trace.applies(mdp, solver_kw.get("rule", "exact")):
+        _trace.warm_up(mdp)
     return f" + {time.perf_counter() - t:.3f}s warm-up (numba compile/load, first solve)"
 
 
@@ -472,7 +556,9 @@ def run_search(cfg) -> list[dict]:
         return [summary]
     warm = warm_up(mdp, **kw)
     for b in budgets:
-        res = search_budget(mdp, float(b), max_solves=cfg.max_solves, log=say, **kw)
+        res = search_budget(
+            mdp, float(b), max_solves=cfg.max_solves, log=say, method=cfg.method, **kw
+        )
         where = write_result(ds, res, out / _budget_dir(float(b)) if sweep else out)
         js = res.to_json()
         mix = ""

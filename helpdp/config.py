@@ -57,6 +57,12 @@ class SearchConfig(SolverConfig):
         "writes OUT/budget=<value>/ each",
     )
     max_solves: int = _f(200, "most solves one budget search may use")
+    method: str = _f(
+        "auto",
+        "auto: answer budgets from the per-task frontier trace where it applies (rule=exact, "
+        "one intervention, acyclic graph), else by solves; frontier: the trace only; solves: "
+        "the chord search over solves",
+    )
     quiet: bool = _f(False, "print only the final line")
 
 
@@ -71,3 +77,8 @@ class FrontierConfig(SolverConfig):
         "output directory (frontier.parquet, frontier.png), relative to the current directory",
     )
     max_solves: int = _f(5000, "most solves the frontier trace may use")
+    method: str = _f(
+        "auto",
+        "auto: the per-task trace (one pass over every task) where it applies, else the "
+        "solve-based recursion; frontier: the trace only; solves: the recursion",
+    )

@@ -10,9 +10,10 @@ the manifest's ``format`` and the error are declared in :mod:`helpdp.contract`
 (which also writes datasets).
 
 The transition graph is compiled into ``MDP``: CSR arrays over states ->
-state-action rows -> transitions, with states renumbered in breadth-first
-topological order when the graph is acyclic, so that successors sit near their
-parents and the kernels' random reads stay local.
+state-action rows -> transitions. When the graph is acyclic, states are
+renumbered task by task (connected components, each contiguous) and breadth-first
+topologically inside each, so that a task's states sit together, successors near
+their parents, and each task can be solved on its own (``helpdp._src.pertask``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from helpdp._src import kernels
+from helpdp._src import kernels, pertask
 from helpdp.contract import FORMAT_VERSION, MANIFEST_FILE, SCHEMAS, DatasetError, column_kind
 from helpdp.contract import fail as _fail
 
@@ -49,9 +50,11 @@ class MDP:
 
     ``order`` is a processing order for the backward sweep: reverse topological
     when ``acyclic`` (one sweep is exact), else plain reverse index order. When
-    acyclic, states are numbered level by level (longest distance from a start),
-    breadth-first within a level, and ``block_ptr`` delimits the levels in
-    ``order`` (deepest first) for the parallel pass.
+    acyclic, states are numbered connected component (task) by component, each
+    component contiguous (``comp_ptr``) and numbered level by level (longest
+    distance from a start), breadth-first within a level; ``order`` lists the
+    states level by level, deepest first, and ``block_ptr`` delimits the levels
+    in it for the level-parallel pass.
     ``start_weight[s]`` is the number of observed episodes starting at ``s``.
     """
 
@@ -68,6 +71,11 @@ class MDP:
     block_ptr: np.ndarray  # int64: order[block_ptr[b]:block_ptr[b+1]] is one level (acyclic)
     acyclic: bool
     n_actions: int  # 1 + number of interventions
+    # int64 (n_comp + 1,) or None: states comp_ptr[c]:comp_ptr[c+1] form connected
+    # component c (a task), numbered topologically inside; None when not laid out so
+    comp_ptr: np.ndarray | None = None
+    # per-MDP caches of helpdp.solve / helpdp.budget (chunk plans, traced frontiers)
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_states(self) -> int:
@@ -247,7 +255,7 @@ def from_frames(
     n = sid.shape[0]
     if n == 0:
         _fail("states.parquet", None, None, "has no rows")
-    perm = np.argsort(sid, kind="stable")
+    perm = pertask.radix_argsort(sid)
     id_sorted = sid[perm]
     dup = id_sorted[1:] == id_sorted[:-1]
     if dup.any():
@@ -263,17 +271,11 @@ def from_frames(
         _fail("states.parquet", "is_start", None, "no start state (is_start is false on every row)")
 
     def lookup(file, col, ids):
-        # sort the queries so the binary searches walk id_sorted forward (cache
-        # friendly): 5x faster than searching 10^7 random ids directly
-        q_order = np.argsort(ids)
-        pos = np.searchsorted(id_sorted, ids[q_order])
-        pos = np.minimum(pos, n - 1)
-        missing = id_sorted[pos] != ids[q_order]
-        if missing.any():
-            r = int(q_order[missing].min())
-            _fail(file, col, r, f"unknown state_id {ids[r]} (not in states.parquet)")
-        out = np.empty(len(ids), np.int64)
-        out[q_order] = perm[pos]
+        # sort the queries (radix) and merge them with the sorted ids: linear, and
+        # cache friendly where 10^7 random binary searches are not
+        out, missing = pertask.sorted_lookup(id_sorted, perm, ids, pertask.radix_argsort(ids))
+        if missing >= 0:
+            _fail(file, col, missing, f"unknown state_id {ids[missing]} (not in states.parquet)")
         return out
 
     src_id = transitions["state_id"].to_numpy(np.int64)
@@ -315,7 +317,7 @@ def from_frames(
     if np.all(full[1:] >= full[:-1]):
         tkey_order = np.arange(len(full))
     else:
-        tkey_order = np.argsort(full)
+        tkey_order = pertask.radix_argsort(full)
         full = full[tkey_order]
     same = full[1:] == full[:-1]
     if same.any():
@@ -342,8 +344,8 @@ def from_frames(
     tr_ptr_old = np.r_[row_start, len(key_s)].astype(np.int64)
     tr_prob = cnt_s / np.repeat(row_count, np.diff(tr_ptr_old))
 
-    start_weight = np.zeros(n)
-    np.add.at(start_weight, row_state, row_count)  # episodes through each state
+    # episodes through each state
+    start_weight = np.bincount(row_state, weights=row_count, minlength=n).astype(np.float64)
     start_weight = np.where(is_start, start_weight, 0.0)
     if start_weight.sum() <= 0:
         _fail("transitions.parquet", None, None, "no start state has an outgoing transition")
@@ -394,11 +396,12 @@ def _compile(
     n, n_actions, row_state, row_action, row_count, tr_ptr, tr_next, tr_prob,
     terminal, success, start_weight,
 ):  # fmt: skip
-    """Build the MDP, renumbering states breadth-first when the graph is acyclic."""
-    sa_ptr = np.zeros(n + 1, np.int64)
-    np.add.at(sa_ptr, row_state + 1, 1)
-    sa_ptr = np.cumsum(sa_ptr)
-    topo, level, acyclic = kernels.topological_order(n, sa_ptr, tr_ptr, tr_next.astype(np.int64))
+    """Build the MDP; when the graph is acyclic, renumber states task by task
+    (connected component by component), level by level within each, breadth-first
+    within a level."""
+    sa_ptr = np.r_[0, np.cumsum(np.bincount(row_state, minlength=n))].astype(np.int64)
+    tr_next = tr_next.astype(np.int64)
+    topo, level, acyclic = kernels.topological_order(n, sa_ptr, tr_ptr, tr_next)
     if not acyclic:
         mdp = MDP(
             sa_ptr, row_action, row_count, tr_ptr, tr_next.astype(np.int32), tr_prob, terminal,
@@ -406,41 +409,37 @@ def _compile(
             n_actions,
         )  # fmt: skip
         return mdp, np.arange(n)
-    # number states level by level (breadth-first within a level): a topological
-    # order in which each level is contiguous, for the parallel backward pass
-    lv = level[topo]
-    lv = lv.astype(np.int16) if lv.max() < 2**15 else lv  # 16-bit keys: radix sort
-    topo = topo[np.argsort(lv, kind="stable")]
-    lv_sorted = level[topo]
-    block_ptr = n - np.flatnonzero(np.r_[True, lv_sorted[1:] != lv_sorted[:-1], True])[::-1]
-    new_of_old = np.empty(n, np.int64)
-    new_of_old[topo] = np.arange(n)
-    # rows sorted by (new state, action): since rows were sorted by (old state,
-    # action), a stable sort on the new state keeps actions ascending
-    row_new_state = new_of_old[row_state]
-    row_order = np.argsort(row_new_state * n_actions + row_action)  # unique keys
-    lens = np.diff(tr_ptr)[row_order]
-    new_tr_ptr = np.r_[0, np.cumsum(lens)].astype(np.int64)
-    gather = np.repeat(tr_ptr[:-1][row_order] - new_tr_ptr[:-1], lens) + np.arange(new_tr_ptr[-1])
-    new_next = new_of_old[tr_next[gather]].astype(np.int32)
-    new_prob = tr_prob[gather]
-    new_sa_ptr = np.zeros(n + 1, np.int64)
-    np.add.at(new_sa_ptr, row_new_state + 1, 1)
-    new_sa_ptr = np.cumsum(new_sa_ptr)
-    inv = topo  # old index of each new index
+    # components (tasks never connect), laid out contiguously; inside each, the
+    # states level by level (longest distance from a start), breadth-first within
+    # a level: a topological numbering, so every component is backed up by a
+    # reverse sweep over its own index range (helpdp._src.pertask)
+    comp, n_comp = pertask.components(n, sa_ptr, tr_ptr, tr_next)
+    n_levels = int(level.max()) + 1
+    inv = pertask.counting_order(level, n_levels, topo)  # old index of each new index
+    inv = pertask.counting_order(comp, n_comp, inv)
+    new_sa_ptr, new_action, new_count, new_tr_ptr, new_next, new_prob, new_of_old = (
+        pertask.renumber(inv, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob)
+    )
+    comp_ptr = np.r_[0, np.cumsum(np.bincount(comp, minlength=n_comp))].astype(np.int64)
+    # the level order of the level-parallel pass: deepest level first
+    new_level = level[inv]
+    order = pertask.counting_order(n_levels - 1 - new_level, n_levels, np.arange(n, dtype=np.int64))
+    per_level = np.bincount(new_level, minlength=n_levels)[::-1]
+    block_ptr = np.r_[0, np.cumsum(per_level)].astype(np.int64)
     mdp = MDP(
         new_sa_ptr,
-        row_action[row_order],
-        row_count[row_order],
+        new_action,
+        new_count,
         new_tr_ptr,
         new_next,
         new_prob,
         terminal[inv],
         success[inv],
         start_weight[inv],
-        np.arange(n - 1, -1, -1, dtype=np.int64),
-        block_ptr.astype(np.int64),
+        order,
+        block_ptr,
         True,
         n_actions,
+        comp_ptr=comp_ptr,
     )
     return mdp, new_of_old

@@ -9,6 +9,11 @@ the frontier costs one solve, each breakpoint one more. The frontier's (E[U], E[
 points, joined by straight segments (the randomized mixtures), are the best success
 reachable at every budget.
 
+Where the per-task trace applies (one intervention, acyclic graph laid out by
+task: ``helpdp.trace``), ``frontier`` reads the vertices off the sum of the
+tasks' own frontiers instead: one pass over every task, all breakpoints exact.
+``method="solves"`` forces the recursion above.
+
 ``python -m helpdp.frontier`` (``run_frontier``) writes ``frontier.parquet`` (one row per vertex
 policy: the r-interval where it is optimal, its E[U] and E[S]) and ``frontier.png``.
 """
@@ -22,6 +27,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from helpdp import trace as _trace
 from helpdp.budget import Solves, raise_until, warm_up
 from helpdp.data import MDP
 
@@ -44,12 +50,36 @@ class Frontier:
 
 
 def frontier(
-    mdp: MDP, *, gamma: float, max_solves: int = 5000, progress: bool = True, **solver_kw
+    mdp: MDP,
+    *,
+    gamma: float,
+    max_solves: int = 5000,
+    progress: bool = True,
+    method: str = "auto",
+    **solver_kw,
 ) -> Frontier:
     """Trace every vertex of the frontier (``rule=exact`` only: the paper rule's
-    usage is not monotone in r, so it has no such frontier)."""
+    usage is not monotone in r, so it has no such frontier). ``method``: ``"auto"``
+    (the per-task trace where it applies, else solves), ``"frontier"``, ``"solves"``."""
     if mdp.n_actions != 2:
         raise ValueError("the frontier is defined for one intervention")
+    if method not in ("auto", "frontier", "solves"):
+        raise ValueError(f"method must be auto, frontier or solves, got {method!r}")
+    if method != "solves" and _trace.applies(mdp):
+        had = ("frontier", float(gamma), float(solver_kw.get("tie_tol", 1e-12))) in mdp.cache
+        fr = _trace.frontier_of(mdp, gamma=gamma, tie_tol=solver_kw.get("tie_tol", 1e-12))
+        if fr is not None:
+            table = pd.DataFrame(
+                {
+                    "r_min": fr.starts[::-1].astype(np.float64),
+                    "r_max": np.r_[fr.starts[1:], np.inf][::-1].astype(np.float64),
+                    "expected_usage": fr.usage[::-1].astype(np.float64),
+                    "expected_success": fr.success[::-1].astype(np.float64),
+                }
+            )
+            return Frontier(table=table, solves=0 if had else 1, seconds=fr.seconds)
+    elif method == "frontier":
+        raise ValueError("method='frontier' needs one intervention and an acyclic graph")
     tol_line = 1e-10 + 10 * solver_kw.get("tol", 1e-10)
     bar = tqdm(total=None, desc="frontier solves", unit="solve", disable=not progress)
     at = Solves(
@@ -175,7 +205,7 @@ def run_frontier(cfg) -> Frontier:
     ds = load_dataset(data, gamma=cfg.gamma)
     kw = dict(gamma=ds.gamma, tol=cfg.tol, max_iters=cfg.max_iters, tie_tol=cfg.tie_tol)
     warm = warm_up(ds.mdp, rule="exact", **kw)  # reported apart from fr.seconds
-    fr = frontier(ds.mdp, max_solves=cfg.max_solves, **kw)
+    fr = frontier(ds.mdp, max_solves=cfg.max_solves, method=cfg.method, **kw)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     fr.table.to_parquet(out / "frontier.parquet", index=False)

@@ -8,6 +8,7 @@ means E[S] and E[U^k] (CONTRACT section 2).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numba
@@ -15,15 +16,22 @@ import numpy as np
 import pandas as pd
 
 from helpdp._src import forecast as kf
-from helpdp._src import kernels
+from helpdp._src import kernels, pertask
 from helpdp.data import MDP, Dataset, DatasetError
 
 RULES = ("exact", "paper")
-# mean states per level below which the serial pass is used: a parallel region per
-# level only pays off on wide levels, and on a busy machine small regions wait for
-# descheduled threads (measured: 10^6 transitions, 17 levels, 7 ms quiet, 200 ms busy)
+# mean states per level below which the level-parallel pass is never tried: a
+# parallel region per level only pays off on wide levels, and on a busy machine
+# small regions wait for descheduled threads (measured: 10^6 transitions, 17
+# levels, 7 ms quiet, 200 ms busy)
 PARALLEL_MIN_LEVEL = 65536
-PARALLEL_CHUNK = 2048  # states per parallel task
+PARALLEL_CHUNK = 2048  # states per parallel task of the level-parallel pass
+# states per chunk of the per-task pass (whole tasks; a larger task is one chunk)
+TASK_CHUNK = 8192
+# the per-task and level-parallel passes are timed against the serial one as they
+# run; a path is re-timed when it has not run for this many solves of the MDP
+RETIME_EVERY = 32
+PATHS = ("auto", "tasks", "levels", "serial")
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,7 @@ def solve(
     max_iters: int = 100_000,
     tie_tol: float = 1e-12,
     dm_tol: float = 1e-9,
-    parallel: bool = True,
+    parallel: bool | str = True,
 ) -> Solution:
     """Solve at help costs ``r`` (scalar, or one per intervention).
 
@@ -82,9 +90,14 @@ def solve(
     refused there, since value iteration need not converge. ``rule="paper"``
     needs ``p_row`` (a PRM success estimate per state-action row, see
     ``score_rows``); on cyclic graphs it stops after ``max_iters`` sweeps, as in
-    the paper's iteration. ``parallel`` backs up the states of each level of an
-    acyclic graph on all numba threads when levels are wide enough to pay off
-    (same numbers as the serial pass).
+    the paper's iteration.
+
+    ``parallel`` picks the pass on acyclic graphs (every pass gives the same
+    numbers): ``True``/``"auto"`` chooses among the eligible passes by their
+    measured times (``choose_path``), ``False``/``"serial"`` one serial sweep,
+    ``"tasks"`` the per-task pass (tasks handed to numba threads on demand, each
+    task serial: no barrier), ``"levels"`` the level-synchronous pass (one barrier
+    per level; only wins on one huge task with wide levels on an idle machine).
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -108,17 +121,7 @@ def solve(
         mdp.terminal, mdp.success, p_row, costs, float(gamma), rule_id, tie_tol, dm_tol,
     )  # fmt: skip
     if mdp.acyclic:
-        n_levels = len(mdp.block_ptr) - 1
-        if (
-            parallel
-            and numba.get_num_threads() > 1
-            and mdp.n_states >= PARALLEL_MIN_LEVEL * n_levels
-        ):
-            kernels.backward_levels(
-                mdp.order, mdp.block_ptr, PARALLEL_CHUNK, *args[1:], val, action
-            )
-        else:
-            kernels.backward_pass(*args, val, action)
+        _acyclic_pass(mdp, parallel, args[1:], val, action)
         sweeps = 1
     else:
         if gamma >= 1.0:
@@ -141,6 +144,107 @@ def solve(
         sweeps=int(sweeps),
         rule=rule,
     )
+
+
+def _plan(mdp: MDP) -> dict:
+    """The per-task chunk plan of ``mdp`` (cached on it)."""
+    plan = mdp.cache.get("plan")
+    if plan is None:
+        n = mdp.n_states
+        plan = {"rev": np.arange(n - 1, -1, -1, dtype=np.int64)}
+        if mdp.comp_ptr is not None:
+            lo, hi, sched = pertask.chunk_plan(mdp.comp_ptr, TASK_CHUNK)
+            plan.update(lo=lo, hi=hi, sched=sched)
+            biggest = int(np.diff(mdp.comp_ptr).max())
+        else:
+            biggest = n
+        plan["levels_ok"] = biggest >= n // 2 and n >= PARALLEL_MIN_LEVEL * (len(mdp.block_ptr) - 1)
+        mdp.cache["plan"] = plan
+    return plan
+
+
+def eligible_paths(mdp: MDP) -> list[str]:
+    """The passes worth running on ``mdp`` with the current numba threads, serial
+    first: ``tasks`` when there are at least two chunks of tasks, ``levels`` when
+    one task holds most states and its levels are wide."""
+    paths = ["serial"]
+    if not mdp.acyclic or numba.get_num_threads() < 2:
+        return paths
+    plan = _plan(mdp)
+    if "sched" in plan and len(plan["sched"]) >= 2:
+        paths.append("tasks")
+    if plan["levels_ok"]:
+        paths.append("levels")
+    return paths
+
+
+def choose_path(mdp: MDP, paths: list[str]) -> str:
+    """The eligible pass with the smallest measured time per solve on this MDP.
+
+    Each pass is timed on first use; a pass is timed again once it has not run for
+    its re-time interval (``RETIME_EVERY`` solves, doubled each time it is re-timed
+    and still loses by more than 10%, up to 32 times that), so a threaded pass that
+    loses to the serial one on a busy machine is dropped after one solve and costs
+    ever less to re-check, and is taken up again when the machine is free."""
+    st = mdp.cache.setdefault("timing", {"n": 0, "secs": {}, "last": {}, "every": {}})
+    st["n"] += 1
+    for p in paths:
+        if p not in st["secs"] or st["n"] - st["last"][p] >= st["every"].get(p, RETIME_EVERY):
+            return p
+    return min(paths, key=lambda p: st["secs"][p])
+
+
+def _record(mdp: MDP, path: str, secs: float) -> None:
+    st = mdp.cache["timing"]
+    old = st["secs"].get(path)
+    # averaged with the previous solve's time when that ran this pass too; a pass
+    # re-timed after a pause takes the fresh time (the machine's load changes)
+    ran_last = st["last"].get(path) == st["n"] - 1
+    st["secs"][path] = 0.5 * (old + secs) if old is not None and ran_last else secs
+    st["last"][path] = st["n"]
+    best = min(st["secs"].values())
+    if st["secs"][path] > 1.1 * best:
+        st["every"][path] = min(2 * st["every"].get(path, RETIME_EVERY // 2), 32 * RETIME_EVERY)
+    else:
+        st["every"][path] = RETIME_EVERY
+
+
+def _acyclic_pass(mdp: MDP, parallel, args, val, action) -> str:
+    """One exact backward pass on an acyclic graph; returns the pass it ran."""
+    if parallel is True:
+        parallel = "auto"
+    elif parallel is False:
+        parallel = "serial"
+    if parallel not in PATHS:
+        raise ValueError(f"parallel must be a bool or one of {PATHS}, got {parallel!r}")
+    plan = _plan(mdp)
+    paths = eligible_paths(mdp)
+    if parallel == "auto":
+        path = choose_path(mdp, paths) if len(paths) > 1 else "serial"
+    elif parallel == "tasks" and "sched" not in plan:
+        path = "serial"  # not laid out by task (e.g. a derived MDP)
+    else:
+        path = parallel
+    order = plan["rev"] if mdp.comp_ptr is not None else mdp.order
+    t = time.perf_counter()
+    if path == "tasks":
+        pertask.backward_chunks(
+            numba.get_num_threads(),
+            order,
+            plan["lo"],
+            plan["hi"],
+            plan["sched"],
+            *args,
+            val,
+            action,
+        )
+    elif path == "levels":
+        kernels.backward_levels(mdp.order, mdp.block_ptr, PARALLEL_CHUNK, *args, val, action)
+    else:
+        kernels.backward_pass(order, *args, val, action)
+    if parallel == "auto" and len(paths) > 1:
+        _record(mdp, path, time.perf_counter() - t)
+    return path
 
 
 def row_states(mdp: MDP) -> np.ndarray:

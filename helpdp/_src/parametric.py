@@ -1,0 +1,286 @@
+"""Parametric backward pass: every state's optimal value as a function of the help
+cost r, for one intervention on an acyclic graph. Arrays in, arrays out; numba
+with ``cache=True``, Python bodies reachable via ``.py_func``.
+
+For one intervention, ``V_s(r) = max_pi S^pi_s - r M^pi_s`` is convex and piecewise
+linear in r >= 0. A state's function is stored as its pieces: piece ``i`` starts
+at ``b[i]`` (``b[0] = 0``, increasing) and carries the S and M of the policy
+optimal on ``[b[i], b[i+1])``. The backup is exact on pieces:
+
+* an action's ``Q_a(r) = -r [a > 0] + gamma sum P_a V_s'(r)`` has the union of its
+  successors' breakpoints; on each merged interval S and M are the same sums the
+  fixed-r kernel (``kernels.sweep``) computes, in the same order;
+* ``V_s = max(Q_nohelp, Q_help)`` splits an interval where the two lines cross.
+  The tie rule is the fixed-r kernel's: help wins only where its value is larger
+  by more than ``tie_tol``, so the split sits at ``(dS - tie_tol) / dM``, where the
+  fixed-r solver changes its decision. (The exact crossing ``dS / dM`` would merge
+  tasks that tie in exact arithmetic into one breakpoint, but misplace the policy
+  at r = 0 when help now saves help later at equal success: there the solver
+  keeps "less help now" up to r = tie_tol.)
+
+Pieces with the same (S, M) as their left neighbour are merged. A component's
+objective is the start-weighted sum of its start states' functions; its
+breakpoints, with the jumps of E[U] and E[S] there, are the task's frontier.
+The global frontier is the sum over components (``helpdp.frontier_merge``).
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _grow(a, need):
+    if need <= a.shape[0]:
+        return a
+    out = np.empty(max(need, 2 * a.shape[0]), a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True)
+def _merge_sum(
+    m, srcs_lo, srcs_hi, coef, add, gamma, B, S, U, cur, ob, os_, ou, n_out
+):  # fmt: skip
+    """Append to (ob, os_, ou) from ``n_out`` the pieces of
+    ``add * r-term + gamma * sum_k coef[k] f_k``, ``f_k`` the piece lists
+    ``srcs_lo[k]:srcs_hi[k]`` of (B, S, U); ``add`` is 1.0 for the help action (its
+    own call), else 0.0; ``cur`` is scratch of length >= m. Returns the buffers and
+    the new ``n_out``. The sums run in the order of the fixed-r kernel."""
+    for k in range(m):
+        cur[k] = srcs_lo[k]
+    r = 0.0
+    while True:
+        acc_s = 0.0
+        acc_m = 0.0
+        for k in range(m):
+            acc_s += coef[k] * S[cur[k]]
+        for k in range(m):
+            acc_m += coef[k] * U[cur[k]]
+        s_val = gamma * acc_s
+        m_val = gamma * acc_m
+        if add != 0.0:
+            m_val += add
+        if n_out + 1 > ob.shape[0]:
+            ob = _grow(ob, n_out + 1)
+            os_ = _grow(os_, n_out + 1)
+            ou = _grow(ou, n_out + 1)
+        ob[n_out] = r
+        os_[n_out] = s_val
+        ou[n_out] = m_val
+        n_out += 1
+        nb = np.inf
+        for k in range(m):
+            if cur[k] + 1 < srcs_hi[k]:
+                nb = min(nb, B[cur[k] + 1])
+        if nb == np.inf:
+            break
+        r = nb
+        for k in range(m):
+            while cur[k] + 1 < srcs_hi[k] and B[cur[k] + 1] <= r:
+                cur[k] += 1
+    return ob, os_, ou, n_out
+
+
+@njit(cache=True)
+def _push(ob, os_, ou, n_out, base, x, s_val, m_val):
+    """Append piece (x, s, m) to the list that starts at ``base``, unless it repeats
+    the last piece's line; a piece starting where the last one started replaces it."""
+    if n_out > base and ob[n_out - 1] >= x:
+        n_out -= 1
+    if n_out > base and os_[n_out - 1] == s_val and ou[n_out - 1] == m_val:
+        return ob, os_, ou, n_out
+    ob = _grow(ob, n_out + 1)
+    os_ = _grow(os_, n_out + 1)
+    ou = _grow(ou, n_out + 1)
+    ob[n_out] = x
+    os_[n_out] = s_val
+    ou[n_out] = m_val
+    return ob, os_, ou, n_out + 1
+
+
+@njit(cache=True)
+def _envelope(tb, ts, tu, ia, ea, ib, eb, tie_tol, ob, os_, ou, n_out):
+    """Upper envelope of the piece lists ``ia:ea`` (nohelp) and ``ib:eb`` (help) of
+    (tb, ts, tu), appended to (ob, os_, ou): help wins where ``Lb - La > tie_tol``."""
+    base = n_out
+    ba, sa, ua = tb, ts, tu
+    bb, sb, ub = tb, ts, tu
+    x = 0.0
+    while True:
+        na = ba[ia + 1] if ia + 1 < ea else np.inf
+        nb = bb[ib + 1] if ib + 1 < eb else np.inf
+        end = min(na, nb)
+        d_s = sb[ib] - sa[ia]
+        d_m = ub[ib] - ua[ia]
+        dx = d_s - x * d_m
+        if end == np.inf:
+            de = d_s if d_m == 0.0 else (-np.inf if d_m > 0 else np.inf)
+        else:
+            de = d_s - end * d_m
+        b_first = dx > tie_tol
+        b_last = de > tie_tol
+        if b_first == b_last:
+            if b_first:
+                ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, x, sb[ib], ub[ib])
+            else:
+                ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, x, sa[ia], ua[ia])
+        else:
+            rc = (d_s - tie_tol) / d_m
+            if not rc > x:
+                rc = x
+            if b_first:
+                ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, x, sb[ib], ub[ib])
+                if rc < end:
+                    ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, rc, sa[ia], ua[ia])
+            else:
+                ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, x, sa[ia], ua[ia])
+                if rc < end:
+                    ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, rc, sb[ib], ub[ib])
+        if end == np.inf:
+            break
+        x = end
+        if na <= end:
+            ia += 1
+        if nb <= end:
+            ib += 1
+    return ob, os_, ou, n_out
+
+
+@njit(cache=True, nogil=True)
+def trace_components(
+    comp_ptr, comps, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success,
+    start_weight, gamma, tie_tol, max_pieces,
+):  # fmt: skip
+    """The frontier of each component ``comps[i]`` (states ``comp_ptr[c]:comp_ptr[c+1]``,
+    numbered topologically within the component; one intervention).
+
+    Returns ``(ok, piece_ptr, b, s, u)``: component ``comps[i]``'s objective
+    ``sum_start w_s V_s(r)`` has the pieces ``piece_ptr[i]:piece_ptr[i+1]`` (start
+    r, start-weighted sums of S and M; not normalised). ``ok`` is False when some
+    component needed more than ``max_pieces`` stored pieces (its trace is then
+    left out: the caller falls back to the solve-based frontier).
+    """
+    n_c = comps.shape[0]
+    piece_ptr = np.zeros(n_c + 1, np.int64)
+    rb = np.empty(16)
+    rs = np.empty(16)
+    ru = np.empty(16)
+    n_res = 0
+    # pool of the current component's state functions
+    pb = np.empty(1024)
+    ps = np.empty(1024)
+    pu = np.empty(1024)
+    tb = np.empty(64)  # temporary Q pieces of the help and nohelp rows
+    max_deg = 1
+    for j in range(tr_ptr.shape[0] - 1):
+        max_deg = max(max_deg, tr_ptr[j + 1] - tr_ptr[j])
+    s_lo = np.empty(max_deg, np.int64)  # per successor of a row: its pieces, weight
+    s_hi = np.empty(max_deg, np.int64)
+    coef = np.empty(max_deg)
+    cur = np.empty(max_deg, np.int64)
+    ts = np.empty(64)
+    tu = np.empty(64)
+    for i in range(n_c):
+        c = comps[i]
+        lo = comp_ptr[c]
+        hi = comp_ptr[c + 1]
+        # pieces of state s: pool[st[s - lo, 0]:st[s - lo, 1]]
+        st = np.empty((hi - lo, 2), np.int64)
+        n_pool = 0
+        for s in range(hi - 1, lo - 1, -1):
+            j0 = sa_ptr[s]
+            j1 = sa_ptr[s + 1]
+            if terminal[s] or j0 == j1:
+                v = 1.0 if success[s] else 0.0
+                pb = _grow(pb, n_pool + 1)
+                ps = _grow(ps, n_pool + 1)
+                pu = _grow(pu, n_pool + 1)
+                pb[n_pool] = 0.0
+                ps[n_pool] = v
+                pu[n_pool] = 0.0
+                st[s - lo, 0] = n_pool
+                st[s - lo, 1] = n_pool + 1
+                n_pool += 1
+                continue
+            # Q pieces of each row (at most two: nohelp, help) into the buffer
+            n_t = 0
+            r_lo0 = r_hi0 = r_lo1 = r_hi1 = 0
+            for j in range(j0, j1):
+                t0 = tr_ptr[j]
+                t1 = tr_ptr[j + 1]
+                m = t1 - t0
+                single = True
+                for t in range(t0, t1):
+                    nx = tr_next[t] - lo
+                    s_lo[t - t0] = st[nx, 0]
+                    s_hi[t - t0] = st[nx, 1]
+                    coef[t - t0] = tr_prob[t]
+                    if st[nx, 1] - st[nx, 0] > 1:
+                        single = False
+                row_start = n_t
+                add = 1.0 if sa_action[j] > 0 else 0.0
+                if single:  # one line: the fixed-r backup, no merge
+                    acc_s = 0.0
+                    acc_m = 0.0
+                    for k in range(m):
+                        acc_s += coef[k] * ps[s_lo[k]]
+                    for k in range(m):
+                        acc_m += coef[k] * pu[s_lo[k]]
+                    m_val = gamma * acc_m
+                    if add != 0.0:
+                        m_val += add
+                    if n_t + 1 > tb.shape[0]:
+                        tb = _grow(tb, n_t + 1)
+                        ts = _grow(ts, n_t + 1)
+                        tu = _grow(tu, n_t + 1)
+                    tb[n_t] = 0.0
+                    ts[n_t] = gamma * acc_s
+                    tu[n_t] = m_val
+                    n_t += 1
+                else:
+                    tb, ts, tu, n_t = _merge_sum(
+                        m, s_lo, s_hi, coef, add, gamma, pb, ps, pu, cur, tb, ts, tu, n_t
+                    )
+                if j == j0:
+                    r_lo0, r_hi0 = row_start, n_t
+                else:
+                    r_lo1, r_hi1 = row_start, n_t
+            start = n_pool
+            if j1 - j0 == 1:
+                for k in range(r_lo0, r_hi0):
+                    pb, ps, pu, n_pool = _push(pb, ps, pu, n_pool, start, tb[k], ts[k], tu[k])
+            else:
+                # rows sorted by action: nohelp first, help second (one intervention)
+                pb, ps, pu, n_pool = _envelope(
+                    tb, ts, tu, r_lo0, r_hi0, r_lo1, r_hi1, tie_tol, pb, ps, pu, n_pool
+                )
+            st[s - lo, 0] = start
+            st[s - lo, 1] = n_pool
+            if n_pool > max_pieces:
+                return False, piece_ptr, rb[:n_res], rs[:n_res], ru[:n_res]
+        # the component's objective: start-weighted sum of its start states
+        n_start = 0
+        for s in range(lo, hi):
+            if start_weight[s] != 0.0:
+                n_start += 1
+        o_lo = np.empty(n_start, np.int64)
+        o_hi = np.empty(n_start, np.int64)
+        o_w = np.empty(n_start)
+        k = 0
+        for s in range(lo, hi):
+            if start_weight[s] != 0.0:
+                o_lo[k] = st[s - lo, 0]
+                o_hi[k] = st[s - lo, 1]
+                o_w[k] = start_weight[s]
+                k += 1
+        if n_start > 0:
+            o_cur = np.empty(n_start, np.int64)
+            n_t = 0
+            tb, ts, tu, n_t = _merge_sum(
+                n_start, o_lo, o_hi, o_w, 0.0, 1.0, pb, ps, pu, o_cur, tb, ts, tu, n_t
+            )
+            base = n_res
+            for k in range(n_t):
+                rb, rs, ru, n_res = _push(rb, rs, ru, n_res, base, tb[k], ts[k], tu[k])
+        piece_ptr[i + 1] = n_res
+    return True, piece_ptr, rb[:n_res].copy(), rs[:n_res].copy(), ru[:n_res].copy()
