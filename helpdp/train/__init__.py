@@ -5,7 +5,9 @@ called only where a :class:`~helpdp.policies.HelpPolicy` says, within caps.
   ``collect.rollout``'s turn loop), and ``TokenActor``;
 * :mod:`helpdp.train.gate`: the gate (caps, expert/solo roles) and the split schedules;
 * :mod:`helpdp.train.rewards`: the reward callables (verifier, graduated, format);
-* :mod:`helpdp.train.trainer`: ``python -m helpdp.train`` (``conf/train.yaml``, ``conf/train/``).
+* :mod:`helpdp.train.trainer`: ``python -m helpdp.train`` (``conf/train.yaml``, ``conf/train/``);
+* :mod:`helpdp.train.env_factory`: the same worlds, expert gate and graduated reward as
+  TRL's ``environment_factory`` (tools as methods; docs/openenv.md says when to pick it).
 
 Importing this package imports neither torch nor trl.
 """

@@ -1,0 +1,335 @@
+"""TRL's ``environment_factory`` over our AWM runtime: ``GRPOTrainer(...,
+environment_factory=factory.environments())``.
+
+:class:`AWMEnvironmentFactory` makes, per scenario, an environment class whose public
+methods are the world's tools (one method per visible tool: its name, its parameters
+typed from the tool's JSON schema, its description as the docstring TRL renders) plus
+``ask_expert``, gated by a :class:`~helpdp.policies.HelpPolicy` within
+``max_per_episode`` calls. TRL makes one instance per rollout: ``reset(**example)``
+starts the episode of the example's ``scenario``/``task_idx`` on an environment of the
+runtime, a tool call is one turn of :mod:`collect.awm.protocol` (``call_tool`` with the
+method's arguments), and ``get_reward()`` ends the episode (the verifier judges the
+world) and returns the graduated reward (:class:`~helpdp.train.rewards.GraduatedReward`:
+solo completion 2.0, recovery after an error with the expert 1.3, blind expert call
+0.8, incomplete 0.1; an episode the infrastructure broke: None, left out of the group).
+
+The runtime is any pool with :class:`collect.awm.env.EnvPool`'s interface: local
+sandboxes (``EnvPool``), a ``collect.awm.serve`` server
+(:class:`helpdp.train.envs.RemotePool`) or an OpenEnv AWM server
+(:class:`collect.awm.remote_env.OpenEnvPool`). With several scenarios,
+:meth:`~AWMEnvironmentFactory.environments` is TRL's ``{name: factory}`` form and every
+dataset row names its scenario in ``environment`` (:meth:`~AWMEnvironmentFactory.rows`).
+
+What ``rollout_func`` (:class:`helpdp.train.rollout.AWMRollout`) does and this cannot:
+the gate acting between turns without being asked (``gate.design=proactive``), the
+expert/solo split of each group (TRL does not tell an environment its place in the
+group), help put into the prompt rather than returned as a tool result, the collector's
+state ids (a ``table`` policy keyed on collected states), format errors as the agent's
+(TRL parses the calls and answers a malformed one itself) and the final answer's text
+(``get_reward`` takes none: the world's database is judged). Importing this module
+imports neither torch nor trl.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import keyword
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from collect.awm.protocol import format_call_tool
+from collect.schedule import EpisodeSpec, stable_int64
+from collect.types import EpisodeView, Turn
+from helpdp.policies import HelpPolicy, Never, StateView
+from helpdp.train.gate import Gate
+from helpdp.train.rewards import GraduatedReward
+
+__all__ = ["AWMEnvironmentFactory", "AWMToolEnvironment", "tool_method"]
+
+#: names an environment needs for itself (a world tool so named is not offered)
+RESERVED = frozenset({"reset", "get_reward", "ask_expert", "close"})
+_JSON_TYPES = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
+
+
+def _one_line(text: Any) -> str:
+    return re.sub(r"\s+", " ", str(text or "")).strip()
+
+
+def _py_type(schema: dict[str, Any]) -> type:
+    kind = schema.get("type")
+    if isinstance(kind, list):  # ["string", "null"]
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind is None:
+        for option in schema.get("anyOf") or schema.get("oneOf") or []:
+            if isinstance(option, dict) and option.get("type") not in (None, "null"):
+                return _py_type(option)
+    return _JSON_TYPES.get(kind, str)
+
+
+def tool_method(tool: Any) -> Callable[..., str] | None:
+    """A method calling the world's ``tool`` (``name``, ``description``, ``input_schema``)
+    whose signature, type hints and Google-style docstring are what TRL (through
+    ``transformers.utils.get_json_schema``) renders as the tool; None for a tool whose
+    name cannot be a method (not an identifier, reserved, private)."""
+    name = str(tool.name)
+    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+        return None
+    if name in RESERVED:
+        return None
+    schema = tool.input_schema or {}
+    props = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    hints: dict[str, Any] = {}
+    docs = []
+    for arg, spec in props.items():
+        if not str(arg).isidentifier() or keyword.iskeyword(arg):
+            continue
+        spec = spec if isinstance(spec, dict) else {}
+        kind = _py_type(spec)
+        hint = kind if arg in required else (kind | None)
+        hints[arg] = hint
+        default = inspect.Parameter.empty if arg in required else None
+        params.append(
+            inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
+        )
+        desc = _one_line(spec.get("description") or spec.get("title") or arg)
+        docs.append(f"    {arg}: {desc}")
+    params[1:] = sorted(params[1:], key=lambda p: p.default is not inspect.Parameter.empty)
+    keep = set(hints)
+
+    def method(self, **kwargs: Any) -> str:
+        arguments = {k: v for k, v in kwargs.items() if k in keep and v is not None}
+        return self._call(name, arguments)
+
+    method.__name__ = method.__qualname__ = name
+    method.__signature__ = inspect.Signature(params, return_annotation=str)
+    method.__annotations__ = {**hints, "return": str}
+    summary = _one_line(tool.description) or f"Call {name}."
+    method.__doc__ = summary + ("\n\nArgs:\n" + "\n".join(docs) if docs else "")
+    return method
+
+
+class AWMToolEnvironment:
+    """One rollout's episode (TRL makes one instance per rollout and reuses it across
+    batches). Subclassed per scenario by :class:`AWMEnvironmentFactory`, which adds
+    the world's tools as methods."""
+
+    factory: AWMEnvironmentFactory
+    scenario_name: str
+
+    def __init__(self) -> None:
+        self.env = None
+        self.result = None  # the last step's StepResult
+        self.view: EpisodeView | None = None
+        self.episode_id = -1
+        self.errors = self.blind = self.recovery = 0
+        self.ended = False
+        self.last_reward: float | None = None
+        self.outcome: str | None = None
+
+    # -- TRL's interface -----------------------------------------------------------------
+    def reset(self, scenario: str | None = None, task_idx: int = 0, **example: Any) -> None:
+        """Start the episode of the example (its task is already the prompt)."""
+        f = self.factory
+        name = scenario or self.scenario_name
+        if self.env is None or self.env.scenario.name != name:
+            self._drop()
+            self.env = f.pool.acquire(name)
+        self.episode_id = f.next_episode_id()
+        idx = int(task_idx)
+        sc = f.pool.scenario(name)
+        entropy = stable_int64("helpdp.env_factory", f.seed, self.episode_id) & ((1 << 63) - 1)
+        spec = EpisodeSpec(
+            self.episode_id, name, idx, f"{name}/{idx}", "train", f.seed, (0.0,), entropy
+        )
+        first = self.env.reset(idx, episode_id=str(self.episode_id))
+        self.view = EpisodeView(spec, first.task, [t.name for t in self.env.tools],
+                                sc.solutions.get(idx), [])  # fmt: skip
+        f.gate.expert[self.episode_id] = True
+        self.errors = self.blind = self.recovery = 0
+        self.result = None
+        self.ended = False
+        return None
+
+    def ask_expert(self, question: str) -> str:
+        """Ask a human expert for help when you are unsure how to proceed.
+
+        Args:
+            question: what you need help with
+        """
+        f, view = self.factory, self.view
+        if view is None or self.ended or not f.interventions:
+            return f.denied_text
+        t = len(view.history)
+        last = view.history[-1].failure if view.history else None
+        state = StateView(0, view.spec.task_id, t, self.env.trajectory_text(),
+                          episode_id=self.episode_id, last_failure=last, errors=self.errors)  # fmt: skip
+        try:
+            action = int(f.gate.decide([state])[0])
+        except RuntimeError:  # the policy failed: nohelp (Gate kept its error)
+            action = 0
+        if not action:
+            self._turn(0, None, {"kind": "ask_expert", "arguments": {"question": question}}, "")
+            return f.denied_text
+        iv = f.interventions[min(action, len(f.interventions)) - 1]
+        help_ = iv.help(view, self.env, np.random.default_rng(view.spec.entropy + t))
+        if self.errors:
+            self.recovery += 1
+        else:
+            self.blind += 1
+        self._turn(action, help_, {"kind": "ask_expert", "arguments": {"question": question}}, "")
+        return help_.text
+
+    def get_reward(self) -> float | None:
+        """End the episode (verification) and return the graduated reward."""
+        if self.env is None or self.view is None:
+            return None
+        if not self.ended:
+            self._step("")  # no tool call: the final answer; the verifier judges the world
+        info = self.result.info if self.result is not None else {}
+        row = {
+            "outcome": [str(info.get("outcome") or "server_error")],
+            "valid": [bool(info.get("valid", False))],
+            "blind_calls": [self.blind],
+            "recovery_calls": [self.recovery],
+        }
+        self.last_reward = self.factory.reward([""], [""], **row)[0]
+        self.outcome = row["outcome"][0]
+        return self.last_reward
+
+    # -- the world's tools ---------------------------------------------------------------
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        if self.view is None or self.ended:
+            return "Error: the episode is over."
+        result = self._step(format_call_tool(name, arguments))
+        return result.observation
+
+    def _step(self, text: str):
+        try:
+            result = self.env.step(text)
+        except Exception as e:  # noqa: BLE001 - the runtime failed: a broken episode
+            from collect.awm.env import StepResult
+
+            result = StepResult(f"Error: server error ({type(e).__name__})", None, True,
+                                {"outcome": "server_error", "valid": False})  # fmt: skip
+        self.result = result
+        info = result.info
+        if info.get("failure") is not None:
+            self.errors += 1
+        self._turn(0, None, info.get("action") or {}, result.observation or "", text,
+                   info.get("failure"))  # fmt: skip
+        if result.done:
+            self.ended = True
+        return result
+
+    def _turn(self, action, help_, parsed, observation, text="", failure=None) -> None:
+        view = self.view
+        view.history.append(
+            Turn(len(view.history), action, help_, text, dict(parsed), failure, observation)
+        )
+
+    def _drop(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            self.factory.pool.release(env)
+
+
+class AWMEnvironmentFactory:
+    """Environment classes of a runtime's scenarios, for TRL's ``environment_factory``.
+
+    ``pool``: the runtime (``EnvPool``, ``RemotePool``, ``OpenEnvPool``); ``scenarios``:
+    which ones (their tools are listed once, through an episode of task 0);
+    ``interventions``: the expert (the first one answers ``ask_expert``; none: it is
+    always denied); ``policy``: the gate (default :class:`~helpdp.policies.Never`);
+    ``max_per_episode``: granted calls per episode; ``reward``: the graduated reward;
+    ``tools``: offer only these world tools (None: all; each tool's schema is part of
+    every prompt, so a world with many tools makes long prompts).
+    """
+
+    def __init__(
+        self,
+        pool: Any,
+        scenarios: Sequence[str],
+        *,
+        interventions: Sequence[Any] = (),
+        policy: HelpPolicy | None = None,
+        max_per_episode: int | None = 2,
+        reward: Any = None,
+        denied_text: str = "The expert is not available now; continue on your own.",
+        seed: int = 0,
+        tools: Sequence[str] | None = None,
+    ):
+        if not scenarios:
+            raise ValueError("AWMEnvironmentFactory needs at least one scenario")
+        self.pool = pool
+        self.interventions = list(interventions)
+        self.gate = Gate(policy or Never(), {}, max_per_episode=max_per_episode)
+        self.reward = reward or GraduatedReward()
+        self.denied_text = denied_text
+        self.seed = int(seed)
+        self.only = set(tools) if tools is not None else None
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self.classes: dict[str, type[AWMToolEnvironment]] = {}
+        self.skipped_tools: dict[str, list[str]] = {}
+        for name in scenarios:
+            self.classes[name] = self._class(name)
+
+    def next_episode_id(self) -> int:
+        with self._lock:
+            return next(self._ids)
+
+    def _class(self, name: str) -> type[AWMToolEnvironment]:
+        env = self.pool.acquire(name)
+        try:
+            env.reset(0)
+            tools = list(env.tools)
+        finally:
+            self.pool.release(env)
+        methods: dict[str, Any] = {}
+        skipped = []
+        for tool in tools:
+            if self.only is not None and tool.name not in self.only:
+                continue
+            m = tool_method(tool)
+            if m is None:
+                skipped.append(str(tool.name))
+            else:
+                methods[m.__name__] = m
+        self.skipped_tools[name] = skipped
+        cls_name = "AWM_" + re.sub(r"\W", "_", name)
+        return type(cls_name, (AWMToolEnvironment,), {**methods, "factory": self,
+                                                      "scenario_name": name})  # fmt: skip
+
+    def environments(self) -> Any:
+        """TRL's ``environment_factory``: the class of the one scenario, or ``{scenario:
+        class}`` (rows then carry ``environment``)."""
+        if len(self.classes) == 1:
+            return next(iter(self.classes.values()))
+        return dict(self.classes)
+
+    def rows(self, tasks: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+        """Dataset rows: the task as the prompt, ``scenario`` and ``task_idx`` (for
+        ``reset``), and ``environment`` when there are several scenarios."""
+        out = []
+        for name, idx in tasks:
+            text = self.pool.scenario(name).task(int(idx)).text
+            row = {"prompt": [{"role": "user", "content": text}], "scenario": name,
+                   "task_idx": int(idx)}  # fmt: skip
+            if len(self.classes) > 1:
+                row["environment"] = name
+            out.append(row)
+        return out
