@@ -35,8 +35,8 @@ def _run(argv, tmp_path, **kw):
          "helpdp.train: error: 'train=cpu_smok': no such option; options: b200, cpu_smoke "
          "(did you mean 'train=cpu_smoke'?)"),
         (["collect", "collect/actor=opnai"],
-         "collect: error: 'collect/actor=opnai': no such option; options: hf, openai, simulated, "
-         "vllm"),
+         "collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
+         "qwen_coder_0_5b, simulated, vllm (did you mean 'collect/actor=openai'?)"),
         (["helpdp.helper.train", "helper=tni", "labels=x"],
          "helpdp.helper.train: error: 'helper=tni': no such option; options: minilm, qwen3_0_6b, "
          "qwen3_4b, tiny (did you mean 'helper=tiny'?)"),

@@ -114,6 +114,9 @@ COMMANDS = {  # module: (schema "module:Class", conf name, a nested typo, its su
     "collect": ("collect.collector:CollectConfig", "collect"),
     "collect.awm.check": ("collect.awm.check:CheckConfig", "check"),
     "collect.awm.serve": ("collect.awm.serve:ServeConfig", "serve"),
+    "collect.awm.openenv_server": ("collect.awm.serve:ServeConfig", "serve_openenv"),
+    "collect.realmodel": ("collect.realmodel:FetchConfig", "realmodel"),
+    "helpdp.select": ("helpdp.select:SelectConfig", "select"),
 }
 
 

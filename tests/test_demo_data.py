@@ -46,4 +46,6 @@ def test_demo_regenerates_byte_identically(tmp_path):
     for m in (m_new, m_old):
         m["source"].pop("git_sha", None)  # provenance: the commit it was generated from
         m["source"].pop("versions", None)
+        # what confined the run is the host's (bubblewrap or not, cgroup v1/v2 or none)
+        m["source"].pop("isolation", None)
     assert m_new == m_old
