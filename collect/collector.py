@@ -44,6 +44,7 @@ from cliconf import as_config as _as_config
 from cliconf import doc_field as _f
 from collect.actors import (
     ActorConfig,
+    LenientActor,
     SimulatedActorConfig,
     actor_config,
     actor_name,
@@ -494,6 +495,8 @@ class _Worker:
                 clock=WorldClock.resolve(cfg.clock, _worlds_dir(cfg)),
             )
         self.own_actor = actor is None
+        if actor is not None and getattr(cfg.actor, "call_format", "strict") == "lenient":
+            actor = LenientActor(actor)  # the manifest's call_format is what the turns get
         self.actor = actor if actor is not None else build_actor(cfg.actor)
         self.interventions = build_interventions(cfg.interventions)
         self.ctx = RunContext(
