@@ -9,7 +9,7 @@ episode loop (reset, list_tools, the reference solution's calls, final answer
 the time the request spent inside the app (measured in the worker), so
 "overhead" = the rest of the sandboxed call path (parse, validate, IPC, ASGI).
 
-One episode, one app (issue 19): ``env.fresh_app`` (the default) starts every
+One episode, one app: ``env.fresh_app`` (the default) starts every
 episode on an app worker that no earlier episode touched. The reset and the
 episode loop are measured both ways in the same run: ``fresh_app=false`` (the
 baseline: only the database restored), ``fresh_app=true`` without and with the

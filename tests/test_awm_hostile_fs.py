@@ -1,15 +1,15 @@
-"""Hostile worlds against what a worker leaves behind and what it may use in total (issue 19).
+"""Hostile worlds against what a worker leaves behind and what it may use in total.
 
 Each world is the demo world ``workflow_automation_1`` with hostile tools appended to
 its app (most switch the Python-level guard off first, so the kernel-level limits are
 what is tested). Every test also checks that the next episode runs (the reference
 solution of task 0 is still ``complete``) and that the next collection runs.
 
-* class 1: a directory tree 1,300 levels deep (``shutil.rmtree`` raised RecursionError,
+* a directory tree 1,300 levels deep (``shutil.rmtree`` raised RecursionError,
   the collector died and every later ``python -m collect`` on the machine with it);
-* class 4: an app that keeps state in memory or in files between episodes;
-* class 5: a fork bomb, a tmpfs filler, tools that each sleep just under the call limit;
-* class 7: file modification times under the world clock;
+* an app that keeps state in memory or in files between episodes;
+* a fork bomb, a tmpfs filler, tools that each sleep just under the call limit;
+* file modification times under the world clock;
 * libfaketime's ``/dev/shm/faketime_shm_*`` segments of killed workers.
 """
 
@@ -222,7 +222,7 @@ def _deep_tree(root: Path, depth: int = DEPTH) -> None:
         os.chdir(here)
 
 
-# -- class 1: deep directory trees ------------------------------------------------------------
+# -- deep directory trees ------------------------------------------------------------
 @pytest.mark.parametrize("isolation", ["os", "python"])
 def test_a_deep_tree_in_the_run_directory_breaks_nothing(tmp_path, isolation):
     data = _world(tmp_path / "data", DEEP_TAIL)
@@ -289,7 +289,7 @@ def test_check_of_a_deep_tree_world_reports_instead_of_crashing(tmp_path):
     assert "checked 1 scenarios: 1 ok, 0 partial, 0 failed" in out.getvalue()
 
 
-# -- class 4: one episode, one app ----------------------------------------------------------
+# -- one episode, one app ----------------------------------------------------------
 def test_every_episode_gets_an_app_no_earlier_episode_touched(tmp_path):
     data = _world(tmp_path / "data", MEMORY_TAIL)
     env = _env(data, tmp_path / "work")
@@ -309,7 +309,7 @@ def test_every_episode_gets_an_app_no_earlier_episode_touched(tmp_path):
     _next_collection_runs(data, tmp_path)
 
 
-# -- class 5: totals per worker ------------------------------------------------------------------
+# -- totals per worker ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def totals(tmp_path_factory):
     root = tmp_path_factory.mktemp("totals")
@@ -385,7 +385,7 @@ def test_check_of_an_empty_directory_is_an_error(tmp_path, capsys):
     assert "none of them is in data=" in capsys.readouterr().err
 
 
-# -- class 7: the world clock on file times ----------------------------------------------------
+# -- the world clock on file times ----------------------------------------------------
 def test_files_carry_the_world_clocks_time(tmp_path):
     data = _world(tmp_path / "data", MTIME_TAIL)
     seen = []

@@ -1,4 +1,4 @@
-"""Hostile verifiers and clients against what workers share through the kernel (issue 19).
+"""Hostile verifiers and clients against what workers share through the kernel.
 
 Class 2: a verifier steals the fork server's reply pipe (``pidfd_open`` +
 ``pidfd_getfd``) and forges a reply. Class 3: verifier runs count through a
@@ -185,7 +185,7 @@ def test_verifier_runs_share_no_ipc_objects(tmp_path):
     assert after.ok and after.label == "complete"
 
 
-# -- class 8: the server ---------------------------------------------------------------
+# -- the server ---------------------------------------------------------------
 TOKEN = "test-token-forwarded"
 
 

@@ -1,4 +1,4 @@
-"""Tool output is data, never markup (issue 19, class 6).
+"""Tool output is data, never markup.
 
 A hostile world's tools answer with the transcript's own structure (a closing
 ``</tool_response>``, an ``Expert help:`` line, ``<|expert|>``/``<|assistant|>`` role

