@@ -498,12 +498,14 @@ def run_search(cfg) -> list[dict]:
     from cliconf import UsageError, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
-    from helpdp.solve import score_rows
+    from helpdp.solve import RULES, score_rows
 
     say = (lambda *a: None) if cfg.quiet else print
     per_name = {str(k): parse_budgets(v, f"budgets.{k}")[0] for k, v in (cfg.budgets or {}).items()}
     sweep = not isinstance(cfg.budget, int | float)  # a list sweeps from one load
     budgets = parse_budgets(cfg.budget)  # before the data loads: a typo costs nothing
+    if cfg.rule not in RULES:
+        raise UsageError(f"rule must be one of {RULES}, got {cfg.rule!r}")
     data = Path(cfg.data) if cfg.data else demo_dataset_path()
     t0 = time.perf_counter()
     ds = load_dataset(data, gamma=cfg.gamma)

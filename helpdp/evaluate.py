@@ -552,6 +552,21 @@ def _reference_turns(worlds: Path | None) -> dict[str, int]:
     return ref
 
 
+SPLITS = ("train", "validation", "test")
+
+
+def _check_before_loading(cfg: EvaluateConfig) -> None:
+    """What the command line got wrong, said before any data loads or any output exists."""
+    bad = [s for s in cfg.splits if s not in SPLITS]
+    if bad:
+        raise ValueError(f"splits: {bad[0]!r} is not a task split (one of {SPLITS})")
+    if cfg.helper_dir and not (Path(cfg.helper_dir) / "helper.json").is_file():
+        raise FileNotFoundError(
+            f"helper_dir={cfg.helper_dir}: no helper.json there (python -m helpdp.helper.train "
+            "writes one)"
+        )
+
+
 def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     """Run every policy on every split; write the results, the report and the plot."""
     from collect.collector import collect
@@ -560,6 +575,7 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     from prm.data import task_splits
 
     t0 = time.perf_counter()
+    _check_before_loading(cfg)
     data = Path(cfg.data) if cfg.data else demo_dataset_path()
     ds = load_dataset(data)
     manifest = ds.manifest

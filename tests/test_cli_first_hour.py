@@ -151,3 +151,22 @@ def test_help_needs_only_the_core_packages(tmp_path):
     for command in ("collect", "helpdp.evaluate", "helpdp.train", "collect.awm.check"):
         run = _run([command, "--help"], tmp_path, env=env)
         assert run.returncode == 0 and "Traceback" not in run.stderr, (command, run.stderr[-2000:])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["helpdp.search", "rule=exakt", "data=nowhere"],
+         "helpdp.search: error: rule must be one of ('exact', 'paper'), got 'exakt'"),
+        (["helpdp.evaluate", "splits=[tset]", "out=ev"],
+         "helpdp.evaluate: error: splits: 'tset' is not a task split"),
+        (["helpdp.evaluate", "helper_dir=missing", "out=ev"],
+         "helpdp.evaluate: error: helper_dir=missing: no helper.json there"),
+    ],
+)  # fmt: skip
+def test_mistakes_are_refused_before_loading_or_writing(argv, message, tmp_path):
+    run = _run(argv, tmp_path)
+    err = run.stderr.strip()
+    assert run.returncode == 2 and err.startswith(message) and len(err.splitlines()) == 1, err
+    assert "loaded" not in run.stdout  # refused before the data loads
+    assert not (tmp_path / "ev").exists()  # and before any output exists
