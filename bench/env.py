@@ -91,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         ("reset, fresh app (prestarted)", True, True),
     ):
         with EnvPool(
-            dataset, EnvConfig(verifier_workers=2, fresh_app=fresh, prestart_app=prestart)
+            dataset,
+            EnvConfig(
+                verifier_workers=2, fresh_app=fresh, prestart_app=prestart, reuse_shipped_apps=False
+            ),
         ) as pool:
             env = pool.acquire(name)
             env.reset(task_idx)

@@ -669,7 +669,11 @@ def _isolation(cfg: CollectConfig) -> dict[str, Any]:
 
         lim = cfg.env.sandbox
         out["limits"] = describe_limits(lim.max_processes, lim.memory_mb, lim.run_dir_mb)
-        out["limits"].update(tool_budget_s=cfg.env.tool_budget_s, fresh_app=cfg.env.fresh_app)
+        out["limits"].update(
+            tool_budget_s=cfg.env.tool_budget_s,
+            fresh_app=cfg.env.fresh_app,
+            reuse_shipped_apps=cfg.env.reuse_shipped_apps,
+        )
     return out
 
 

@@ -309,6 +309,39 @@ def test_every_episode_gets_an_app_no_earlier_episode_touched(tmp_path):
     _next_collection_runs(data, tmp_path)
 
 
+def test_only_the_shipped_apps_keep_their_worker_between_episodes(tmp_path):
+    from collect.awm.env import is_shipped_app
+
+    shipped = _world(tmp_path / "shipped", "")  # byte-identical but for one newline
+    dataset = AWMDataset(shipped)
+    code = dataset.get(SCENARIO).env_code
+    assert not is_shipped_app(code)  # one added newline makes it another app
+    pristine = AWMDataset(WORLDS).get(SCENARIO)
+    assert is_shipped_app(pristine.env_code)
+    runs = {}
+    for name, scenario, cfg in [
+        ("shipped", pristine, {}),
+        ("shipped, reuse off", pristine, {"reuse_shipped_apps": False}),
+        ("changed", dataset.get(SCENARIO), {}),
+    ]:
+        env = AWMEnv(
+            scenario,
+            EnvConfig(sandbox=LIMITS, verifier_sandbox=VLIMITS, prestart_app=False, **cfg),
+            work_root=tmp_path / f"work-{len(runs)}",
+            clock=dataset.clock(),
+        )
+        try:
+            pids = set()
+            for _ in range(3):
+                env.reset(0)
+                pids.add(env.app.worker.pid)
+            runs[name] = (env.fresh_app, len(pids))
+        finally:
+            env.close()
+    # the repository's own apps keep one worker; any other code gets one per episode
+    assert runs == {"shipped": (False, 1), "shipped, reuse off": (True, 3), "changed": (True, 3)}
+
+
 # -- totals per worker ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def totals(tmp_path_factory):
