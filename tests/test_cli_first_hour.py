@@ -92,9 +92,18 @@ def test_loading_the_encoder_prints_no_load_report(capfd, monkeypatch):
     build_backbone({"backbone": "minilm"}, ["a text"])
     out = "".join(capfd.readouterr())
     assert "LOAD REPORT" not in out and "Loading weights" not in out, out
-    monkeypatch.setenv("HELPDP_VERBOSE_LOAD", "1")  # asked for: transformers' report shows
-    build_backbone({"backbone": "minilm"}, ["a text"])
-    assert "LOAD REPORT" in "".join(capfd.readouterr())
+    # transformers' own settings are back after the load, and left alone when asked for
+    from transformers.utils import logging as hf_logging
+
+    from helpdp.helper.model import quiet_load
+
+    before = hf_logging.get_verbosity()
+    with quiet_load():
+        assert hf_logging.get_verbosity() == hf_logging.ERROR
+    assert hf_logging.get_verbosity() == before
+    monkeypatch.setenv("HELPDP_VERBOSE_LOAD", "1")
+    with quiet_load():
+        assert hf_logging.get_verbosity() == before
 
 
 def test_the_trainer_prints_no_loss_dicts(capfd):
