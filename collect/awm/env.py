@@ -392,6 +392,32 @@ def _trim(text: str, limit: int) -> str:
     return text
 
 
+def trajectory_text(trajectory: list[dict[str, Any]], final_answer: str | None = None) -> str:
+    """An episode's actions and observations as the expert reads them (world output
+    rendered as data, :func:`collect.awm.observation.render_observation`)."""
+    lines = []
+    for entry in trajectory:
+        action = entry["action"]
+        if action["kind"] == "call_tool":
+            lines.append(
+                f"[{entry['turn']}] call {action['tool_name']} {json.dumps(action['arguments'], default=str)}"
+            )
+        elif action["kind"] == "final":
+            continue
+        else:
+            lines.append(
+                f"[{entry['turn']}] {action['kind']} {action.get('message') or ''}".rstrip()
+            )
+        if entry["observation"]:
+            obs = entry["observation"]
+            if action["kind"] in ("call_tool", "list_tools"):  # the world's: as data
+                obs = render_observation(obs)
+            lines.append(f"  -> {obs[:1500]}")
+    if final_answer:
+        lines.append(f"[final answer] {final_answer}")
+    return "\n".join(lines)
+
+
 @functools.lru_cache(maxsize=1)
 def _shipped_app_digests() -> frozenset[str]:
     from collect.worlds import WORLDS_DIR
@@ -962,27 +988,7 @@ class AWMEnv:
         return str(outcome.result["digest"])
 
     def trajectory_text(self, final_answer: str | None = None) -> str:
-        lines = []
-        for entry in self.trajectory:
-            action = entry["action"]
-            if action["kind"] == "call_tool":
-                lines.append(
-                    f"[{entry['turn']}] call {action['tool_name']} {json.dumps(action['arguments'], default=str)}"
-                )
-            elif action["kind"] == "final":
-                continue
-            else:
-                lines.append(
-                    f"[{entry['turn']}] {action['kind']} {action.get('message') or ''}".rstrip()
-                )
-            if entry["observation"]:
-                obs = entry["observation"]
-                if action["kind"] in ("call_tool", "list_tools"):  # the world's: as data
-                    obs = render_observation(obs)
-                lines.append(f"  -> {obs[:1500]}")
-        if final_answer:
-            lines.append(f"[final answer] {final_answer}")
-        return "\n".join(lines)
+        return trajectory_text(self.trajectory, final_answer)
 
     def state(self) -> dict[str, Any]:
         return {

@@ -35,7 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from collect.awm.dataset import AWMDataset, Scenario
-from collect.awm.env import EnvConfig, ResetResult, StepResult, Verification
+from collect.awm.env import EnvConfig, ResetResult, StepResult, Verification, trajectory_text
 from collect.awm.protocol import Action, Failure, episode_reward, parse_turn, system_prompt
 from collect.awm.tools import canonical_tool_name, format_tools, is_hidden_tool, validate_arguments
 
@@ -348,23 +348,7 @@ class OpenEnvAWMEnv:
 
     def trajectory_text(self, final_answer: str | None = None) -> str:
         """:meth:`collect.awm.env.AWMEnv.trajectory_text`, from this side."""
-        lines = []
-        for entry in self.trajectory:
-            action = entry["action"]
-            if action["kind"] == "call_tool":
-                args = json.dumps(action["arguments"], default=str)
-                lines.append(f"[{entry['turn']}] call {action['tool_name']} {args}")
-            elif action["kind"] == "final":
-                continue
-            else:
-                lines.append(
-                    f"[{entry['turn']}] {action['kind']} {action.get('message') or ''}".rstrip()
-                )
-            if entry["observation"]:
-                lines.append(f"  -> {entry['observation'][:1500]}")
-        if final_answer:
-            lines.append(f"[final answer] {final_answer}")
-        return "\n".join(lines)
+        return trajectory_text(self.trajectory, final_answer)
 
     def db_digest(self) -> str:
         raise RuntimeError("an OpenEnv AWM server does not offer database digests")
