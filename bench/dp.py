@@ -54,18 +54,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import numba  # noqa: E402
-
-from helpdp import load_dataset, search_budget, solve  # noqa: E402
-from helpdp.contract import build_manifest, write_dataset  # noqa: E402
-from helpdp.trace import frontier_of  # noqa: E402
+from helpdp import load_dataset, search_budget, solve
+from helpdp.contract import build_manifest
+from helpdp.data import write_dataset
+from helpdp.trace import frontier_of
 
 R = 0.3  # fixed help cost for single solves
 DEPTH = 16

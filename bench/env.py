@@ -1,6 +1,6 @@
 """Speed of the AWM runtime: reset, one tool call, one verifier run, episode throughput.
 
-    python bench/env.py                      # demo worlds (collect/worlds)
+    python bench/env.py                      # demo worlds (helpdp/collect/worlds)
     python bench/env.py --data DIR --n 500   # any AWM-format directory with solutions or tasks
 
 Prints a table of median and p95 latencies and the steps/s of a scripted
@@ -25,14 +25,10 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from collect.awm.dataset import AWMDataset  # noqa: E402
-from collect.awm.env import EnvConfig, EnvPool  # noqa: E402
+from helpdp.collect.awm.dataset import AWMDataset
+from helpdp.collect.awm.env import EnvConfig, EnvPool
+from helpdp.collect.worlds import WORLDS_DIR
 
 
 def _call_text(tool: str, arguments: dict) -> str:
@@ -64,9 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--data", default=str(ROOT / "collect" / "worlds"), help="AWM-format directory"
-    )
+    parser.add_argument("--data", default=str(WORLDS_DIR), help="AWM-format directory")
     parser.add_argument("--n", type=int, default=300, help="samples per latency measurement")
     parser.add_argument("--episodes", type=int, default=60, help="episodes per thread in the loop")
     args = parser.parse_args(argv)

@@ -24,17 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import time
 import tracemalloc
-from pathlib import Path
 
-# this file is named prm.py: keep its folder off sys.path so `import prm` is the package
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(HERE.parent))
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 # Qwen3-0.6B (config.json of Qwen/Qwen3-0.6B): 28 layers, hidden 1024, MLP 3072,
 # 16 query heads and 8 key/value heads of dim 128; embeddings tied.
@@ -70,11 +63,12 @@ def main(argv=None) -> dict:
     )
     args = ap.parse_args(argv)
 
-    from cliconf import as_config, to_dict
     from helpdp import demo_dataset_path, load_dataset
-    from prm.config import PRMModelConfig
-    from prm.data import build_examples, observed_pairs, state_rows, task_splits
-    from prm.lm import LMPRM
+    from helpdp.cliconf import as_config, to_dict
+    from helpdp.prm.config import PRMModelConfig
+    from helpdp.prm.data import build_examples, observed_pairs, state_rows
+    from helpdp.prm.lm import LMPRM
+    from helpdp.splits import task_splits
 
     data = args.data or demo_dataset_path()
     ds = load_dataset(data)

@@ -22,7 +22,7 @@ error class, ``unknown_tool`` (wrong tool), ``invalid_arguments`` (wrong argumen
 failure class: an approximation, the steps table keeps no turn text).
 
 ``--publish-partial DEST OVERRIDES...`` writes the finished shards of a stopped
-``python -m collect OVERRIDES...`` run (``keep_shards`` is implied by stopping it) as a
+``python -m helpdp.collect OVERRIDES...`` run (``keep_shards`` is implied by stopping it) as a
 dataset in DEST, through the same aggregation, manifest and loader check as the
 collector, with ``source.partial`` saying how many planned episodes it holds and the
 command that resumes the run (rerunning it finishes the remaining shards).
@@ -39,11 +39,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from collect.actors import HFActor, actor_config  # noqa: E402
-from collect.awm.protocol import lenient_turn  # noqa: E402
-from collect.collector import collect, collect_config  # noqa: E402
+from helpdp.collect.actors import HFActor, actor_config
+from helpdp.collect.awm.protocol import lenient_turn
+from helpdp.collect.collector import collect, collect_config
 
 
 class TimedActor:
@@ -144,10 +142,10 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     """The finished shards of the run that ``overrides`` describe, as a dataset in ``dest``."""
     import dataclasses
 
-    from collect import collector as C  # noqa: N812
-    from collect.schedule import build_schedule, shard_episodes
-    from collect.shards import TABLES, ShardStore, aggregate
-    from helpdp.contract import write_dataset
+    from helpdp.collect import collector as C  # noqa: N812
+    from helpdp.collect.schedule import build_schedule, shard_episodes
+    from helpdp.collect.shards import TABLES, ShardStore, aggregate
+    from helpdp.data import write_dataset
 
     cfg = C.collect_config(overrides)
     clock = C.WorldClock.resolve(cfg.clock, C._worlds_dir(cfg))
@@ -182,7 +180,7 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     man["source"]["partial"] = {
         "episodes": sum(len(shards[i]) for i in done),
         "planned_episodes": len(specs),
-        "resume": "python -m collect "
+        "resume": "python -m helpdp.collect "
         + " ".join("out=DIR" if o.startswith("out=") else o for o in overrides),
     }
     write_dataset(

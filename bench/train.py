@@ -3,7 +3,7 @@
     python bench/train.py [--batches 3] [--group 4] [--prompts 2] [--reps 5]
 
 No training step: :class:`helpdp.train.rollout.AWMRollout` is called as TRL would call
-it, with transformers generation from the tiny model (conf/train/cpu_smoke.yaml) and
+it, with transformers generation from the tiny model (helpdp/conf/train/cpu_smoke.yaml) and
 the oracle expert gated by ``always``. Measured here, on this machine's CPU:
 
 1. a baseline in the same run: one environment driven directly, one call at a time
@@ -24,25 +24,19 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# bench/collect.py would shadow the collect package: keep this folder off sys.path
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(HERE.parent))
-
-from cliconf import as_config, compose_config  # noqa: E402
-from collect.interventions import build_interventions  # noqa: E402
-from helpdp.policies import Always  # noqa: E402
-from helpdp.train.config import TrainConfig  # noqa: E402
-from helpdp.train.envs import build_pool  # noqa: E402
-from helpdp.train.gate import SplitSchedule  # noqa: E402
-from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, task_prompts  # noqa: E402
-from helpdp.train.tiny import build_tiny, world_texts  # noqa: E402
-from helpdp.train.trainer import training_tasks  # noqa: E402
+from helpdp.cliconf import as_config, compose_config
+from helpdp.collect.interventions import build_interventions
+from helpdp.policies import Always
+from helpdp.train.config import TrainConfig
+from helpdp.train.envs import build_pool
+from helpdp.train.gate import SplitSchedule
+from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, task_prompts
+from helpdp.train.tiny import build_tiny, world_texts
+from helpdp.train.trainer import training_tasks
 
 # ---------------------------------------------------------------------------------------
 # the GPU ESTIMATE's assumptions (none of it is measured here; there is no GPU)
@@ -79,7 +73,7 @@ def median_seconds(fn, reps: int) -> float:
 
 def baseline(pool, task: tuple[str, int], reps: int) -> dict[str, float]:
     """One environment, one call at a time: the cost of each kind of call."""
-    from collect.awm.protocol import format_call_tool
+    from helpdp.collect.awm.protocol import format_call_tool
     from helpdp.policies import StateView
     from helpdp.train.gate import Gate
 

@@ -6,8 +6,8 @@ usage-success frontier. Importing helpdp never imports torch.
 """
 
 from helpdp.budget import InfeasibleBudget, SearchResult, mix_budgets, search_budget
-from helpdp.contract import FORMAT_VERSION, build_manifest, write_dataset
-from helpdp.data import MDP, Dataset, DatasetError, from_frames, load_dataset
+from helpdp.contract import FORMAT_VERSION, build_manifest
+from helpdp.data import MDP, Dataset, DatasetError, from_frames, load_dataset, write_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.pareto import Frontier, frontier
 from helpdp.policies import HelpPolicy, StateView, TablePolicy

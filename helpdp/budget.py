@@ -495,7 +495,7 @@ def _budget_dir(b: float) -> str:
 
 def run_search(cfg) -> list[dict]:
     """The body of ``python -m helpdp.search``: load once, search each budget, write."""
-    from cliconf import UsageError, parse_budgets
+    from helpdp.cliconf import UsageError, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
     from helpdp.solve import RULES, score_rows

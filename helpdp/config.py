@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cliconf import doc_field as _f
+from helpdp.cliconf import doc_field as _f
 
 
 @dataclass

@@ -8,16 +8,15 @@ Everything that writes or reads a dataset directory takes its shape from here:
 * ``FORMAT_VERSION``, the manifest's ``format``, and :func:`build_manifest`;
 * :func:`conform`, which casts a table's contract columns to the declared types
   (extra columns are kept, in place) or refuses it with a :class:`DatasetError`;
-* :func:`write_dataset`, the one way to write a whole dataset directory: into a
-  temporary directory beside the target, checked by the loader
-  (:func:`helpdp.data.load_dataset`), then renamed into place, so a reader never
-  sees half a dataset and a writer bug is caught before anything is replaced;
+* the pieces :func:`helpdp.data.write_dataset` (the one way to write a whole
+  dataset directory, checked by the loader before it is renamed into place) is
+  built from;
 * :func:`write_table`, one Parquet file written atomically (e.g. ``scores.parquet``
   added to an existing dataset).
 
 Parquet is written with zstd and row groups of 2^20 rows; the bytes of a table
 depend only on it and on the pyarrow version (the shipped demo regenerates byte
-for byte). This module imports neither ``collect`` nor torch.
+for byte). This module imports nothing of the project but the standard library's and pyarrow's.
 """
 
 from __future__ import annotations
@@ -52,7 +51,6 @@ __all__ = [
     "conform",
     "fsync_dir",
     "manifest_text",
-    "write_dataset",
     "write_table",
 ]
 
@@ -125,7 +123,7 @@ REQUIRED_TABLES = ("states", "transitions")
 #: tables whose every contract column is required (the loader refuses them otherwise);
 #: ``episodes`` and ``steps`` are read as they are, so their columns are cast when present
 STRICT_TABLES = ("states", "transitions", "scores")
-#: the files of a dataset directory (what :func:`write_dataset` replaces as a unit)
+#: the files of a dataset directory (what :func:`helpdp.data.write_dataset` replaces as a unit)
 DATASET_FILES = (MANIFEST_FILE, *(f"{name}.parquet" for name in SCHEMAS))
 
 _COMPRESSION = "zstd"
@@ -270,95 +268,3 @@ def _sweep(path: Path) -> None:
         pid = p.name[len(path.name) + 6 :].split("-", 1)[0]
         if pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
-
-
-def write_dataset(
-    path,
-    manifest: Mapping[str, Any],
-    tables: Mapping[str, Any],
-    *,
-    overwrite: bool = False,
-    check: bool = True,
-) -> Path:
-    """Write a dataset directory at ``path``, atomically; returns ``path``.
-
-    ``manifest``: a dict as :func:`build_manifest` makes (``format`` must be
-    :data:`FORMAT_VERSION`). ``tables``: table name (``states``, ``transitions``,
-    optional ``scores``, ``episodes``, ``steps``) -> Arrow table or DataFrame, each
-    passed through :func:`conform`.
-
-    The files are written into a temporary directory beside ``path``; with ``check``
-    that directory is loaded by :func:`helpdp.data.load_dataset` (a writer bug raises
-    the loader's :class:`DatasetError` here and nothing is replaced); then it is
-    renamed to ``path``. An existing non-empty ``path`` is refused
-    (``FileExistsError``) unless ``overwrite``; then its dataset files
-    (:data:`DATASET_FILES`) are replaced as a unit and every other entry in it (e.g. a
-    collector's ``shards/``) is carried over. On any failure the temporary
-    directory is removed and ``path`` is left as it was.
-    """
-    path = Path(path)
-    unknown = sorted(set(tables) - set(SCHEMAS))
-    if unknown:
-        raise ValueError(f"unknown dataset table {unknown[0]!r} (known: {list(SCHEMAS)})")
-    for name in REQUIRED_TABLES:
-        if tables.get(name) is None:
-            fail(f"{name}.parquet", None, None, "missing table (required)")
-    if manifest.get("format") != FORMAT_VERSION:
-        fail(
-            MANIFEST_FILE,
-            "format",
-            None,
-            f"must be {FORMAT_VERSION}, got {manifest.get('format')!r}",
-        )
-    exists = path.exists()
-    if exists and not path.is_dir():
-        raise FileExistsError(f"{path}: exists and is not a directory")
-    if exists and any(path.iterdir()) and not overwrite:
-        raise FileExistsError(f"{path}: not empty (pass overwrite=True to replace its dataset)")
-    arrow = {name: conform(name, t) for name, t in tables.items() if t is not None}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _sweep(path)
-    tmp = _tmp_name(path, "tmp")
-    tmp.mkdir()
-    try:
-        for name, table in arrow.items():
-            _write_parquet(table, tmp / f"{name}.parquet")
-        with open(tmp / MANIFEST_FILE, "w", encoding="utf-8") as fh:
-            fh.write(manifest_text(manifest))
-            fh.flush()
-            os.fsync(fh.fileno())
-        fsync_dir(tmp)
-        if check:
-            from helpdp.data import load_dataset  # the loader imports this module
-
-            load_dataset(tmp)
-        _publish(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    fsync_dir(path.parent)
-    return path
-
-
-def _publish(tmp: Path, path: Path) -> None:
-    """Rename the complete directory ``tmp`` to ``path``, carrying over the entries of
-    an existing ``path`` that are not dataset files."""
-    if not path.exists():
-        os.rename(tmp, path)
-        return
-    if not any(path.iterdir()):
-        os.rename(tmp, path)  # rename(2) replaces an empty directory
-        return
-    old = _tmp_name(path, "old")
-    os.rename(path, old)
-    try:
-        os.rename(tmp, path)
-    except OSError:
-        os.rename(old, path)  # put the old dataset back
-        raise
-    # the new dataset is in place; the old one's other entries move in beside it. A
-    # crash here leaves them in .NAME.old-*, beside the target (never deleted)
-    for entry in sorted(old.iterdir()):
-        if entry.name not in DATASET_FILES:
-            os.rename(entry, path / entry.name)
-    shutil.rmtree(old)

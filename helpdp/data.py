@@ -19,8 +19,12 @@ their parents, and each task can be solved on its own (``helpdp._src.pertask``).
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,7 +32,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from helpdp._src import kernels, pertask
-from helpdp.contract import FORMAT_VERSION, MANIFEST_FILE, SCHEMAS, DatasetError, column_kind
+from helpdp.contract import (
+    DATASET_FILES,
+    FORMAT_VERSION,
+    MANIFEST_FILE,
+    REQUIRED_TABLES,
+    SCHEMAS,
+    DatasetError,
+    _sweep,
+    _tmp_name,
+    _write_parquet,
+    column_kind,
+    conform,
+    fsync_dir,
+    manifest_text,
+)
 from helpdp.contract import fail as _fail
 
 # column -> kind the loader checks ("int", "bool", "str", "float"), from the contract's
@@ -443,3 +461,93 @@ def _compile(
         comp_ptr=comp_ptr,
     )
     return mdp, new_of_old
+
+
+def write_dataset(
+    path,
+    manifest: Mapping[str, Any],
+    tables: Mapping[str, Any],
+    *,
+    overwrite: bool = False,
+    check: bool = True,
+) -> Path:
+    """Write a dataset directory at ``path``, atomically; returns ``path``.
+
+    ``manifest``: a dict as :func:`build_manifest` makes (``format`` must be
+    :data:`FORMAT_VERSION`). ``tables``: table name (``states``, ``transitions``,
+    optional ``scores``, ``episodes``, ``steps``) -> Arrow table or DataFrame, each
+    passed through :func:`conform`.
+
+    The files are written into a temporary directory beside ``path``; with ``check``
+    that directory is loaded by :func:`helpdp.data.load_dataset` (a writer bug raises
+    the loader's :class:`DatasetError` here and nothing is replaced); then it is
+    renamed to ``path``. An existing non-empty ``path`` is refused
+    (``FileExistsError``) unless ``overwrite``; then its dataset files
+    (:data:`DATASET_FILES`) are replaced as a unit and every other entry in it (e.g. a
+    collector's ``shards/``) is carried over. On any failure the temporary
+    directory is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    unknown = sorted(set(tables) - set(SCHEMAS))
+    if unknown:
+        raise ValueError(f"unknown dataset table {unknown[0]!r} (known: {list(SCHEMAS)})")
+    for name in REQUIRED_TABLES:
+        if tables.get(name) is None:
+            _fail(f"{name}.parquet", None, None, "missing table (required)")
+    if manifest.get("format") != FORMAT_VERSION:
+        _fail(
+            MANIFEST_FILE,
+            "format",
+            None,
+            f"must be {FORMAT_VERSION}, got {manifest.get('format')!r}",
+        )
+    exists = path.exists()
+    if exists and not path.is_dir():
+        raise FileExistsError(f"{path}: exists and is not a directory")
+    if exists and any(path.iterdir()) and not overwrite:
+        raise FileExistsError(f"{path}: not empty (pass overwrite=True to replace its dataset)")
+    arrow = {name: conform(name, t) for name, t in tables.items() if t is not None}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _sweep(path)
+    tmp = _tmp_name(path, "tmp")
+    tmp.mkdir()
+    try:
+        for name, table in arrow.items():
+            _write_parquet(table, tmp / f"{name}.parquet")
+        with open(tmp / MANIFEST_FILE, "w", encoding="utf-8") as fh:
+            fh.write(manifest_text(manifest))
+            fh.flush()
+            os.fsync(fh.fileno())
+        fsync_dir(tmp)
+        if check:
+            load_dataset(tmp)
+        _publish(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    fsync_dir(path.parent)
+    return path
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Rename the complete directory ``tmp`` to ``path``, carrying over the entries of
+    an existing ``path`` that are not dataset files."""
+    if not path.exists():
+        os.rename(tmp, path)
+        return
+    if not any(path.iterdir()):
+        os.rename(tmp, path)  # rename(2) replaces an empty directory
+        return
+    old = _tmp_name(path, "old")
+    os.rename(path, old)
+    try:
+        os.rename(tmp, path)
+    except OSError:
+        os.rename(old, path)  # put the old dataset back
+        raise
+    # the new dataset is in place; the old one's other entries move in beside it. A
+    # crash here leaves them in .NAME.old-*, beside the target (never deleted)
+    for entry in sorted(old.iterdir()):
+        if entry.name not in DATASET_FILES:
+            os.rename(entry, path / entry.name)
+    shutil.rmtree(old)

@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cliconf import doc_field as _f
 from helpdp._src import forecast as kf
 from helpdp.budget import search_budget
+from helpdp.cliconf import doc_field as _f
 from helpdp.config import SolverConfig
 from helpdp.data import MDP, Dataset
 from helpdp.subset import episode_subset
@@ -403,7 +403,7 @@ class ForecastConfig(SolverConfig):
 
 def run_forecast(cfg) -> list[dict]:
     """The body of ``python -m helpdp.forecast``."""
-    from cliconf import parse_budgets
+    from helpdp.cliconf import parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
 
@@ -464,7 +464,7 @@ def run_forecast(cfg) -> list[dict]:
 
 
 def main() -> None:
-    from cliconf import run_app
+    from helpdp.cliconf import run_app
 
     run_app("helpdp.forecast", ForecastConfig, run_forecast, config_name="forecast")
 

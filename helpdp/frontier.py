@@ -3,7 +3,7 @@
 Fields: helpdp/config.py (FrontierConfig), or `--help`. The work is in helpdp.pareto.
 """
 
-from cliconf import run_app
+from helpdp.cliconf import run_app
 from helpdp.config import FrontierConfig
 from helpdp.pareto import run_frontier
 

@@ -9,7 +9,7 @@ tasks are disconnected components of the state graph, so on the search tasks the
 labels are exactly the search's policies, and on the other tasks they are what
 the same DP, at the same help cost, chooses from their own counts (the
 validation labels on which the helper's thresholds are picked). The ``split``
-column (from episodes.parquet, else a hash of the task, as ``prm.data``) lets
+column (from episodes.parquet, else a hash of the task, as ``helpdp.prm.data``) lets
 every consumer keep to train tasks.
 
 **Strategies.** ``all_states``: every collected non-terminal state with an
@@ -43,6 +43,7 @@ configuration and, per budget, the search result and label counts).
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,9 +52,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cliconf import doc_field as _f
-from cliconf import run_app
 from helpdp.budget import mix_budgets, search_budget
+from helpdp.cliconf import doc_field as _f
+from helpdp.cliconf import run_app
 from helpdp.config import SolverConfig
 from helpdp.data import Dataset
 from helpdp.solve import Solution, score_rows, solve
@@ -88,7 +89,7 @@ class LabelConfig(SolverConfig):
         0.2, "share of tasks in validation when episodes.parquet gives no split"
     )
     test_fraction: float = _f(0.2, "share of tasks in test when episodes.parquet gives no split")
-    split_seed: int = _f(0, "seed of the task-hash split (prm.data.hash_split)")
+    split_seed: int = _f(0, "seed of the task-hash split (helpdp.prm.data.hash_split)")
     max_solves: int = _f(200, "most solves one budget search may use")
     quiet: bool = _f(False, "print only the summary lines")
     policy: Any = _f(
@@ -101,7 +102,7 @@ class LabelConfig(SolverConfig):
 
 def task_split(ds: Dataset, *, val_fraction=0.2, test_fraction=0.2, seed=0) -> pd.Series:
     """``task_id -> split`` (episodes.parquet's column, else a hash of the task)."""
-    from prm.data import task_splits
+    from helpdp.splits import task_splits
 
     return task_splits(ds, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed)
 
@@ -298,9 +299,65 @@ def read_labels(path) -> tuple[pd.DataFrame, dict]:
     return pd.read_parquet(pq_file), meta
 
 
+def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
+    """``helpdp.label policy=PATH``: label rows from a selected policy. Each collected
+    non-terminal state's ``p_<action>`` is the policy's action distribution (its
+    per-episode mixture included) averaged over the state's logged visits, ``label``
+    the likeliest action (ties: less help); the columns are ``helpdp.label``'s."""
+    from helpdp.ope import load_logged
+    from helpdp.policies import action_probs, components
+    from helpdp.select import load_policy
+
+    path = Path(cfg.policy)
+    policy = load_policy(path, seed=0)
+    rec = json.loads((path / "selected.json" if path.is_dir() else path).read_text())
+    splits = task_split(
+        ds, val_fraction=cfg.val_fraction, test_fraction=cfg.test_fraction, seed=cfg.split_seed
+    )
+    logged = load_logged(ds)
+    views = logged.views()
+    na = logged.n_actions
+    probs = sum(w * action_probs(c, views, na) for w, c in components(policy))
+    sid = logged.steps["state_id"].to_numpy(np.int64)
+    g = pd.DataFrame(probs, columns=[f"p_{a}" for a in ds.actions]).groupby(sid)
+    mean, visits = g.mean(), g.size()
+    st = ds.states.set_index("state_id").loc[mean.index]
+    task = st["task_id"].astype(str).to_numpy()
+    p = mean.to_numpy()
+    label = np.argmax(p >= p.max(axis=1, keepdims=True) - 1e-12, axis=1).astype(np.int8)
+    df = pd.DataFrame({
+        "state_id": mean.index.to_numpy(np.int64), "task_id": task,
+        "split": splits.reindex(task).to_numpy(), "depth": st["depth"].to_numpy(np.int32),
+        "text": st["text"].astype(str).to_numpy(), "label": label, "label_more_help": label,
+        "weight_more_help": 0.0,
+    })  # fmt: skip
+    for c in mean.columns:
+        df[c] = mean[c].to_numpy()
+    budget = float(rec.get("budget", math.nan))
+    df = df.assign(on_path=True, visits=visits.to_numpy(np.int64), success=math.nan,
+                   usage=math.nan, r=math.nan, budget=budget, strategy="all_states",
+                   rule="select")  # fmt: skip
+    df = df[df["split"].isin(list(cfg.label_splits))].sort_values("state_id", ignore_index=True)
+    help_rate = float((df["label"] > 0).mean()) if len(df) else math.nan
+    print(f"budget {budget:g}: labels from {policy.name}: {len(df)} rows, help label on "
+          f"{help_rate:.1%}")  # fmt: skip
+    meta = {
+        "data": None if ds.path is None else str(ds.path),
+        "actions": list(ds.actions),
+        "strategy": "all_states",
+        "rule": "select",
+        "policy": str(path),
+        "selection": {k: rec.get(k) for k in ("budget", "policy_name", "ope", "tasks")},
+        "label_splits": list(cfg.label_splits),
+        "budgets": [{"budget": budget, "rows": len(df)}],
+        "training_target": "p_<action> (the selected policy's action distribution)",
+    }
+    return df, meta
+
+
 def run_label(cfg) -> tuple[pd.DataFrame, dict]:
     """The body of ``python -m helpdp.label``."""
-    from cliconf import UsageError, parse_budgets
+    from helpdp.cliconf import UsageError, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
 
@@ -317,8 +374,6 @@ def run_label(cfg) -> tuple[pd.DataFrame, dict]:
     if per_name and ds.mdp.n_actions == 2:  # budgets.<the one intervention>=C is budget=C
         cfg.budget = per_name[ds.actions[1]]
     if cfg.policy:
-        from helpdp.select import policy_labels
-
         labels, meta = policy_labels(ds, cfg)
     else:
         labels, meta = make_labels(ds, cfg)

@@ -192,7 +192,7 @@ def plot(
 
 def run_frontier(cfg) -> Frontier:
     """The body of ``python -m helpdp.frontier``."""
-    from cliconf import UsageError, parse_budgets
+    from helpdp.cliconf import UsageError, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
 

@@ -92,7 +92,7 @@ def step_keys(logged, rung: str, age_cap: int = AGE_CAP) -> list[tuple]:
 
 
 def _sid(rung: str, key: tuple) -> int:
-    from collect.schedule import stable_int64
+    from helpdp.splits import stable_int64
 
     return stable_int64("rekey", rung, list(key))
 

@@ -3,8 +3,8 @@
 Fields: helpdp/config.py (SearchConfig), or `--help`. The work is in helpdp.budget.
 """
 
-from cliconf import run_app
 from helpdp.budget import run_search
+from helpdp.cliconf import run_app
 from helpdp.config import SearchConfig
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cliconf import doc_field as _f
+from helpdp.cliconf import doc_field as _f
 from helpdp.policies import AtTurns, HelpPolicy, Never, StateView, uniform
 
 __all__ = ["MixturePolicy", "SelectConfig", "load_policy", "policy_json", "run_select", "select"]
@@ -166,7 +166,7 @@ def load_policy(path, *, seed: int = 0, name: str = "") -> HelpPolicy:
 
 
 def _task_folds(tasks: list[str], folds: int, seed: int) -> dict[str, int]:
-    from collect.schedule import stable_int64
+    from helpdp.splits import stable_int64
 
     order = sorted(tasks, key=lambda t: stable_int64("select-fold", seed, t))
     return {t: i % folds for i, t in enumerate(order)}
@@ -325,7 +325,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
 
 def run_select(cfg) -> list[dict]:
     """The body of ``python -m helpdp.select``."""
-    from cliconf import as_config, parse_budgets
+    from helpdp.cliconf import as_config, parse_budgets
     from helpdp.data import load_dataset
     from helpdp.demo import demo_dataset_path
 
@@ -364,66 +364,10 @@ def run_select(cfg) -> list[dict]:
 
 
 def main() -> None:
-    from cliconf import run_app
+    from helpdp.cliconf import run_app
 
     run_app("helpdp.select", SelectConfig, run_select, config_name="select")
 
 
 if __name__ == "__main__":
     main()
-
-
-def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
-    """``helpdp.label policy=PATH``: label rows from a selected policy. Each collected
-    non-terminal state's ``p_<action>`` is the policy's action distribution (its
-    per-episode mixture included) averaged over the state's logged visits, ``label``
-    the likeliest action (ties: less help); the columns are ``helpdp.label``'s."""
-    from helpdp.label import task_split
-    from helpdp.ope import load_logged
-    from helpdp.policies import action_probs, components
-
-    path = Path(cfg.policy)
-    policy = load_policy(path, seed=0)
-    rec = json.loads((path / "selected.json" if path.is_dir() else path).read_text())
-    splits = task_split(
-        ds, val_fraction=cfg.val_fraction, test_fraction=cfg.test_fraction, seed=cfg.split_seed
-    )
-    logged = load_logged(ds)
-    views = logged.views()
-    na = logged.n_actions
-    probs = sum(w * action_probs(c, views, na) for w, c in components(policy))
-    sid = logged.steps["state_id"].to_numpy(np.int64)
-    g = pd.DataFrame(probs, columns=[f"p_{a}" for a in ds.actions]).groupby(sid)
-    mean, visits = g.mean(), g.size()
-    st = ds.states.set_index("state_id").loc[mean.index]
-    task = st["task_id"].astype(str).to_numpy()
-    p = mean.to_numpy()
-    label = np.argmax(p >= p.max(axis=1, keepdims=True) - 1e-12, axis=1).astype(np.int8)
-    df = pd.DataFrame({
-        "state_id": mean.index.to_numpy(np.int64), "task_id": task,
-        "split": splits.reindex(task).to_numpy(), "depth": st["depth"].to_numpy(np.int32),
-        "text": st["text"].astype(str).to_numpy(), "label": label, "label_more_help": label,
-        "weight_more_help": 0.0,
-    })  # fmt: skip
-    for c in mean.columns:
-        df[c] = mean[c].to_numpy()
-    budget = float(rec.get("budget", math.nan))
-    df = df.assign(on_path=True, visits=visits.to_numpy(np.int64), success=math.nan,
-                   usage=math.nan, r=math.nan, budget=budget, strategy="all_states",
-                   rule="select")  # fmt: skip
-    df = df[df["split"].isin(list(cfg.label_splits))].sort_values("state_id", ignore_index=True)
-    help_rate = float((df["label"] > 0).mean()) if len(df) else math.nan
-    print(f"budget {budget:g}: labels from {policy.name}: {len(df)} rows, help label on "
-          f"{help_rate:.1%}")  # fmt: skip
-    meta = {
-        "data": None if ds.path is None else str(ds.path),
-        "actions": list(ds.actions),
-        "strategy": "all_states",
-        "rule": "select",
-        "policy": str(path),
-        "selection": {k: rec.get(k) for k in ("budget", "policy_name", "ope", "tasks")},
-        "label_splits": list(cfg.label_splits),
-        "budgets": [{"budget": budget, "rows": len(df)}],
-        "training_target": "p_<action> (the selected policy's action distribution)",
-    }
-    return df, meta

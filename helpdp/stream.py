@@ -198,7 +198,7 @@ def answer(fr: Frontier, budget: float) -> dict:
 def write_parts(ds, out, *, tasks_per_part: int) -> list[Path]:
     """Split dataset ``ds`` into parts of ``tasks_per_part`` whole tasks under ``out``
     (``part-00000``, ...), each a dataset directory of the contract."""
-    from helpdp.contract import write_dataset
+    from helpdp.data import write_dataset
     from helpdp.subset import task_subset
 
     tasks = sorted(ds.states["task_id"].astype(str).unique())

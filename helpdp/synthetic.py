@@ -33,9 +33,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cliconf import as_config
-from cliconf import doc_field as _f
-from helpdp.contract import build_manifest, write_dataset
+from helpdp.cliconf import as_config
+from helpdp.cliconf import doc_field as _f
+from helpdp.contract import build_manifest
+from helpdp.data import write_dataset
 
 
 @dataclass
@@ -219,7 +220,7 @@ def write_synthetic(
     out, params: SyntheticParams = SyntheticParams(), *, overwrite: bool = False
 ) -> Path:
     """Generate a synthetic dataset into directory ``out`` (atomically, checked by the
-    loader: :func:`helpdp.contract.write_dataset`; a non-empty ``out`` is refused
+    loader: :func:`helpdp.data.write_dataset`; a non-empty ``out`` is refused
     unless ``overwrite``)."""
     manifest, states, transitions, episodes, steps = generate_synthetic(params)
     tables = {"states": states, "transitions": transitions, "episodes": episodes, "steps": steps}
@@ -236,7 +237,7 @@ def run_synthetic(cfg) -> Path:
 
 
 def main() -> None:
-    from cliconf import run_app
+    from helpdp.cliconf import run_app
 
     run_app("helpdp.synthetic", SyntheticConfig, run_synthetic, config_name="synthetic")
 
@@ -288,7 +289,7 @@ class HelpWorld:
 
     @staticmethod
     def state_id(task, t, last_help, failed, end: str = "") -> int:
-        from collect.schedule import stable_int64
+        from helpdp.splits import stable_int64
 
         return stable_int64("toy", int(task), int(t), int(last_help), bool(failed), end)
 

@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from collect.awm.database import build_database, copy_database, repair_statement, restore_database
-from collect.awm.dataset import AWMDataset, decode_field, normalize_scenario_name
-from collect.awm.protocol import (
+from helpdp.collect.awm.database import (
+    build_database,
+    copy_database,
+    repair_statement,
+    restore_database,
+)
+from helpdp.collect.awm.dataset import AWMDataset, decode_field, normalize_scenario_name
+from helpdp.collect.awm.protocol import (
     FORMAT_ERRORS,
     Failure,
     RewardConfig,
@@ -21,7 +26,7 @@ from collect.awm.protocol import (
     parse_turn,
     system_prompt,
 )
-from collect.awm.tools import (
+from helpdp.collect.awm.tools import (
     build_request,
     format_tools,
     is_hidden_tool,

@@ -20,8 +20,8 @@ import pytest
 import websockets
 from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world, served
 
-from collect.awm.env import EnvConfig, EnvPool
-from collect.awm.serve import (
+from helpdp.collect.awm.env import EnvConfig, EnvPool
+from helpdp.collect.awm.serve import (
     AsyncEnvClient,
     EnvClient,
     ServeConfig,
@@ -229,7 +229,7 @@ def test_per_client_session_cap(url):
 
 def test_global_and_per_client_caps_count_clients_apart():
     server = _Server(pool=None, config=ServeConfig(max_sessions=4, max_sessions_per_client=2))
-    from collect.awm.serve import SessionError
+    from helpdp.collect.awm.serve import SessionError
 
     server.open("10.0.0.1", "http")
     server.open("10.0.0.1", "ws")

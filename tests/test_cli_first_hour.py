@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from cliconf import Interrupted, check_argv, guard
-from collect.collector import CollectConfig
+from helpdp.cliconf import Interrupted, check_argv, guard
+from helpdp.collect.collector import CollectConfig
 
 
 def _run(argv, tmp_path, **kw):
@@ -22,20 +22,20 @@ def _run(argv, tmp_path, **kw):
     "argv, message",
     [
         (["helpdp.search", "gamma=abc"], "helpdp.search: error: 'gamma' takes a float or null, not 'abc'"),
-        (["collect", "schedule.seeds=abc"],
-         "collect: error: 'schedule.seeds' takes a list of ints (e.g. [1,2] or a range START:STOP), not 'abc'"),
-        (["collect", "schedule.seeds=[1000,...,1029]"],
-         "collect: error: 'schedule.seeds' takes a list of ints"),
-        (["collect", "schedule.seeds=9:3"],
-         "collect: error: 'schedule.seeds=9:3': an empty range (START:STOP needs STOP > START)"),
-        (["prm.train", "prm=tni", "data=x", "out=y"],
-         "prm.train: error: 'prm=tni': no such option; options: minilm, qwen3_0_6b, qwen3_4b, "
+        (["helpdp.collect", "schedule.seeds=abc"],
+         "helpdp.collect: error: 'schedule.seeds' takes a list of ints (e.g. [1,2] or a range START:STOP), not 'abc'"),
+        (["helpdp.collect", "schedule.seeds=[1000,...,1029]"],
+         "helpdp.collect: error: 'schedule.seeds' takes a list of ints"),
+        (["helpdp.collect", "schedule.seeds=9:3"],
+         "helpdp.collect: error: 'schedule.seeds=9:3': an empty range (START:STOP needs STOP > START)"),
+        (["helpdp.prm.train", "prm=tni", "data=x", "out=y"],
+         "helpdp.prm.train: error: 'prm=tni': no such option; options: minilm, qwen3_0_6b, qwen3_4b, "
          "tabular, tiny (did you mean 'prm=tiny'?)"),
         (["helpdp.train", "train=cpu_smok"],
          "helpdp.train: error: 'train=cpu_smok': no such option; options: b200, cpu_smoke "
          "(did you mean 'train=cpu_smoke'?)"),
-        (["collect", "collect/actor=opnai"],
-         "collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
+        (["helpdp.collect", "collect/actor=opnai"],
+         "helpdp.collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
          "qwen_coder_0_5b, simulated, vllm (did you mean 'collect/actor=openai'?)"),
         (["helpdp.helper.train", "helper=tni", "labels=x"],
          "helpdp.helper.train: error: 'helper=tni': no such option; options: minilm, qwen3_0_6b, "
@@ -72,10 +72,10 @@ def test_ctrl_c_is_one_line_with_what_was_kept(capsys):
         raise Interrupted("3 shards kept; rerun the same command to resume")
 
     with pytest.raises(SystemExit) as e:
-        guard("collect", body)
+        guard("helpdp.collect", body)
     assert e.value.code == 130
     err = capsys.readouterr().err.strip()
-    assert err == "collect: interrupted: 3 shards kept; rerun the same command to resume"
+    assert err == "helpdp.collect: interrupted: 3 shards kept; rerun the same command to resume"
 
     def plain():
         raise KeyboardInterrupt
@@ -86,7 +86,7 @@ def test_ctrl_c_is_one_line_with_what_was_kept(capsys):
 
 
 def test_loading_the_encoder_prints_no_load_report(capfd, monkeypatch):
-    from helpdp.helper.model import build_backbone
+    from helpdp.models.encoder import build_backbone
 
     monkeypatch.delenv("HELPDP_VERBOSE_LOAD", raising=False)
     build_backbone({"backbone": "minilm"}, ["a text"])
@@ -95,7 +95,7 @@ def test_loading_the_encoder_prints_no_load_report(capfd, monkeypatch):
     # transformers' own settings are back after the load, and left alone when asked for
     from transformers.utils import logging as hf_logging
 
-    from helpdp.helper.model import quiet_load
+    from helpdp.models.encoder import quiet_load
 
     before = hf_logging.get_verbosity()
     with quiet_load():
@@ -109,7 +109,7 @@ def test_loading_the_encoder_prints_no_load_report(capfd, monkeypatch):
 def test_the_trainer_prints_no_loss_dicts(capfd):
     import torch
 
-    from helpdp.helper.trainer import fit_with_trainer
+    from helpdp.models.trainer import fit_with_trainer
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -143,10 +143,10 @@ def test_a_missing_optional_package_is_one_line_with_what_installs_it(capsys):
         import helpdp_no_such_package  # noqa: F401
 
     with pytest.raises(SystemExit) as e:
-        guard("collect", body)
+        guard("helpdp.collect", body)
     assert e.value.code == 2
     assert capsys.readouterr().err.strip() == (
-        "collect: error: this command needs the package 'helpdp_no_such_package', which is not "
+        "helpdp.collect: error: this command needs the package 'helpdp_no_such_package', which is not "
         "installed: `make full` installs the whole pipeline into .venv"
     )
 
@@ -157,7 +157,12 @@ def test_help_needs_only_the_core_packages(tmp_path):
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'openai'\")")
     env = {**__import__("os").environ, "PYTHONPATH": str(blocker.parent)}
-    for command in ("collect", "helpdp.evaluate", "helpdp.train", "collect.awm.check"):
+    for command in (
+        "helpdp.collect",
+        "helpdp.evaluate",
+        "helpdp.train",
+        "helpdp.collect.awm.check",
+    ):
         run = _run([command, "--help"], tmp_path, env=env)
         assert run.returncode == 0 and "Traceback" not in run.stderr, (command, run.stderr[-2000:])
 

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from collect.collector import collect, collect_config
-from collect.policy import coverage, evaluation_line
+from helpdp.collect.collector import collect, collect_config
+from helpdp.collect.policy import coverage, evaluation_line
 from helpdp.policies import StateView, TablePolicy
 
 SMALL = ["schedule.scenarios=[smart_home_1]", "schedule.max_tasks=3", "schedule.probabilities=[0.0]",

@@ -7,7 +7,7 @@ import collections
 import numpy as np
 import pytest
 
-from collect.schedule import (
+from helpdp.collect.schedule import (
     EpisodeSpec,
     ScheduleConfig,
     SplitConfig,

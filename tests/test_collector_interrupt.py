@@ -36,7 +36,7 @@ def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
     m = re.fullmatch(
-        r"collect: interrupted: (\d+) of 28 shards kept in (.+); rerun the same command to "
+        r"helpdp.collect: interrupted: (\d+) of 28 shards kept in (.+); rerun the same command to "
         r"resume",
         lines[0],
     )  # fmt: skip

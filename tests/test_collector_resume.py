@@ -24,7 +24,7 @@ ARGS = [
 
 
 def _command(out: Path, work: Path) -> list[str]:
-    return [sys.executable, "-m", "collect", f"out={out}", f"env.work_root={work}", *ARGS]
+    return [sys.executable, "-m", "helpdp.collect", f"out={out}", f"env.work_root={work}", *ARGS]
 
 
 def _descendants(pid: int) -> set[int]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from collect.collector import (
+from helpdp.collect.collector import (
     _SCRATCH_PREFIX,
     _scratch_root,
     _Worker,

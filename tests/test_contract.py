@@ -22,9 +22,9 @@ from helpdp.contract import (
     DatasetError,
     build_manifest,
     conform,
-    write_dataset,
     write_table,
 )
+from helpdp.data import write_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 TR = [(0, 0, 1, 2), (0, 1, 2, 1), (1, 0, 3, 1), (1, 0, 4, 1), (2, 0, 3, 1)]
@@ -193,7 +193,7 @@ def test_a_failure_mid_write_leaves_the_target_untouched(tmp_path, monkeypatch, 
         written.append(path)
         real(table, path)
 
-    monkeypatch.setattr(contract, "_write_parquet", crash_on_second)
+    monkeypatch.setattr(data, "_write_parquet", crash_on_second)
     _, tables2 = _tables()
     with pytest.raises(OSError, match="disk full"):
         write_dataset(target, manifest, tables2, overwrite=True)
@@ -244,8 +244,9 @@ def test_write_table_is_atomic(tmp_path, monkeypatch):
 
 
 def test_toy_and_synthetic_writers_go_through_the_contract(tmp_path):
+    from toy_prm import separable_dataset
+
     from helpdp.synthetic import SyntheticParams, write_synthetic
-    from prm._toy import separable_dataset
 
     params = SyntheticParams(n_tasks=3, seeds=1, episodes_per_seed=1)
     out = write_synthetic(tmp_path / "syn", params)
@@ -269,7 +270,7 @@ def test_no_hand_written_format_version_outside_the_contract():
         "helpdp/helper/train.py",  # the helper model's own metadata format, not a dataset's
     }
     hits = []
-    for top in ("helpdp", "prm", "collect", "bench", "tests", "notebooks"):
+    for top in ("helpdp", "bench", "tests", "notebooks"):
         for p in sorted((REPO / top).rglob("*")):
             if p.suffix not in (".py", ".ipynb") or not p.is_file():
                 continue
@@ -297,7 +298,7 @@ def _quick(out: Path, work: Path) -> list[str]:
 
 
 def test_the_collector_checks_its_output_with_the_loader(tmp_path, monkeypatch):
-    from collect.collector import collect, collect_config
+    from helpdp.collect.collector import collect, collect_config
 
     cfg = collect_config(_quick(tmp_path / "ds", tmp_path / "work"))
     real = contract._write_parquet
@@ -307,7 +308,7 @@ def test_the_collector_checks_its_output_with_the_loader(tmp_path, monkeypatch):
             table = table.drop_columns(["text"])
         real(table, path)
 
-    monkeypatch.setattr(contract, "_write_parquet", buggy)
+    monkeypatch.setattr(data, "_write_parquet", buggy)
     with pytest.raises(DatasetError) as err:
         collect(cfg)
     assert re.fullmatch(
@@ -317,7 +318,7 @@ def test_the_collector_checks_its_output_with_the_loader(tmp_path, monkeypatch):
     )
     # nothing was published: the shards are there, no dataset file is
     assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["shards"]
-    monkeypatch.setattr(contract, "_write_parquet", real)
+    monkeypatch.setattr(data, "_write_parquet", real)
     result = collect(cfg)  # the rerun only aggregates the finished shards
     assert result.shards_run == 0 and helpdp.load_dataset(tmp_path / "ds").mdp.n_states > 0
     assert np.all(helpdp.load_dataset(tmp_path / "ds").states["text"].str.len() > 0)

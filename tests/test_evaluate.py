@@ -57,7 +57,7 @@ def test_oracle_table_is_fitted_on_the_evaluated_split_only(tmp_path):
     the budget under the test tasks' own counts."""
     from helpdp import demo_dataset_path, load_dataset
     from helpdp.evaluate import EvaluateConfig, oracle_policy, policies
-    from prm.data import task_splits
+    from helpdp.splits import task_splits
 
     ds = load_dataset(demo_dataset_path())
     splits = task_splits(ds)
@@ -90,7 +90,7 @@ def test_rerun_keeps_only_the_baselines_runs(tmp_path, monkeypatch):
     """A rerun into the same out= hands the collector a baseline's run directory as it
     was (to resume its shards), but a fitted policy's, or a baseline's whose fields
     changed, is emptied first: nothing is resumed under another policy's name."""
-    import collect.collector as collector
+    import helpdp.collect.collector as collector
     from helpdp.evaluate import EvaluateConfig, evaluate
 
     seen = {}

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from toy_prm import write_episodes
 
 from helpdp import demo_dataset_path, from_frames, load_dataset, search_budget
 from helpdp._src import forecast as kf
@@ -17,7 +18,6 @@ from helpdp.forecast import (
     transfer_policy,
 )
 from helpdp.subset import episode_subset
-from prm._toy import write_episodes
 
 MANIFEST = build_manifest(["nohelp", "expert"])
 

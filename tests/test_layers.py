@@ -1,22 +1,27 @@
-"""The package layers: what each layer may import (checked in a fresh interpreter)."""
+"""The package layers. Statically: import-linter's contracts in pyproject.toml (the
+folders' order, no cycles); at run time: what importing a layer loads, in a fresh
+interpreter (lazy imports included)."""
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+
 COLLECTION_SIDE = (
-    "collect.actors",
-    "collect.collector",
-    "collect.executors",
-    "collect.interventions",
-    "collect.policy",
-    "collect.rollout",
-    "collect.schedule",
-    "collect.shards",
-    "collect.statekey",
-    "collect.types",
+    "helpdp.collect.actors",
+    "helpdp.collect.collector",
+    "helpdp.collect.executors",
+    "helpdp.collect.interventions",
+    "helpdp.collect.policy",
+    "helpdp.collect.rollout",
+    "helpdp.collect.schedule",
+    "helpdp.collect.shards",
+    "helpdp.collect.statekey",
+    "helpdp.collect.types",
 )
 
 
@@ -29,25 +34,36 @@ def _modules_after(statement: str) -> set[str]:
 @pytest.mark.parametrize(
     "statement",
     [
-        "import collect.awm",
-        "import collect.awm.env, collect.awm.serve, collect.awm.check, collect.awm.llm",
+        "import helpdp.collect.awm",
+        "import helpdp.collect.awm.env, helpdp.collect.awm.serve, helpdp.collect.awm.check, helpdp.collect.awm.llm",
     ],
 )
 def test_the_awm_runtime_never_imports_the_collector(statement):
     loaded = _modules_after(statement)
-    assert "collect.awm.env" in loaded or statement == "import collect.awm"
+    assert "helpdp.collect.awm.env" in loaded or statement == "import helpdp.collect.awm"
     assert not loaded & set(COLLECTION_SIDE), sorted(loaded & set(COLLECTION_SIDE))
 
 
 def test_the_dp_core_imports_neither_collect_nor_torch():
     loaded = _modules_after("import helpdp, helpdp.search, helpdp.budget, helpdp.contract")
-    heavy = {m for m in loaded if m.split(".")[0] in ("collect", "prm", "torch", "trl")}
+    above = ("helpdp.collect", "helpdp.models", "helpdp.prm", "helpdp.helper", "helpdp.evaluate")
+    heavy = {m for m in loaded if m.startswith(above) or m.split(".")[0] in ("torch", "trl")}
     assert not heavy, sorted(heavy)
 
 
 def test_the_collector_imports_no_layer_above_it():
     """collect uses helpdp's contract, DP and policies, never the layers built on it."""
-    loaded = _modules_after("import collect.collector")
-    above = ("helpdp.train", "helpdp.helper", "helpdp.evaluate", "helpdp.label", "prm")
+    loaded = _modules_after("import helpdp.collect.collector")
+    above = ("helpdp.train", "helpdp.helper", "helpdp.evaluate", "helpdp.models", "helpdp.prm")
     bad = {m for m in loaded if m.startswith(above)}
     assert "helpdp.contract" in loaded and not bad, sorted(bad)
+
+
+def test_the_import_contracts_hold():
+    """``lint-imports`` (import-linter) checks pyproject.toml's contracts: the layers
+    applications > helper > prm > models > collection > core, and no cycles."""
+    exe = Path(sys.executable).with_name("lint-imports")
+    if not exe.exists():
+        pytest.skip("import-linter is not installed (make full installs it)")
+    out = subprocess.run([str(exe), "--no-cache"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

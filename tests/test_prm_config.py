@@ -6,9 +6,9 @@ from dataclasses import fields, is_dataclass
 import pytest
 from hydra.core.global_hydra import GlobalHydra
 
-from cliconf import CONF_DIR, compose_config, help_text
-from helpdp.lora import LoRAConfig
-from prm.config import SCHEMAS, PRMModelConfig
+from helpdp.cliconf import CONF_DIR, compose_config, help_text
+from helpdp.models.lora import LoRAConfig
+from helpdp.prm.config import SCHEMAS, PRMModelConfig
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,7 @@ def test_train_rejects_unknown_field():
 
 @pytest.mark.parametrize("stage", ["prm_score", "prm_report", "prm_selfreg"])
 def test_prm_dir_names_the_directory_in_the_later_stages(stage):
-    # conf/ is on the search path of every app: prm=... is the model group, prm_dir=... a PRM
+    # helpdp/conf/ is on the search path of every app: prm=... is the model group, prm_dir=... a PRM
     cfg = compose_config(stage, ["data=/d", "prm_dir=/some/prm_dir"], node=SCHEMAS[stage])
     assert cfg.prm_dir == "/some/prm_dir" and cfg.data == "/d"
 
@@ -57,14 +57,14 @@ def test_every_field_documented_once():
     for schema in SCHEMAS.values():
         walk(schema)
     # the model group is reached through TrainConfig.prm, not only listed; its LoRA
-    # settings through PRMModelConfig.lora (helpdp.lora, shared with the helper)
+    # settings through PRMModelConfig.lora (helpdp.models.lora, shared with the helper)
     assert visited.count(PRMModelConfig) == 1 and visited.count(LoRAConfig) == 1
     assert len(visited) == len(SCHEMAS) + 2
-    assert "prm.lora.r=8\n" in help_text("prm.train", SCHEMAS["prm_train"], None)
+    assert "prm.lora.r=8\n" in help_text("helpdp.prm.train", SCHEMAS["prm_train"], None)
     cfg = compose_config("prm_train", node=SCHEMAS["prm_train"])
-    text = help_text("prm.train", SCHEMAS["prm_train"], cfg)
+    text = help_text("helpdp.prm.train", SCHEMAS["prm_train"], cfg)
     assert "prm.prior_strength=2.0" in text and "Beta prior strength" in text
-    # the values shown are the resolved ones: conf/prm/tiny.yaml's, not the schema's
+    # the values shown are the resolved ones: helpdp/conf/prm/tiny.yaml's, not the schema's
     assert "prm.max_length=128\n" in text and "prm.lr=0.003\n" in text and "prm.epochs=8\n" in text
 
 

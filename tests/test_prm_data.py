@@ -5,10 +5,10 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from toy_prm import separable_dataset, write_episodes
 
 from helpdp import load_dataset
-from prm import build_examples, example_weights, hash_split, task_splits
-from prm._toy import separable_dataset, write_episodes
+from helpdp.prm import build_examples, example_weights, hash_split, task_splits
 
 
 def test_splits_follow_episodes(tmp_path):

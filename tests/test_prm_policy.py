@@ -1,16 +1,16 @@
-"""PRM-threshold help policies (prm.policy) on a tiny LM PRM: state-wise, task-wise,
+"""PRM-threshold help policies (helpdp.prm.policy) on a tiny LM PRM: state-wise, task-wise,
 and the DP table's fallback for unseen states; and their wiring in helpdp.evaluate."""
 
 import numpy as np
 import pytest
 from prm_helpers import TINY_PRM
+from toy_prm import separable_dataset
 
 from helpdp import load_dataset
 from helpdp.policies import StateView, TablePolicy
-from prm import task_splits
-from prm._toy import separable_dataset
-from prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
-from prm.train import fit_prm
+from helpdp.prm import task_splits
+from helpdp.prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
+from helpdp.prm.train import fit_prm
 
 TINY = dict(TINY_PRM)
 
@@ -103,7 +103,7 @@ def test_table_falls_back_to_the_prm_exactly_on_unseen_states(trained, tmp_path)
 
 
 def test_evaluate_builds_the_prm_policies(trained, tmp_path):
-    from helpdp.evaluate import EvaluateConfig, _prm_policies
+    from helpdp.evaluate.harness import EvaluateConfig, _prm_policies
 
     ds, _, prm_dir = trained
     cfg = EvaluateConfig(prm_dir=str(prm_dir), table_fallback="prm")

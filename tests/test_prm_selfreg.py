@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from toy_prm import write_episodes
 
 from helpdp import load_dataset
-from prm import PRMThresholdPolicy, classification, episode_failure_scores, pick_threshold
-from prm._toy import write_episodes
-from prm.train import fit_prm
+from helpdp.prm import PRMThresholdPolicy, classification, episode_failure_scores, pick_threshold
+from helpdp.prm.train import fit_prm
 
 
 def test_pick_threshold_toy():

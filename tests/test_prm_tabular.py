@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
+from toy_prm import write_episodes
 
 from helpdp import load_dataset
-from prm import ActorMismatchError, TabularPRM, build_examples, load_prm, task_splits
-from prm._toy import write_episodes
-from prm.train import fit_prm
+from helpdp.prm import ActorMismatchError, TabularPRM, build_examples, load_prm, task_splits
+from helpdp.prm.train import fit_prm
 
 STATES = {
     "s0": {"task_id": "A", "depth": 0, "text": "start"},

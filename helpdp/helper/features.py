@@ -19,6 +19,8 @@ view", as the policy would see it. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import numpy as np
+
 EXPERT_BLOCK = "<|expert|>\n"
 ACTOR_BLOCK = "<|assistant|>\n"
 
@@ -49,3 +51,26 @@ def state_header(text: str, depth: int) -> str:
 def helper_input(text: str, depth: int, header: bool) -> str:
     """The helper's input for a state: its text, behind ``state_header`` if ``header``."""
     return state_header(text, depth) + text if header else text
+
+
+#: scores are compared at this many decimals, so that states with the same text
+#: (the same score up to float noise) form one level of ties
+SCORE_DECIMALS = 6
+
+
+def round_scores(s) -> np.ndarray:
+    return np.round(np.asarray(s, np.float64), SCORE_DECIMALS)
+
+
+def budget_prefix(budget: float) -> str:
+    return f"[budget={float(budget):g}] "
+
+
+def help_probability(score, tau: float, w: float) -> np.ndarray:
+    """The thresholded policy's probability of help per state: 1 above ``tau``,
+    ``w`` at ``tau`` (the boundary level, randomised state-wise), 0 below;
+    NaN scores (no decision there) get 0."""
+    s = round_scores(score)
+    t = float(np.round(tau, SCORE_DECIMALS))
+    h = np.where(s > t, 1.0, np.where(s == t, float(w), 0.0))
+    return np.where(np.isnan(s), 0.0, h)

@@ -30,7 +30,7 @@ class HelperPolicy:
     def __init__(self, path, *, budget: float | None = None, device: str = "cpu",
                  batch_size: int | None = None, cpu_threads: int | None = None,
                  seed: int = 0, threshold: float | None = None):  # fmt: skip
-        from helpdp.helper.model import Encoder, load_net
+        from helpdp.models.encoder import Encoder, load_net
 
         self.path = Path(path)
         self.seed = int(seed)
@@ -53,7 +53,7 @@ class HelperPolicy:
 
     def set_threshold(self, threshold: float | None) -> None:
         """Decide with this help-score threshold (no tie randomisation) instead of the
-        budget's (``None``: the budget's again); ``helpdp.helper.calibrate`` searches it."""
+        budget's (``None``: the budget's again); ``helpdp.evaluate.calibrate`` searches it."""
         if threshold is not None and self.mode != "threshold":
             raise ValueError("a prefix-mode helper has no thresholds")
         self.fixed_threshold = None if threshold is None else float(threshold)
@@ -118,9 +118,8 @@ class HelperPolicy:
     ) -> np.ndarray:
         """Class probabilities (n, K + 1) for state texts (and their turns ``depths``,
         needed by a helper trained with ``state_header``)."""
-        from helpdp.helper.features import helper_input
-        from helpdp.helper.model import predict_proba
-        from helpdp.helper.train import budget_prefix
+        from helpdp.helper.features import budget_prefix, helper_input
+        from helpdp.models.encoder import predict_proba
 
         texts = list(texts)
         if self.state_header:
@@ -153,7 +152,7 @@ class HelperPolicy:
         p = self.proba([v.text for v in views], budget, [v.depth for v in views])
         if self.mode == "prefix":
             return p.argmax(1).astype(np.int8)
-        from helpdp.helper.train import help_probability
+        from helpdp.helper.features import help_probability
         from helpdp.policies import uniform
 
         if self.fixed_threshold is not None and budget is None:

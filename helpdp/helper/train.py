@@ -34,8 +34,8 @@ DP helps iff a state's gain ratio exceeds r, a threshold on a per-state score.
 The price is that it cannot represent a state whose help decision flips back
 and forth as the budget grows (rare: the frontier's policies are nearly nested).
 
-Training uses ``transformers.Trainer`` (``helpdp.helper.trainer``, the loop the
-LM PRM shares: AdamW, linear schedule with warm-up, progress bars) on ``HelperNet`` (``helpdp.helper.model``), whose loss is the
+Training uses ``transformers.Trainer`` (``helpdp.models.trainer``, the loop the
+LM PRM shares: AdamW, linear schedule with warm-up, progress bars) on ``HelperNet`` (``helpdp.models.encoder``), whose loss is the
 class-weighted soft cross-entropy (``class_weighting=balanced``: help labels are
 a minority). Against the DP's noisy labels, ``example_weight=visits`` weights each
 state by its visits in the data and ``min_visits`` drops states seen too rarely
@@ -55,9 +55,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cliconf import run_app
+from helpdp.cliconf import run_app
 from helpdp.helper.config import EXAMPLE_WEIGHTS, MODES, HelperModelConfig, HelperTrainConfig
-from helpdp.helper.features import helper_input
+from helpdp.helper.features import (
+    budget_prefix,
+    help_probability,
+    helper_input,
+    round_scores,
+)
 
 HELPER_JSON = "helper.json"
 
@@ -77,10 +82,6 @@ def _plain(cfg) -> dict:
     from omegaconf import OmegaConf
 
     return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
-
-
-def budget_prefix(budget: float) -> str:
-    return f"[budget={float(budget):g}] "
 
 
 def class_names(labels: pd.DataFrame, meta: dict) -> list[str]:
@@ -154,23 +155,6 @@ def pick_thresholds(scores_by_budget: dict, help_rate_by_budget: dict) -> dict:
 
 
 CALIBRATIONS = ("usage", "help_rate")
-#: scores are compared at this many decimals, so that states with the same text
-#: (the same score up to float noise) form one level of ties
-SCORE_DECIMALS = 6
-
-
-def round_scores(s) -> np.ndarray:
-    return np.round(np.asarray(s, np.float64), SCORE_DECIMALS)
-
-
-def help_probability(score, tau: float, w: float) -> np.ndarray:
-    """The thresholded policy's probability of help per state: 1 above ``tau``,
-    ``w`` at ``tau`` (the boundary level, randomised state-wise), 0 below;
-    NaN scores (no decision there) get 0."""
-    s = round_scores(score)
-    t = float(np.round(tau, SCORE_DECIMALS))
-    h = np.where(s > t, 1.0, np.where(s == t, float(w), 0.0))
-    return np.where(np.isnan(s), 0.0, h)
 
 
 def thresholded_rows(mdp, h: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -319,7 +303,7 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     import torch
     from omegaconf import OmegaConf
 
-    from helpdp.helper.model import (
+    from helpdp.models.encoder import (
         Encoder,
         HelperNet,
         add_lora,
@@ -328,7 +312,7 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         predict_proba,
         save_net,
     )
-    from helpdp.helper.trainer import fit_with_trainer
+    from helpdp.models.trainer import fit_with_trainer
 
     cfg = _as_cfg(HelperTrainConfig, cfg)
     mcfg = _plain(_as_cfg(HelperModelConfig, cfg.helper))

@@ -1,6 +1,6 @@
 """Schemas of ``python -m helpdp.train``; every field is documented here, once.
 
-``conf/train.yaml`` is :class:`TrainConfig`; the presets ``conf/train/*.yaml``
+``helpdp/conf/train.yaml`` is :class:`TrainConfig`; the presets ``helpdp/conf/train/*.yaml``
 (``train=cpu_smoke|b200``, package ``_global_``) set fields of it. No torch import.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cliconf import doc_field as _f
-from collect.interventions import InterventionConfig
-from helpdp.lora import LoRAConfig, lora_field
+from helpdp.cliconf import doc_field as _f
+from helpdp.collect.interventions import InterventionConfig
+from helpdp.models.lora import LoRAConfig, lora_field
 
 __all__ = [
     "GRPOSettings",
@@ -48,7 +48,7 @@ class ModelConfig:
         "a random model sometimes emits a well-formed call (rewards then vary in a group)",
     )
     lora: LoRAConfig = lora_field(
-        "LoRA adapters (helpdp/lora.py); lora.r=0 trains every weight",
+        "LoRA adapters (helpdp/models/lora.py); lora.r=0 trains every weight",
         r=8,
         alpha=16.0,
         dropout=0.0,
@@ -110,7 +110,8 @@ class RolloutConfig:
         True, "a format error ends the episode (AWM, the reference recipe)"
     )
     server_url: str = _f(
-        "", "a `python -m collect.awm.serve` server (http://host:port); empty: local sandboxes"
+        "",
+        "a `python -m helpdp.collect.awm.serve` server (http://host:port); empty: local sandboxes",
     )
     server_token_env: str = _f("HELPDP_SERVE_TOKEN", "environment variable holding its token")
     threads: int = _f(8, "threads stepping environments and experts of one batch")

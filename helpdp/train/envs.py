@@ -1,6 +1,6 @@
-"""Where the rollout's episodes run: local sandboxed workers (``collect.awm.EnvPool``)
-or a ``python -m collect.awm.serve`` server (:class:`RemotePool`), behind the one
-interface :class:`collect.rollout.EpisodeRunner` uses (``scenario``, ``acquire``,
+"""Where the rollout's episodes run: local sandboxed workers (``helpdp.collect.awm.EnvPool``)
+or a ``python -m helpdp.collect.awm.serve`` server (:class:`RemotePool`), behind the one
+interface :class:`helpdp.collect.rollout.EpisodeRunner` uses (``scenario``, ``acquire``,
 ``release``; an environment's ``reset``, ``step``, ``tools``, ``close``)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from collect.awm.dataset import AWMDataset
-from collect.awm.env import ResetResult, StepResult
+from helpdp.collect.awm.dataset import AWMDataset
+from helpdp.collect.awm.env import ResetResult, StepResult
 
 __all__ = ["RemoteEnv", "RemotePool", "build_pool", "check_remote", "worlds_dir"]
 
@@ -22,13 +22,13 @@ def worlds_dir(worlds: Any) -> Path:
     """The AWM directory ``worlds`` (null: the shipped demo worlds)."""
     if worlds:
         return Path(worlds)
-    import collect
+    import helpdp.collect as collect
 
     return Path(collect.__file__).resolve().parent / "worlds"
 
 
 class RemoteEnv:
-    """One server session as an environment of :class:`collect.rollout.EpisodeRunner`.
+    """One server session as an environment of :class:`helpdp.collect.rollout.EpisodeRunner`.
 
     Offered remotely: ``reset``, ``step`` (a turn's text), ``tools`` (names,
     descriptions, schemas: ``format_tools`` works), ``scenario`` (the local copy:
@@ -41,7 +41,7 @@ class RemoteEnv:
     """
 
     def __init__(self, url: str, token: str | None, scenario: Any, tools: list[Any]):
-        from collect.awm.serve import EnvClient
+        from helpdp.collect.awm.serve import EnvClient
 
         self.client = EnvClient(url, token=token)
         self.scenario = scenario
@@ -72,7 +72,7 @@ class RemoteEnv:
         return StepResult(observation, reply.get("reward"), bool(reply.get("done")), info)
 
     def trajectory_text(self, final_answer: str | None = None) -> str:
-        """:meth:`collect.awm.env.AWMEnv.trajectory_text` from the client's side."""
+        """:meth:`helpdp.collect.awm.env.AWMEnv.trajectory_text` from the client's side."""
         lines = []
         for entry in self.trajectory:
             action = entry["action"]
@@ -101,13 +101,13 @@ class RemoteEnv:
 
 
 REMOTE_NO_VERIFY = (
-    "the collect.awm.serve server does not offer verification to its clients (the "
+    "the helpdp.collect.awm.serve server does not offer verification to its clients (the "
     "verifier's result stays on the server until the episode ends)"
 )
 
 
 class RemotePool:
-    """Sessions on a ``collect.awm.serve`` server (one per episode; the server reuses
+    """Sessions on a ``helpdp.collect.awm.serve`` server (one per episode; the server reuses
     its environments); scenarios (tasks, reference solutions) are read from the local
     copy of the worlds. The token is read from ``$token_env``."""
 
@@ -131,7 +131,7 @@ class RemotePool:
     def tools(self, name: str) -> list[Any]:
         """The scenario's tools, listed once through a session of their own (a
         ``list_tools`` counts as a turn of the episode it is made in)."""
-        from collect.awm.serve import EnvClient
+        from helpdp.collect.awm.serve import EnvClient
 
         with self._lock:
             if name in self._tools:
@@ -180,7 +180,7 @@ def build_pool(cfg: Any, work_root: str | None = None):
     if cfg.rollout.server_url:
         check_remote(cfg)
         return RemotePool(cfg.rollout.server_url, cfg.tasks.worlds, cfg.rollout.server_token_env)
-    from collect.awm.env import EnvConfig, EnvPool
+    from helpdp.collect.awm.env import EnvConfig, EnvPool
 
     env = EnvConfig()
     env = dataclasses.replace(

@@ -19,8 +19,8 @@ def world_texts(pool: Any, tasks: Sequence[tuple[str, int]]) -> tuple[list[str],
     """``(corpus, turns)``: texts to train the tokenizer on (system prompt, tasks,
     reference calls) and the reference turns (one ``<tool_call>`` each) for
     :func:`warm_start`."""
-    from collect.actors import tool_call_text
-    from collect.awm.protocol import system_prompt
+    from helpdp.collect.actors import tool_call_text
+    from helpdp.collect.awm.protocol import system_prompt
 
     corpus = [system_prompt(expert_enabled=True), system_prompt(expert_enabled=False)]
     turns: list[str] = []

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cliconf import as_config
+from helpdp.cliconf import as_config
 from helpdp.train.config import TrainConfig
 from helpdp.train.envs import build_pool
 from helpdp.train.gate import SplitSchedule, build_policy
@@ -41,7 +41,7 @@ CONSOLE = {
 def training_tasks(cfg: Any, pool: Any) -> list[tuple[str, int]]:
     """(scenario, task_idx) of the configured splits, with a verifier (and a
     reference solution when the expert is the oracle)."""
-    from collect.schedule import SplitConfig, split_tasks, task_id
+    from helpdp.collect.schedule import SplitConfig, split_tasks, task_id
 
     data = pool.dataset
     names = [n for n in data.names() if not cfg.tasks.scenarios or n in set(cfg.tasks.scenarios)]
@@ -129,7 +129,7 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from collect.interventions import build_interventions
+    from helpdp.collect.interventions import build_interventions
     from helpdp.train.tiny import build_tiny, warm_start, world_texts
 
     cfg = as_config(TrainConfig, cfg, instance=True)

@@ -1,0 +1,255 @@
+"""The one way a command is wired: :func:`run_app`.
+
+Every ``python -m ...`` command of the repository is a dataclass schema (each field
+documented where it is declared, :func:`cliconf.doc_field`), a primary config
+``helpdp/conf/<config_name>.yaml`` that picks values and config groups, and a body that takes
+the composed config::
+
+    def main() -> None:
+        run_app("helpdp.search", SearchConfig, run_search, config_name="search")
+
+:func:`run_app` registers the schema in Hydra's ConfigStore as
+``<config_name>_schema`` (the primary YAML's first default), answers ``--help``/``-h``
+itself (the fields with the values the command line resolves to, one truth; nothing is
+written), checks the arguments (:func:`cliconf.check_argv`), and runs the body under
+:func:`cliconf.guard` with ``helpdp/conf/`` on Hydra's search path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from helpdp.cliconf.argv import check_argv, guard
+
+__all__ = ["CONF_DIR", "compose_config", "help_text", "register", "run_app"]
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def register(config_name: str, node: Any, groups: Mapping[str, type | None] | None = None) -> None:
+    """Store ``node`` (a schema, or an instance of one) as ``<config_name>_schema``, and
+    each ``groups`` schema as ``<group>/<group>_schema`` (what the group's options name
+    in their defaults)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name=f"{config_name}_schema", node=node)
+    for group, group_schema in (groups or {}).items():
+        if group_schema is not None:
+            cs.store(group=group, name=f"{group}_schema", node=group_schema)
+
+
+def compose_config(
+    config_name: str,
+    overrides: Sequence[str] = (),
+    node: Any = None,
+    groups: Mapping[str, type | None] | None = None,
+):
+    """The config ``helpdp/conf/<config_name>.yaml`` composes to with ``overrides`` (what the
+    command's body would receive), outside any running Hydra app. ``node``, ``groups``:
+    what to :func:`register` first (already registered when None)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if node is not None:
+        register(config_name, node, groups)
+    was = GlobalHydra.instance().is_initialized()
+    if was:
+        GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            return compose(config_name=config_name, overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def help_text(
+    command: str,
+    schema: type,
+    cfg: Any,
+    *,
+    usage: str | None = None,
+    extra: Sequence[str] = (),
+    config_name: str | None = None,
+) -> str:
+    """The ``--help`` page: the schema's docstring, then every field as
+    ``name=<resolved value>`` with its declared help (``cfg``: the composed config,
+    so a config group's values show, e.g. ``prm.lr`` of ``prm=tiny``), then ``extra``."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.is_config(cfg):
+        cfg = OmegaConf.structured(cfg if cfg is not None else schema)
+    doc = " ".join((schema.__doc__ or "").split())
+    lines = [
+        usage or f"python -m {command} [KEY=VALUE ...]",
+        f"  {doc}",
+        "",
+        "Fields (override as KEY=VALUE; values as resolved from the config and this command line):",
+        *_field_lines(schema, cfg, "", "  "),
+        *extra,
+        "",
+        f"Primary config: helpdp/conf/{config_name or command}.yaml ('???': required). "
+        "Use --hydra-help for Hydra's own options.",
+    ]
+    return "\n".join(lines)
+
+
+def _field_lines(schema: type, node: Any, prefix: str, indent: str) -> list[str]:
+    from dataclasses import fields, is_dataclass
+
+    from omegaconf import DictConfig, OmegaConf
+
+    lines = []
+    for f in fields(schema):
+        name, doc = prefix + f.name, f.metadata.get("help", "")
+        missing = node is None or OmegaConf.is_missing(node, f.name)
+        value = None if missing else node[f.name]
+        sub = OmegaConf.get_type(value) if isinstance(value, DictConfig) else None
+        element = value._metadata.element_type if isinstance(value, DictConfig) else None
+        if sub is not None and is_dataclass(sub):
+            lines.append(f"{indent}{name}.*: {doc}")
+            lines += _field_lines(sub, value, name + ".", indent + "  ")
+        elif isinstance(element, type) and is_dataclass(element):
+            lines.append(f"{indent}{name}.<name>.*: {doc}")
+            for key in value or ["<name>"]:
+                item = value[key] if key in value else OmegaConf.structured(element)
+                lines += _field_lines(element, item, f"{name}.{key}.", indent + "  ")
+        else:
+            shown = "???" if missing and node is not None else _cli_value(value)
+            lines += [f"{indent}{name}={shown}", f"{indent}    {doc}"]
+    return lines
+
+
+def _cli_value(value: Any) -> str:
+    """``value`` as one writes it on the command line."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=False)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_cli_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_cli_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str):
+        return value if value and not any(c in value for c in " ,[]{}'\"") else repr(value)
+    return repr(value)
+
+
+def _print_closed_pipe_ok(text: str) -> None:
+    """Print ``text``; a reader that closed the pipe early (``--help | head``) is fine."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # stdout is gone: point it at devnull so the interpreter's final flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _check_composes(command: str, config_name: str, args: Sequence[str]) -> None:
+    """Compose the config as Hydra is about to, and turn a composition error (a mistyped
+    config group option, a value of the wrong type) into one line and exit 2, with the
+    options of a group where Hydra lists them."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = [a for a in args if "=" in a and not a.lstrip("+~").startswith("hydra")]
+    try:
+        compose_config(config_name, overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        _composition_exit(command, e)
+
+
+def _composition_exit(command: str, e: Exception) -> None:
+    text = str(e)
+    m = re.search(
+        r"Could not find '([^']+)'.*?Available options(?: in '[^']+')?:\s*(.*)", text, re.S
+    )
+    if m:
+        group, option = m.group(1).rsplit("/", 1) if "/" in m.group(1) else ("", m.group(1))
+        options = []
+        for o in m.group(2).split("\n"):
+            if options and not o.startswith(("\t", " ")):
+                break  # the options end where Hydra's "Config search path" begins
+            if o.strip() and not o.strip().endswith("_schema"):
+                options.append(o.strip())
+        close = difflib.get_close_matches(option, options, n=1, cutoff=0.5)
+        hint = f" (did you mean '{group}={close[0]}'?)" if close else ""
+        line = f"'{group}={option}': no such option; options: {', '.join(options)}{hint}"
+    else:
+        first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        key = getattr(e, "full_key", None)
+        line = f"{key}: {first}" if key and key not in first else first
+    print(f"{command}: error: {line}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def run_app(
+    command: str,
+    schema: type,
+    body: Callable[[Any], Any],
+    *,
+    config_name: str,
+    node: Any = None,
+    usage: str | None = None,
+    groups: Sequence[str] | Mapping[str, type | None] = (),
+    extra_help: Sequence[str] = (),
+    errors: Sequence[type] = (),
+    instance: bool = False,
+    argv: Sequence[str] | None = None,
+) -> Any:
+    """Run ``body`` as the command ``python -m <command>``.
+
+    ``schema``: the config dataclass (``node``: what to register instead, e.g. an
+    instance with other defaults); ``config_name``: the primary YAML in ``helpdp/conf/``;
+    ``groups``: its config groups (``prm=tiny``), or a mapping from each group to the
+    schema its options name as ``<group>_schema`` in their defaults; ``extra_help``: lines after the
+    fields in ``--help``; ``errors``: the command's own exception types that become
+    one line and exit 2 (besides :data:`cliconf.ERRORS`); ``instance``: hand the body
+    a ``schema`` instance instead of the OmegaConf node. A body that returns an int
+    exits with it (a check's status).
+    """
+    import hydra
+    from omegaconf import OmegaConf
+
+    register(
+        config_name,
+        schema if node is None else node,
+        groups if isinstance(groups, Mapping) else None,
+    )
+    groups = tuple(groups)
+    if argv is not None:
+        sys.argv[1:] = list(argv)
+    args = check_argv(command, schema, groups=groups)
+    if "--help" in args or "-h" in args:
+        overrides = [a for a in args if "=" in a and not a.lstrip("+~").startswith("hydra")]
+        try:
+            cfg = compose_config(config_name, overrides)
+        except Exception:  # noqa: BLE001 - a bad override: show the defaults
+            cfg = compose_config(config_name)
+        _print_closed_pipe_ok(
+            help_text(command, schema, cfg, usage=usage, extra=extra_help, config_name=config_name)
+        )
+        raise SystemExit(0)
+    if not any(a in ("--multirun", "-m") or a.startswith("--") for a in args):
+        _check_composes(command, config_name, args)
+
+    @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=config_name)
+    def _app(cfg: Any) -> None:
+        if instance:
+            cfg = OmegaConf.to_object(cfg)
+        result = guard(command, body, cfg, errors=errors)
+        if type(result) is int and result:
+            raise SystemExit(result)
+
+    return _app()

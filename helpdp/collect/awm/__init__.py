@@ -1,0 +1,69 @@
+"""The Agent World Model (AWM) environment runtime (it never imports the collection side).
+
+Load an AWM-format directory (:class:`AWMDataset`), run episodes in a sandboxed
+app (:class:`AWMEnv`, :class:`EnvPool`), parse agent turns
+(:func:`parse_turn`) and verify the final database. Heavier entry points:
+``python -m helpdp.collect.awm.check`` (dataset check), ``python -m helpdp.collect.awm.serve``
+(remote environments; client: :class:`helpdp.collect.awm.serve.EnvClient`).
+"""
+
+from helpdp.collect.awm.database import BuildReport, build_database
+from helpdp.collect.awm.dataset import (
+    AWMDataset,
+    Scenario,
+    Task,
+    VerifierRecord,
+    normalize_scenario_name,
+)
+from helpdp.collect.awm.env import (
+    AWMEnv,
+    EnvConfig,
+    EnvPool,
+    Judge,
+    JudgeConfig,
+    ResetResult,
+    StepResult,
+    ToolResult,
+    Verification,
+)
+from helpdp.collect.awm.protocol import (
+    Action,
+    Failure,
+    RewardConfig,
+    episode_reward,
+    parse_turn,
+    system_prompt,
+)
+from helpdp.collect.awm.sandbox import SandboxError, SandboxLimits, VerifierPool
+from helpdp.collect.awm.tools import Tool, format_tools, tools_from_openapi
+
+__all__ = [
+    "AWMDataset",
+    "AWMEnv",
+    "Action",
+    "BuildReport",
+    "EnvConfig",
+    "EnvPool",
+    "Failure",
+    "Judge",
+    "JudgeConfig",
+    "ResetResult",
+    "RewardConfig",
+    "SandboxError",
+    "SandboxLimits",
+    "Scenario",
+    "StepResult",
+    "Task",
+    "Tool",
+    "ToolResult",
+    "Verification",
+    "VerifierPool",
+    "VerifierRecord",
+    "build_database",
+    "episode_reward",
+    "format_tools",
+    "normalize_scenario_name",
+    "parse_turn",
+    "system_prompt",
+    "tools_from_openapi",
+]

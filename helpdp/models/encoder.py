@@ -1,0 +1,252 @@
+"""The helper's network: a text encoder, pooled, and a linear layer over K + 1 actions.
+
+One architecture for every backbone: ``transformers.AutoModel`` (BERT for
+``tiny`` and ``minilm``, Qwen3 for the GPU configs), masked mean pooling (what
+all-MiniLM-L6-v2 was trained with) or the last real token (decoders), dropout,
+``Linear(hidden, K + 1)``. The loss is the class-weighted cross-entropy against
+soft targets (the label mixture's action distribution, ``helpdp.label``).
+
+Inputs are the state text, tokenized without truncation and then cut to
+``max_length``: the first ``head_tokens`` tokens (the task statement) plus the
+end of the text (the latest turns, where the need for help shows), with the
+tokenizer's [CLS]/[SEP] when it has them.
+
+A saved helper directory holds ``helper.json``, ``tokenizer/``, ``encoder/``
+(``save_pretrained``; LoRA adapters are merged first) and ``head.safetensors``.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download a checkpoint
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+QWEN_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class HelperNet(nn.Module):
+    """Encoder + pooling + linear head; ``forward`` returns ``{"loss", "logits"}``."""
+
+    def __init__(self, encoder, n_classes: int, *, pooling="mean", dropout=0.1, class_weight=None):
+        super().__init__()
+        self.encoder = encoder
+        self.pooling = pooling
+        hidden = encoder.config.hidden_size
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden, n_classes)
+        cw = torch.ones(n_classes) if class_weight is None else torch.as_tensor(class_weight)
+        self.register_buffer("class_weight", cw.float(), persistent=False)
+
+    def forward(self, input_ids, attention_mask, labels=None):
+        out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        h = out.last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        if self.pooling == "last":
+            last = attention_mask.sum(1) - 1
+            pooled = h[torch.arange(h.shape[0], device=h.device), last]
+        else:
+            pooled = (h * m).sum(1) / m.sum(1).clamp_min(1.0)
+        logits = self.head(self.dropout(pooled.float()))
+        res = {"logits": logits}
+        if labels is not None:
+            res["loss"] = soft_cross_entropy(logits, labels, self.class_weight)
+        return res
+
+
+def soft_cross_entropy(logits, target, class_weight):
+    """``-sum_c w_c y_c log p_c`` summed over the batch, over ``sum_c w_c y_c``: the
+    weighted mean, so a batch of rare-class targets is not down-scaled."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    wy = target.float() * class_weight
+    return -(wy * logp).sum() / wy.sum().clamp_min(1e-12)
+
+
+def class_weights(targets: np.ndarray, scheme: str = "balanced") -> np.ndarray:
+    """Loss weight per class: ``balanced`` is total mass / (C * class mass), for
+    classes present in the targets (absent ones get 1); ``none`` is all ones."""
+    c = targets.shape[1]
+    if scheme == "none":
+        return np.ones(c)
+    if scheme != "balanced":
+        raise ValueError(f"class_weighting must be balanced or none, got {scheme!r}")
+    mass = targets.sum(0)
+    present = mass > 0
+    w = np.ones(c)
+    w[present] = mass[present].sum() / (present.sum() * mass[present])
+    return w
+
+
+@contextmanager
+def quiet_load(verbose: bool = False):
+    """transformers' load report ("pooler.dense.bias MISSING ... Consider training on your
+    downstream task") and weight-loading bar switched off inside the block, unless
+    ``verbose`` or ``HELPDP_VERBOSE_LOAD=1``: the project loads encoders without the heads
+    it replaces, and says what it loaded itself."""
+    from transformers.utils import logging as hf_logging
+
+    if verbose or os.environ.get("HELPDP_VERBOSE_LOAD") == "1":
+        yield
+        return
+    level, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+def build_backbone(cfg: dict, texts) -> tuple:
+    """``(encoder, tokenizer, source)`` for ``cfg["backbone"]`` (see the config)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    kind = cfg["backbone"]
+    if kind == "tiny":
+        from transformers import BertConfig, BertModel
+
+        from helpdp.models.tokenizer import train_tokenizer
+
+        tok = train_tokenizer(texts, vocab_size=int(cfg["vocab_size"]))
+        config = BertConfig(
+            vocab_size=len(tok),
+            hidden_size=int(cfg["hidden_size"]),
+            num_hidden_layers=int(cfg["num_layers"]),
+            num_attention_heads=int(cfg["num_heads"]),
+            intermediate_size=int(cfg["intermediate_size"]),
+            max_position_embeddings=max(int(cfg["max_length"]), 64),
+            pad_token_id=tok.pad_token_id,
+        )
+        return BertModel(config, add_pooling_layer=False), tok, "bert-from-config"
+    if kind == "minilm":
+        from helpdp.models.minilm import minilm_dir
+
+        d = minilm_dir(cfg.get("minilm_cache"))
+        tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
+        with quiet_load():
+            enc = AutoModel.from_pretrained(d, local_files_only=True, add_pooling_layer=False)
+        return enc, tok, "all-MiniLM-L6-v2"
+    if kind == "hf":
+        if not cfg.get("base_model"):
+            raise ValueError("backbone=hf needs base_model (a local checkpoint)")
+        tok = AutoTokenizer.from_pretrained(cfg["base_model"], local_files_only=True)
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        dtype = torch.bfloat16 if cfg.get("bf16") else torch.float32
+        with quiet_load():
+            enc = AutoModel.from_pretrained(cfg["base_model"], local_files_only=True, dtype=dtype)
+        return enc, tok, cfg["base_model"]
+    raise ValueError(f"backbone must be tiny, minilm or hf, got {kind!r}")
+
+
+def add_lora(encoder, cfg: dict):
+    """Wrap ``encoder`` with LoRA adapters (peft) when ``lora.r > 0``."""
+    from helpdp.models.lora import lora_settings
+
+    settings = lora_settings(cfg)
+    if int(settings["r"] or 0) <= 0:
+        return encoder
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=int(settings["r"]),
+        lora_alpha=float(settings["alpha"]),
+        lora_dropout=float(settings["dropout"]),
+        target_modules=list(settings["target_modules"] or QWEN_TARGETS),
+    )
+    return get_peft_model(encoder, lora)
+
+
+class Encoder:
+    """Text -> token ids with the head + tail cut (module docstring)."""
+
+    def __init__(self, tokenizer, max_length: int, head_tokens: int):
+        self.tok = tokenizer
+        self.pre = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
+        self.post = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
+        self.room = max(int(max_length) - len(self.pre) - len(self.post), 1)
+        self.head = min(int(head_tokens), self.room // 2)
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def __call__(self, texts) -> list[list[int]]:
+        texts = [t if t else " " for t in map(str, texts)]
+        enc = self.tok(texts, add_special_tokens=False)["input_ids"]
+        out = []
+        for ids in enc:
+            ids = list(ids)
+            if len(ids) > self.room:
+                tail = self.room - self.head
+                ids = ids[: self.head] + ids[len(ids) - tail :]
+            out.append(self.pre + ids + self.post)
+        return out
+
+    def collate(self, seqs: list[list[int]]) -> dict:
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = 1
+        return {"input_ids": ids, "attention_mask": mask}
+
+
+def predict_proba(net, encoder: Encoder, seqs, *, batch_size=64, device="cpu", progress=False):
+    """Class probabilities (n, K + 1) for encoded sequences, batched by length,
+    under ``torch.no_grad`` in eval mode, returned in input order."""
+    from tqdm.auto import tqdm
+
+    out = np.zeros((len(seqs), net.head.out_features))
+    if not len(seqs):
+        return out
+    order = np.argsort([len(s) for s in seqs], kind="stable")
+    was = net.training
+    net.eval()
+    try:
+        with torch.no_grad():
+            for b in tqdm(
+                range(0, len(order), batch_size), desc="helper", unit="batch", disable=not progress
+            ):
+                idx = order[b : b + batch_size]
+                batch = encoder.collate([seqs[i] for i in idx])
+                batch = {k: v.to(device) for k, v in batch.items()}
+                logits = net(**batch)["logits"]
+                out[idx] = torch.softmax(logits.float(), -1).cpu().numpy()
+    finally:
+        net.train(was)
+    return out
+
+
+def save_net(net, tokenizer, out: Path) -> None:
+    from safetensors.torch import save_file
+
+    enc = net.encoder
+    if hasattr(enc, "merge_and_unload"):  # LoRA: save plain weights
+        enc = enc.merge_and_unload()
+    enc.save_pretrained(out / "encoder")
+    tokenizer.save_pretrained(out / "tokenizer")
+    save_file(
+        {k: v.contiguous() for k, v in net.head.state_dict().items()}, out / "head.safetensors"
+    )
+
+
+def load_net(path: Path, meta: dict, device="cpu"):
+    """``(net, tokenizer)`` of a saved helper directory."""
+    from safetensors.torch import load_file
+    from transformers import AutoModel, AutoTokenizer
+
+    cfg = meta["config"]
+    tok = AutoTokenizer.from_pretrained(path / "tokenizer", local_files_only=True)
+    with quiet_load():
+        enc = AutoModel.from_pretrained(path / "encoder", local_files_only=True)
+    net = HelperNet(enc, len(meta["classes"]), pooling=cfg.get("pooling", "mean"), dropout=0.0)
+    net.head.load_state_dict(load_file(path / "head.safetensors"))
+    net.to(device)
+    net.eval()
+    return net, tok

@@ -1,0 +1,108 @@
+"""The one training loop of the text models (the helper and the LM PRM): ``transformers.Trainer``.
+
+``fit_with_trainer`` runs AdamW with a linear schedule after a linear warm-up,
+gradient clipping, bf16 autocast on GPU and progress bars, nothing written to
+disk (no checkpoints: a caller that keeps a best epoch does it in memory with a
+callback, see ``helpdp.prm.lm``). The loss is the model's own (``HelperNet`` returns it)
+unless ``loss(model, inputs) -> (loss, outputs)`` is given (the PRM's per-example
+weighted cross-entropy). ``group_by_length`` batches examples of similar length
+(``LengthGroupedSampler``: less padding). Imports torch and transformers only
+when called.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+
+
+def fit_with_trainer(
+    model,
+    rows,
+    collate,
+    *,
+    epochs: float,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    warmup_ratio: float,
+    seed: int,
+    cpu: bool,
+    bf16: bool = False,
+    progress: bool = True,
+    max_grad_norm: float = 1.0,
+    group_by_length: bool = False,
+    logging_steps: int | None = None,
+    print_logs: bool = True,
+    loss=None,
+    callbacks=(),
+):
+    """Train ``model`` on ``rows`` (a sequence of dicts, batched by ``collate``);
+    returns the ``Trainer`` (its ``state.log_history`` holds the logged losses).
+
+    Warm-up lasts ``int(warmup_ratio * total)`` of the ``total = ceil(len(rows) /
+    batch_size) * epochs`` steps; ``max_grad_norm=0`` disables clipping; logging
+    every ``logging_steps`` steps (default: each epoch), kept in ``state.log_history``;
+    with ``print_logs=False`` (what the commands pass) the latest loss shows in the
+    progress bar instead of one printed dict per log.
+    """
+    import torch
+    from transformers import PrinterCallback, ProgressCallback, Trainer, TrainingArguments
+
+    class _BarProgress(ProgressCallback):
+        """The Trainer's progress bar, with the logged loss as its postfix."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.training_bar is not None and logs and "loss" in logs:
+                self.training_bar.set_postfix(loss=f"{float(logs['loss']):.4g}", refresh=False)
+
+    class _Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(rows)
+
+        def __getitem__(self, i):
+            return rows[i]
+
+    class _Trainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if loss is None:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            value, outputs = loss(model, inputs)
+            return (value, outputs) if return_outputs else value
+
+    total = math.ceil(len(rows) / batch_size) * float(epochs)
+    with tempfile.TemporaryDirectory(prefix="helpdp-trainer-") as scratch:
+        args = TrainingArguments(
+            output_dir=scratch,
+            num_train_epochs=float(epochs),
+            per_device_train_batch_size=int(batch_size),
+            learning_rate=float(lr),
+            weight_decay=float(weight_decay),
+            warmup_steps=int(float(warmup_ratio) * total),
+            lr_scheduler_type="linear",
+            max_grad_norm=float(max_grad_norm or 0.0),
+            train_sampling_strategy="group_by_length" if group_by_length else "random",
+            logging_strategy="steps" if logging_steps else "epoch",
+            logging_steps=int(logging_steps or 1),
+            save_strategy="no",
+            report_to="none",
+            disable_tqdm=not progress,
+            remove_unused_columns=False,
+            use_cpu=bool(cpu),
+            bf16=bool(bf16),
+            seed=int(seed),
+            dataloader_pin_memory=False,
+        )
+        trainer = _Trainer(
+            model=model,
+            args=args,
+            train_dataset=_Rows(),
+            data_collator=collate,
+            callbacks=list(callbacks),
+        )
+        if not print_logs:
+            trainer.remove_callback(PrinterCallback)
+            if progress and trainer.pop_callback(ProgressCallback) is not None:
+                trainer.add_callback(_BarProgress)
+        trainer.train()
+    return trainer
