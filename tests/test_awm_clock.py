@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpdp.collect.awm.app import build_scenario_database
 from helpdp.collect.awm.clock import DEFAULT_CLOCK, WorldClock, faketime_library
 from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import build_scenario_database
 from helpdp.collect.awm.sandbox import AppWorker
 from helpdp.collect.collector import collect, collect_config
 from helpdp.collect.policy import coverage, evaluation_line

@@ -10,8 +10,9 @@ import httpx2
 import pytest
 
 from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvConfig, EnvPool, Judge, JudgeConfig
+from helpdp.collect.awm.env import AWMEnv, EnvConfig, EnvPool
 from helpdp.collect.awm.protocol import Failure, RewardConfig, format_call_tool, format_tool_call
+from helpdp.collect.awm.verification import Judge, JudgeConfig
 
 WORLDS = Path(__file__).resolve().parent.parent / "helpdp" / "collect" / "worlds"
 
@@ -419,7 +420,7 @@ def test_db_digest_is_the_database_content(shop, tmp_path):
     database_digest computed here on an export; it changes with the content only."""
     import sqlite3
 
-    from helpdp.collect.awm.env import database_digest
+    from helpdp.collect.awm.verification import database_digest
 
     shop.reset(0)
     start = shop.db_digest()

@@ -31,13 +31,10 @@ from helpdp.collect.awm.protocol import format_call_tool
 from helpdp.collect.awm.sandbox import SandboxLimits, Worker
 from helpdp.collect.awm.sandbox.limits import backend
 from helpdp.collect.awm.sandbox.rmtree import remove_tree
-from helpdp.collect.collector import (
-    _SCRATCH_PREFIX,
-    _STALE_PREFIX,
-    collect,
-    collect_config,
-    sweep_scratch,
-)
+from helpdp.collect.collector import collect, collect_config
+from helpdp.collect.scratch import SCRATCH_PREFIX as _SCRATCH_PREFIX
+from helpdp.collect.scratch import STALE_PREFIX as _STALE_PREFIX
+from helpdp.collect.scratch import sweep_scratch
 
 WORLDS = Path(__file__).resolve().parent.parent / "helpdp" / "collect" / "worlds"
 SCENARIO = "workflow_automation_1"
@@ -260,17 +257,17 @@ def test_sweep_removes_a_dead_workers_deep_tree_and_skips_what_it_cannot(tmp_pat
     # beyond the removal's budget: left in place, renamed, reported once, skipped after
     stuck = root / f"{_SCRATCH_PREFIX}{dead}-stuck"
     _deep_tree(stuck, 50)
-    import helpdp.collect.collector as collector
+    import helpdp.collect.scratch as scratch
 
-    real = collector.remove_tree
-    collector.remove_tree = lambda p: real(p, max_depth=10)
+    real = scratch.remove_tree
+    scratch.remove_tree = lambda p: real(p, max_depth=10)
     try:
         assert sweep_scratch(root) == 0
         first = capsys.readouterr().err
         assert sweep_scratch(root) == 0
         second = capsys.readouterr().err
     finally:
-        collector.remove_tree = real
+        scratch.remove_tree = real
     assert "could not be removed" in first and "depth budget (10)" in first
     assert second == ""  # reported once
     assert [p.name for p in root.iterdir()] == [f"{_STALE_PREFIX}{stuck.name}"]
@@ -316,7 +313,7 @@ def test_every_episode_gets_an_app_no_earlier_episode_touched(tmp_path):
 
 
 def test_only_the_shipped_apps_keep_their_worker_between_episodes(tmp_path):
-    from helpdp.collect.awm.env import is_shipped_app
+    from helpdp.collect.awm.app import is_shipped_app
 
     shipped = _world(tmp_path / "shipped", "")  # byte-identical but for one newline
     dataset = AWMDataset(shipped)

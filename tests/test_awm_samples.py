@@ -85,7 +85,7 @@ def test_reset_restores_the_seeded_database(content_env):
 
 
 def test_sample_code_verifiers_run_sandboxed_on_the_untouched_database(tmp_path):
-    from helpdp.collect.awm.env import build_scenario_database
+    from helpdp.collect.awm.app import build_scenario_database
     from helpdp.collect.awm.sandbox import VerifierPool
 
     scenario = AWMDataset(FIXTURES).get("e_commerce_33")

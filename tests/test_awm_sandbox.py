@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from helpdp.collect.awm.app import build_scenario_database
 from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvConfig, build_scenario_database
+from helpdp.collect.awm.env import AWMEnv, EnvConfig
 from helpdp.collect.awm.protocol import Failure, format_call_tool
 from helpdp.collect.awm.sandbox import SandboxError, SandboxLimits, VerifierPool
 

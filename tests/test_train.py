@@ -14,7 +14,7 @@ import pytest
 
 import helpdp.train.gate
 import helpdp.train.rewards
-from helpdp.collect.awm.env import ResetResult, StepResult
+from helpdp.collect.awm.episode import ResetResult, StepResult
 from helpdp.collect.awm.protocol import parse_turn
 from helpdp.collect.rollout import Help
 from helpdp.policies import Always, StateView

@@ -221,7 +221,7 @@ class AWMToolEnvironment:
         try:
             result = self.env.step(text)
         except Exception as e:  # noqa: BLE001 - the runtime failed: a broken episode
-            from helpdp.collect.awm.env import StepResult
+            from helpdp.collect.awm.episode import StepResult
 
             result = StepResult(f"Error: server error ({type(e).__name__})", None, True,
                                 {"outcome": "server_error", "valid": False})  # fmt: skip

@@ -4,7 +4,7 @@ Load an AWM-format directory (:class:`AWMDataset`), run episodes in a sandboxed
 app (:class:`AWMEnv`, :class:`EnvPool`), parse agent turns
 (:func:`parse_turn`) and verify the final database. Heavier entry points:
 ``python -m helpdp.collect.awm.check`` (dataset check), ``python -m helpdp.collect.awm.serve``
-(remote environments; client: :class:`helpdp.collect.awm.serve.EnvClient`).
+(remote environments; client: :class:`helpdp.collect.awm.client.EnvClient`).
 """
 
 from helpdp.collect.awm.database import BuildReport, build_database
@@ -15,17 +15,8 @@ from helpdp.collect.awm.dataset import (
     VerifierRecord,
     normalize_scenario_name,
 )
-from helpdp.collect.awm.env import (
-    AWMEnv,
-    EnvConfig,
-    EnvPool,
-    Judge,
-    JudgeConfig,
-    ResetResult,
-    StepResult,
-    ToolResult,
-    Verification,
-)
+from helpdp.collect.awm.env import AWMEnv, EnvConfig, EnvPool
+from helpdp.collect.awm.episode import ResetResult, StepResult
 from helpdp.collect.awm.protocol import (
     Action,
     Failure,
@@ -35,7 +26,9 @@ from helpdp.collect.awm.protocol import (
     system_prompt,
 )
 from helpdp.collect.awm.sandbox import SandboxError, SandboxLimits, VerifierPool
+from helpdp.collect.awm.tool_calls import ToolResult
 from helpdp.collect.awm.tools import Tool, format_tools, tools_from_openapi
+from helpdp.collect.awm.verification import Judge, JudgeConfig, Verification
 
 __all__ = [
     "AWMDataset",

@@ -39,9 +39,10 @@ from typing import TextIO
 
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
+from helpdp.collect.awm.app import build_scenario_database
 from helpdp.collect.awm.clock import WorldClock, clock_field
 from helpdp.collect.awm.dataset import CORE_PIECES, FILES, AWMDataset, Scenario
-from helpdp.collect.awm.env import AWMEnv, EnvConfig, build_scenario_database
+from helpdp.collect.awm.env import AWMEnv, EnvConfig
 from helpdp.collect.awm.sandbox import (
     COMMAND_ERRORS,
     AppWorker,

@@ -20,6 +20,12 @@ Outcomes: ``complete``/``incomplete``/``others`` (verified), ``format_error``
 episode is not the agent's fault and ``info["valid"]`` is False),
 ``verifier_error`` and ``no_verifier`` (also invalid). Rewards come from
 :class:`~helpdp.collect.awm.protocol.RewardConfig`.
+
+The steps live in their own modules: :mod:`~helpdp.collect.awm.app` (the scenario's
+database and app worker: start, reuse, prestart), :mod:`~helpdp.collect.awm.tool_calls`
+(dispatching a tool call), :mod:`~helpdp.collect.awm.episode` (the results, counters and
+trajectory of an episode) and :mod:`~helpdp.collect.awm.verification` (verifiers and the
+judge). This module holds the episode loop (:class:`AWMEnv`) and :class:`EnvPool`.
 """
 
 from __future__ import annotations
@@ -27,83 +33,41 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
-import hashlib
-import inspect
 import itertools
-import json
-import os
 import threading
 import time
 import uuid
-from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from helpdp.cliconf import doc_field as _f
+from helpdp.collect.awm.app import AppLifecycle, build_scenario_database, is_shipped_app
 from helpdp.collect.awm.clock import WorldClock
 from helpdp.collect.awm.database import BuildReport
 from helpdp.collect.awm.dataset import AWMDataset, Scenario
-from helpdp.collect.awm.llm import ChatClient, EndpointConfig
-from helpdp.collect.awm.observation import render_observation
+from helpdp.collect.awm.episode import EpisodeRecord, ResetResult, StepResult
 from helpdp.collect.awm.protocol import (
     Action,
     Failure,
     RewardConfig,
-    episode_reward,
-    judge_messages,
-    parse_judge_answer,
     parse_turn,
     system_prompt,
 )
 from helpdp.collect.awm.sandbox import (
     AppWorker,
-    SandboxError,
     SandboxLimits,
-    VerifierOutcome,
     VerifierPool,
-    Worker,
     check_isolation,
-    copy_file_nofollow,
     default_work_root,
     ensure_private_dir,
 )
 from helpdp.collect.awm.sandbox.rmtree import remove_tree
-from helpdp.collect.awm.tools import (
-    DEFAULT_HIDDEN_TOOLS,
-    Tool,
-    build_request,
-    canonical_tool_name,
-    format_tools,
-    is_hidden_tool,
-    tools_from_openapi,
-    validate_arguments,
-)
+from helpdp.collect.awm.tool_calls import ToolCalls
+from helpdp.collect.awm.tools import DEFAULT_HIDDEN_TOOLS, Tool
+from helpdp.collect.awm.verification import EpisodeVerifier, Judge, JudgeConfig, Verification
 
-__all__ = [
-    "AWMEnv",
-    "EnvConfig",
-    "EnvPool",
-    "Judge",
-    "JudgeConfig",
-    "ResetResult",
-    "StepResult",
-    "ToolResult",
-    "Verification",
-    "build_scenario_database",
-    "database_digest",
-]
-
-
-@dataclass
-class JudgeConfig(EndpointConfig):
-    """The LLM judge of SQL-mode verification: an OpenAI-compatible endpoint (off while
-    ``base_url`` or ``model`` is empty: code-mode verifiers only)."""
-
-    temperature: float = _f(0.0, "sampling temperature of the judge")
-    max_tokens: int = _f(512, "completion token limit of the judge")
-    max_prompt_chars: int = _f(24000, "trajectory + evidence characters sent to the judge")
+__all__ = ["AWMEnv", "EnvConfig", "EnvPool"]
 
 
 @dataclass
@@ -175,270 +139,19 @@ class EnvConfig:
     )
 
 
-@dataclass
-class ResetResult:
-    """The start of an episode."""
-
-    episode_id: str
-    scenario: str
-    task_idx: int
-    task: str
-    system_prompt: str
-
-    @property
-    def messages(self) -> list[dict[str, str]]:
-        return [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": self.task},
-        ]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "messages": self.messages}
-
-
-@dataclass
-class StepResult:
-    """One turn's effect. ``reward`` is set when ``done``."""
-
-    observation: str
-    reward: float | None
-    done: bool
-    info: dict[str, Any]
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class ToolResult:
-    """A dispatched tool call. ``failure`` is None on a 2xx answer."""
-
-    text: str
-    status: int | None
-    failure: Failure | None
-    fatal: bool = False  # the worker died (server error; the episode cannot continue)
-    app_ms: float | None = None  # time the app itself took, inside the worker
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
-
-@dataclass
-class Verification:
-    """How an episode was verified. ``outcome`` feeds :func:`~helpdp.collect.awm.protocol.episode_reward`."""
-
-    outcome: str
-    mode: str
-    status: str = "ok"
-    detail: Any = None
-    message: str = ""
-    seconds: float = 0.0
-
-    @property
-    def valid(self) -> bool:
-        return self.outcome in ("complete", "incomplete", "others")
-
-
-class Judge:
-    """Classifies SQL-mode verifier output through an OpenAI-compatible chat endpoint
-    (:class:`~helpdp.collect.awm.llm.ChatClient`, with its retries).
-
-    ``transport``: an ``httpx2`` transport for tests.
-    """
-
-    def __init__(self, config: JudgeConfig, *, transport: Any = None):
-        self.config = config
-        self._transport = transport
-        self._client: ChatClient | None = None
-        self._client_lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.config.base_url and self.config.model)
-
-    def classify(self, task: str, trajectory: str, evidence: Any) -> tuple[str, str]:
-        """``(label, reason)``; raises :class:`~helpdp.collect.awm.llm.EndpointError` when the
-        endpoint fails."""
-        with self._client_lock:
-            if self._client is None:
-                self._client = ChatClient(self.config, transport=self._transport)
-        reply = self._client.complete(
-            judge_messages(task, trajectory, evidence, max_chars=self.config.max_prompt_chars),
-            temperature=self.config.temperature,
-            max_tokens=self.config.max_tokens,
-        )
-        return parse_judge_answer(reply.text)
-
-
-_BUILD_LOCK = threading.Lock()
-# starts the next episode's app worker while the current episode runs (fresh_app)
-_PRESTART = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="app-prestart")
-
-
-def build_scenario_database(
-    scenario: Scenario,
-    directory: Path,
-    *,
-    clock: WorldClock | None = None,
-    limits: SandboxLimits | None = None,
-) -> tuple[Path, BuildReport]:
-    """Build ``scenario``'s initial database in ``directory`` (read-only afterwards).
-
-    The dataset's SQL runs in a sandboxed build worker on the world ``clock`` (seed
-    rows that say ``datetime('now', ...)`` get the clock's date; default: the fixed
-    :data:`~helpdp.collect.awm.clock.DEFAULT_CLOCK`), never here.
-    """
-    directory = ensure_private_dir(Path(directory))
-    clock = clock if clock is not None else WorldClock.resolve(None, None)
-    schema_loc = scenario.locations.get("db")
-    sample_loc = scenario.locations.get("sample")
-    limits = limits or SandboxLimits()
-    # The worker writes in a directory of its own; the result is copied out (a regular
-    # file only) to where no worker ever sees it.
-    build_dir = directory / f"build-{uuid.uuid4().hex[:8]}"
-    worker = Worker("build", limits, workdir=build_dir, name=f"build {scenario.name}", clock=clock)
-    path = directory / "initial.db"
-    try:
-        worker.start()
-        reply = worker.request(
-            "build",
-            {
-                "dest": "initial.db",
-                "db_schema": scenario.db_schema,
-                "sample_data": scenario.sample_data,
-                "schema_source": str(schema_loc) if schema_loc else "gen_db.jsonl",
-                "sample_source": str(sample_loc) if sample_loc else "gen_sample.jsonl",
-                "time_limit_s": limits.build_timeout_s,
-                "max_value_bytes": int(limits.build_value_mb) * 1024 * 1024,
-            },
-            timeout=limits.build_timeout_s + 10.0,
-        )
-        worker.close()
-        if not reply.get("ok"):
-            kind = "build_limit" if reply.get("error") == "build_limit" else "crashed"
-            raise SandboxError(kind, f"build {scenario.name}: {reply.get('message')}")
-        try:
-            report = BuildReport.from_json(reply["report"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise SandboxError(
-                "protocol", f"build {scenario.name}: malformed report: {e}"
-            ) from None
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(path, 0o600)
-            path.unlink()
-        try:
-            copy_file_nofollow(build_dir / "initial.db", path, int(limits.build_file_mb) << 20)
-        except OSError as e:
-            raise SandboxError("crashed", f"build {scenario.name}: no database: {e}") from None
-    finally:
-        worker.close()
-        remove_tree(build_dir)
-    report.path = path
-    os.chmod(path, 0o444)
-    return path, report
-
-
-def _dispose(app: AppWorker) -> None:
-    """Stop an app worker and remove its run directory (never raises)."""
-    with contextlib.suppress(Exception):
-        app.close()
-    remove_tree(app.workdir)
-
-
-def database_digest(initial_db_path: str, final_db_path: str) -> dict:
-    """sha256 over every table's rows of the database at ``final_db_path`` (rows sorted;
-    blobs by their own sha256): ``{"digest": hex, "tables": n}``.
-
-    Self-contained (its imports inside): :meth:`AWMEnv.db_digest` sends this function's
-    own source to a sandboxed verifier worker, in SQL mode (``initial_db_path`` unused).
-    """
-    import hashlib
-    import sqlite3
-
-    def value(v):
-        return "bytes:" + hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v
-
-    conn = sqlite3.connect("file:" + final_db_path + "?mode=ro", uri=True)
-    try:
-        h = hashlib.sha256()
-        names = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
-            )
-        ]
-        for name in names:
-            quoted = '"' + name.replace('"', '""') + '"'
-            rows = sorted(
-                repr(tuple(value(v) for v in r)) for r in conn.execute("SELECT * FROM " + quoted)
-            )
-            h.update(repr((name, len(rows))).encode())
-            for r in rows:
-                h.update(r.encode())
-                h.update(b"\n")
-        return {"digest": h.hexdigest(), "tables": len(names)}
-    finally:
-        conn.close()
-
-
-_DIGEST_SOURCE = inspect.getsource(database_digest)
-
-
 def _trim(text: str, limit: int) -> str:
     if limit and len(text) > limit:
         return text[:limit] + f"\n... (truncated, {len(text) - limit} more characters)"
     return text
 
 
-def trajectory_text(trajectory: list[dict[str, Any]], final_answer: str | None = None) -> str:
-    """An episode's actions and observations as the expert reads them (world output
-    rendered as data, :func:`helpdp.collect.awm.observation.render_observation`)."""
-    lines = []
-    for entry in trajectory:
-        action = entry["action"]
-        if action["kind"] == "call_tool":
-            lines.append(
-                f"[{entry['turn']}] call {action['tool_name']} {json.dumps(action['arguments'], default=str)}"
-            )
-        elif action["kind"] == "final":
-            continue
-        else:
-            lines.append(
-                f"[{entry['turn']}] {action['kind']} {action.get('message') or ''}".rstrip()
-            )
-        if entry["observation"]:
-            obs = entry["observation"]
-            if action["kind"] in ("call_tool", "list_tools"):  # the world's: as data
-                obs = render_observation(obs)
-            lines.append(f"  -> {obs[:1500]}")
-    if final_answer:
-        lines.append(f"[final answer] {final_answer}")
-    return "\n".join(lines)
+class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
+    """One scenario's environment: a sandboxed app, its database and the agent protocol.
 
-
-@functools.lru_cache(maxsize=1)
-def _shipped_app_digests() -> frozenset[str]:
-    from helpdp.collect.worlds import WORLDS_DIR
-
-    shipped = AWMDataset(WORLDS_DIR)
-    return frozenset(
-        hashlib.sha256(code.encode()).hexdigest()
-        for name in shipped.names()
-        if (code := shipped.get(name).env_code)
-    )
-
-
-def is_shipped_app(env_code: str | None) -> bool:
-    """Whether ``env_code`` is, byte for byte, the app of one of the shipped demo worlds."""
-    if not env_code:
-        return False
-    return hashlib.sha256(env_code.encode()).hexdigest() in _shipped_app_digests()
-
-
-class AWMEnv:
-    """One scenario's environment: a sandboxed app, its database and the agent protocol."""
+    Its steps come from :class:`~helpdp.collect.awm.app.AppLifecycle` (the app worker),
+    :class:`~helpdp.collect.awm.tool_calls.ToolCalls` (tool calls),
+    :class:`~helpdp.collect.awm.verification.EpisodeVerifier` (verification) and
+    :class:`~helpdp.collect.awm.episode.EpisodeRecord` (the episode's record)."""
 
     def __init__(
         self,
@@ -506,107 +219,6 @@ class AWMEnv:
         dataset = AWMDataset(data)
         return cls(dataset.get(scenario), config, clock=dataset.clock())
 
-    # -- worker management ---------------------------------------------------------
-    def _new_episode_state(self) -> None:
-        self.episode_id = ""
-        self.task_idx = -1
-        self.task_text = ""
-        self.turn = 0
-        self.done = False
-        self.failures: Counter[str] = Counter()
-        self.format_errors = 0
-        self.expert_calls = 0
-        self.tool_calls = 0
-        self.trajectory: list[dict[str, Any]] = []
-        self.outcome: str | None = None
-        self.last_verification: Verification | None = None
-        self.verify_seconds = 0.0  # spent by this episode's verifier runs
-        self.tool_seconds = 0.0  # spent by this episode's tool calls
-
-    def start(self, *, _fresh: bool = False) -> None:
-        """Start the app worker (idempotent); raises :class:`SandboxError` if the app cannot run.
-
-        (``_fresh``: the start of an episode's fresh app, not a restart after a failure.)"""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("environment is closed")
-            if self.app is not None and self.app.alive:
-                return
-            self._discard_app()
-            self._workers_started += 1
-            app, tools = self._take_spare() or self._launch()
-            if self._workers_started > 1 and not _fresh:
-                self.restarts += 1
-            self.app = app
-            self.tools = tools
-            self._tools_by_name = {t.name: t for t in self.tools}
-            self._tools_text = format_tools(self.tools)
-
-    def _launch(self) -> tuple[AppWorker, list[Tool]]:
-        """A new app worker, loaded (it has served no request); raises SandboxError."""
-        started = time.perf_counter()
-        app = AppWorker(
-            self.config.sandbox,
-            workdir=self.work_root
-            / f"app-{self.scenario.name}-{self._instance}-{next(self._app_numbers)}",
-            name=f"app {self.scenario.name}",
-            clock=self.clock,
-        )
-        try:  # tools first: an app whose OpenAPI document is refused never serves
-            openapi = app.load(self.scenario.env_code or "", self.initial_db)
-            tools = tools_from_openapi(
-                openapi,
-                hidden=self.config.hidden_tools,
-                describe_responses=self.config.describe_responses,
-            )
-        except BaseException:  # SandboxError, OpenAPIError included
-            app.close()
-            remove_tree(app.workdir)
-            raise
-        self.app_starts += 1
-        self.app_start_seconds += time.perf_counter() - started
-        return app, tools
-
-    def _take_spare(self) -> tuple[AppWorker, list[Tool]] | None:
-        """The app started in the background for this episode, if it started."""
-        spare, self._spare = self._spare, None
-        if spare is None:
-            return None
-        try:
-            app, tools = spare.result()
-        except Exception:  # noqa: BLE001 - started again in the foreground, errors raised there
-            return None
-        if not app.alive:
-            app.close()
-            remove_tree(app.workdir)
-            return None
-        return app, tools
-
-    def _prestart(self) -> None:
-        if self.fresh_app and self.config.prestart_app and self._spare is None:
-            self._spare = _PRESTART.submit(self._launch)
-
-    def _drop_spare(self) -> None:
-        spare, self._spare = self._spare, None
-        if spare is None:
-            return
-        with contextlib.suppress(Exception):
-            app, _ = spare.result()
-            app.close()
-            remove_tree(app.workdir)
-
-    def _discard_app(self) -> None:
-        if self.app is not None:
-            self.app.close()
-            remove_tree(self.app.workdir)  # iterative: a deep tree cannot make this raise
-            self.app = None
-
-    def _needs_recycle(self) -> bool:
-        if self.app is None or not self.app.alive:
-            return True
-        used = self.app.worker.cpu_seconds_used()
-        return used is not None and used > self.config.sandbox.cpu_seconds / 2
-
     # -- episode API --------------------------------------------------------------
     def reset(
         self, task_idx: int = 0, *, task: str | None = None, episode_id: str | None = None
@@ -617,21 +229,7 @@ class AWMEnv:
         """
         with self._lock:
             text = task if task is not None else self.scenario.task(task_idx).text
-            fresh = self.fresh_app and self.app is not None and self.app.alive
-            if fresh and self.episode_id:  # every episode on an app no earlier episode touched
-                old, self.app = self.app, None
-                _PRESTART.submit(_dispose, old)  # killed and removed off the reset's path
-            if self._needs_recycle():
-                self._discard_app()
-            if self.app is None:
-                self.start(_fresh=fresh)
-            elif not self.fresh_app:
-                try:
-                    self.app.reset()
-                except SandboxError:
-                    self._discard_app()
-                    self.start()
-            self._prestart()
+            self._app_for_episode()
             self._new_episode_state()
             self.episode_id = episode_id or uuid.uuid4().hex
             self.task_idx = task_idx
@@ -732,280 +330,6 @@ class AWMEnv:
         info["latency_ms"] = (time.perf_counter() - started) * 1000
         return self._end(verification, "", info)
 
-    def _end(self, verification: Verification, observation: str, info: dict) -> StepResult:
-        self.done = True
-        self.outcome = verification.outcome
-        self.last_verification = verification
-        reward = episode_reward(verification.outcome, self.config.rewards)
-        info.update(
-            {
-                "outcome": verification.outcome,
-                "valid": verification.valid,
-                "verification": asdict(verification),
-                "format_errors": self.format_errors,
-                "failures": dict(self.failures),
-                "turns": self.turn,
-                "tool_calls": self.tool_calls,
-                "expert_calls": self.expert_calls,
-                "episode_id": self.episode_id,
-                "scenario": self.scenario.name,
-                "task_idx": self.task_idx,
-            }
-        )
-        return StepResult(observation, reward, True, info)
-
-    # -- tools ------------------------------------------------------------------------
-    def resolve_tool(self, name: str) -> Tool | None:
-        """The visible tool called ``name`` (exact, then case-insensitive unique match)."""
-        if is_hidden_tool(name, self.config.hidden_tools):
-            return None
-        key = canonical_tool_name(name)
-        tool = self._tools_by_name.get(key)
-        if tool is None:
-            matches = [t for t in self.tools if t.name.lower() == key.lower()]
-            tool = matches[0] if len(matches) == 1 else None
-        return tool
-
-    def call_tool(self, name: str, arguments: Any = None) -> ToolResult:
-        """Dispatch one tool call to the app (no episode bookkeeping)."""
-        with self._lock:
-            in_episode = bool(self.episode_id) and not self.done
-            if self.app is None:
-                if in_episode:  # the worker died earlier in this episode: its state is gone
-                    return ToolResult(
-                        "Error: server error: the app worker is not running",
-                        None,
-                        Failure.SERVER_ERROR,
-                        fatal=True,
-                    )
-                self.start()
-            tool = self.resolve_tool(name)
-            if tool is None:
-                return ToolResult(
-                    f"Error: tool {name!r} does not exist. Call list_tools to see the available tools.",
-                    None,
-                    Failure.UNKNOWN_TOOL,
-                )
-            args, errors = validate_arguments(tool, arguments, strict=self.config.strict_arguments)
-            if errors:
-                return ToolResult(
-                    f"Error: invalid arguments for {tool.name}: {'; '.join(errors)}",
-                    None,
-                    Failure.INVALID_ARGUMENTS,
-                )
-            request = build_request(tool, args)
-            budget = float(self.config.tool_budget_s) - self.tool_seconds if in_episode else None
-            if budget is not None and budget <= 0:
-                self._discard_app()
-                return ToolResult(
-                    f"Error: server error: the episode's tool time budget "
-                    f"({self.config.tool_budget_s:g} s, env.tool_budget_s) is spent",
-                    None,
-                    Failure.SERVER_ERROR,
-                    fatal=True,
-                )
-            timeout = float(self.config.sandbox.call_timeout_s)
-            started = time.monotonic()
-            try:
-                reply = self.app.request(
-                    request.method,
-                    request.path,
-                    request.query,
-                    request.body,
-                    request.has_body,
-                    timeout=timeout if budget is None else min(timeout, budget),
-                )
-            except SandboxError as e:
-                self._discard_app()
-                message = e.message
-                if budget is not None and e.kind == "timeout" and budget < timeout:
-                    message = (
-                        f"the episode's tool time budget ({self.config.tool_budget_s:g} s, "
-                        f"env.tool_budget_s) is spent ({e.message})"
-                    )
-                return ToolResult(
-                    f"Error: server error: {message}", None, Failure.SERVER_ERROR, fatal=True
-                )
-            finally:
-                if in_episode:
-                    self.tool_seconds += time.monotonic() - started
-            if not reply.get("ok"):
-                return ToolResult(
-                    f"Error: server error: {reply.get('message')}", None, Failure.SERVER_ERROR
-                )
-            status = int(reply.get("status", 500))
-            text = reply.get("text", "")
-            app_ms = reply.get("app_ms")
-            if reply.get("truncated"):
-                text += "\n... (response truncated)"
-            if 200 <= status < 300:
-                return ToolResult(text, status, None, app_ms=app_ms)
-            if status == 422:
-                return ToolResult(
-                    f"Error: invalid arguments for {tool.name} (HTTP 422): {text}",
-                    status,
-                    Failure.INVALID_ARGUMENTS,
-                    app_ms=app_ms,
-                )
-            if status >= 500:
-                return ToolResult(
-                    f"Error: server error in {tool.name} (HTTP {status}): {text}",
-                    status,
-                    Failure.SERVER_ERROR,
-                    app_ms=app_ms,
-                )
-            return ToolResult(
-                f"Error: HTTP {status} from {tool.name}: {text}",
-                status,
-                Failure.TOOL_ERROR,
-                app_ms=app_ms,
-            )
-
-    # -- verification -------------------------------------------------------------------
-    def _mode(self) -> str:
-        mode = self.config.verifier_mode
-        if mode == "auto":
-            return (
-                "sql"
-                if self.judge.enabled and self.task_idx in self.scenario.sql_verifiers
-                else "code"
-            )
-        return mode
-
-    def verify(self, final_answer: str | None = None) -> Verification:
-        """Verify the current database against the episode's task (does not end the episode)."""
-        with self._lock:
-            mode = self._mode()
-            records = self.scenario.sql_verifiers if mode == "sql" else self.scenario.verifiers
-            record = records.get(self.task_idx)
-            if record is None:
-                return Verification(
-                    "no_verifier",
-                    mode,
-                    status="missing",
-                    message=f"no {mode}-mode verifier for task {self.task_idx}",
-                )
-            if mode == "sql" and not self.judge.enabled:
-                return Verification(
-                    "verifier_error", mode, status="no_judge", message="no judge configured"
-                )
-            if self.app is None or not self.app.alive:
-                return Verification(
-                    "server_error", mode, status="server_error", message="app worker is not running"
-                )
-            budget = float(self.config.verify_budget_s) - self.verify_seconds
-            if budget <= 0:
-                return Verification(
-                    "verifier_error",
-                    mode,
-                    status="timeout",
-                    message=f"the episode's verifier time budget "
-                    f"({self.config.verify_budget_s:g} s, verify_budget_s) is spent",
-                )
-            try:
-                final_db = self.app.export(f"final-{uuid.uuid4().hex[:8]}.db")
-            except SandboxError as e:
-                self._discard_app()
-                return Verification("server_error", mode, status="server_error", message=e.message)
-            try:
-                outcome: VerifierOutcome = self.verifier_pool.run(
-                    record.code,
-                    initial_db=self.initial_db,
-                    final_db=final_db,
-                    final_answer=final_answer,
-                    mode=mode,
-                    function_name=record.function_name,
-                    final_from_worker=True,
-                    timeout=min(float(self.config.verifier_sandbox.call_timeout_s), budget),
-                )
-            finally:
-                with contextlib.suppress(OSError):
-                    final_db.unlink()
-            self.verify_seconds += outcome.seconds
-            if outcome.status == "export_error":  # the app left no regular file: its fault
-                self._discard_app()
-                return Verification(
-                    "server_error", mode, status="server_error", message=outcome.message
-                )
-            if not outcome.ok:
-                return Verification(
-                    "verifier_error",
-                    mode,
-                    status=outcome.status,
-                    message=outcome.message,
-                    seconds=outcome.seconds,
-                )
-            if mode == "code":
-                label = outcome.label
-                return Verification(
-                    "complete" if label == "complete" else "others",
-                    mode,
-                    detail=outcome.result,
-                    seconds=outcome.seconds,
-                )
-            try:
-                label, reason = self.judge.classify(
-                    self.task_text, self.trajectory_text(final_answer), outcome.result
-                )
-            except Exception as e:  # noqa: BLE001 - endpoint failures are reported, not raised
-                return Verification(
-                    "verifier_error",
-                    mode,
-                    status="judge_error",
-                    message=repr(e)[:500],
-                    detail=outcome.result,
-                    seconds=outcome.seconds,
-                )
-            return Verification(
-                label,
-                mode,
-                detail={"evidence": outcome.result, "reason": reason},
-                seconds=outcome.seconds,
-            )
-
-    def db_digest(self) -> str:
-        """A digest of the current database's content (:func:`database_digest`, run in a
-        sandboxed verifier worker on an export of the app's database): equal databases,
-        equal digests. ``"no-app"`` when the app's worker is not running. Raises
-        ``RuntimeError`` when the digest fails."""
-        with self._lock:
-            if self.app is None or not self.app.alive:
-                return "no-app"
-            path = self.app.export(f"digest-{uuid.uuid4().hex[:8]}.db")
-            try:
-                outcome = self.verifier_pool.run(
-                    _DIGEST_SOURCE,
-                    initial_db=self.initial_db,
-                    final_db=path,
-                    mode="sql",
-                    function_name=database_digest.__name__,
-                    final_from_worker=True,
-                )
-            finally:
-                path.unlink(missing_ok=True)
-        if not outcome.ok:
-            raise RuntimeError(f"database digest failed: {outcome.status}: {outcome.message}")
-        return str(outcome.result["digest"])
-
-    def trajectory_text(self, final_answer: str | None = None) -> str:
-        return trajectory_text(self.trajectory, final_answer)
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "episode_id": self.episode_id or None,
-            "step_count": self.turn,
-            "scenario": self.scenario.name,
-            "task_idx": self.task_idx,
-            "done": self.done,
-            "outcome": self.outcome,
-            "format_errors": self.format_errors,
-            "failures": dict(self.failures),
-            "tool_calls": self.tool_calls,
-            "expert_calls": self.expert_calls,
-            "worker_restarts": self.restarts,
-            "verifier_protocol_violations": self.verifier_pool.protocol_violations,
-        }
-
     # -- async wrappers --------------------------------------------------------------------
     async def areset(self, task_idx: int = 0, **kwargs: Any) -> ResetResult:
         return await asyncio.to_thread(self.reset, task_idx, **kwargs)
@@ -1042,6 +366,9 @@ class AWMEnv:
         with contextlib.suppress(Exception):
             if not self._closed and self.app is not None:
                 self.app.close()
+
+
+_BUILD_LOCK = threading.Lock()  # one scenario database is built at a time
 
 
 class EnvPool:

@@ -1,7 +1,7 @@
 """One OpenAI-compatible chat client (the ``openai`` SDK) for every model endpoint.
 
 The actor (``collect/actor=openai``), the ``expert_llm`` intervention and the SQL-mode
-judge of :mod:`helpdp.collect.awm.env` all talk to ``POST {base_url}/chat/completions``
+judge of :mod:`helpdp.collect.awm.verification` all talk to ``POST {base_url}/chat/completions``
 through :class:`ChatClient`, configured by one :class:`EndpointConfig` (their config
 classes inherit its fields). Retries are the SDK's: ``retries`` more attempts after
 a connection error, a timeout or an HTTP 408, 409, 429 or 5xx, with exponential

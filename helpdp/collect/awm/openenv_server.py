@@ -23,7 +23,7 @@ Rewards are OpenEnv AWM's, from ``env.rewards``: a verified episode's reward_typ
 outcome (complete 1.0, incomplete 0.1, others 0.0; verifier_error, no_verifier,
 server_error 0.0), a tool_not_found / invalid_args call is a format error (-1.0, the
 episode goes on, as in OpenEnv), other calls 0.0. ``metadata`` carries the step's public
-info (:func:`helpdp.collect.awm.serve.public_info`: failure class, turn, outcome, validity).
+info (:func:`helpdp.collect.awm.wire.public_info`: failure class, turn, outcome, validity).
 
 Differences from OpenEnv's AWM server, all on the side of confinement: scenario code runs
 in our sandboxed app workers and verifiers in sandboxed verifier workers (not in the
@@ -56,17 +56,12 @@ from pydantic import Field
 
 from helpdp.cliconf import run_app
 from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvPool, Verification
+from helpdp.collect.awm.env import AWMEnv, EnvPool
+from helpdp.collect.awm.http_guard import _Guard
 from helpdp.collect.awm.protocol import Action, Failure, RewardConfig, episode_reward
-from helpdp.collect.awm.serve import (
-    ServeConfig,
-    _Guard,
-    _kind,
-    _read_token,
-    check_bind,
-    public_info,
-    uvicorn_config,
-)
+from helpdp.collect.awm.serve import ServeConfig, _read_token, check_bind, uvicorn_config
+from helpdp.collect.awm.verification import Verification
+from helpdp.collect.awm.wire import _kind, public_info
 from helpdp.collect.worlds import WORLDS_DIR
 
 __all__ = [

@@ -24,7 +24,7 @@ object that looks like a call (``name`` with ``arguments``/``parameters``, or a
 first such object as if it were inside the tags: a named option, never the default.
 
 Everything here is pure (no I/O). The SQL-mode judge's prompt and answer
-parsing live here too; the HTTP call is in :mod:`helpdp.collect.awm.env`.
+parsing live here too; the HTTP call is in :mod:`helpdp.collect.awm.tool_calls`.
 """
 
 from __future__ import annotations

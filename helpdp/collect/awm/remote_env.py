@@ -35,7 +35,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from helpdp.collect.awm.dataset import AWMDataset, Scenario
-from helpdp.collect.awm.env import EnvConfig, ResetResult, StepResult, Verification, trajectory_text
+from helpdp.collect.awm.env import EnvConfig
+from helpdp.collect.awm.episode import ResetResult, StepResult, trajectory_text
 from helpdp.collect.awm.protocol import Action, Failure, episode_reward, parse_turn, system_prompt
 from helpdp.collect.awm.tools import (
     canonical_tool_name,
@@ -43,6 +44,7 @@ from helpdp.collect.awm.tools import (
     is_hidden_tool,
     validate_arguments,
 )
+from helpdp.collect.awm.verification import Verification
 
 __all__ = ["DEFAULT_TOKEN_ENV", "OpenEnvAWMEnv", "OpenEnvPool", "outcome_of"]
 

@@ -2,6 +2,10 @@
 
 Lets a GPU trainer drive episodes on CPU hosts. The server owns an
 :class:`~helpdp.collect.awm.env.EnvPool`; every session holds one environment.
+Its parts: the sessions and routes and the command line (here), the wire format
+(:mod:`~helpdp.collect.awm.wire`), the guard of the bearer token and size limits
+(:mod:`~helpdp.collect.awm.http_guard`) and the clients (:mod:`~helpdp.collect.awm.client`:
+``EnvClient`` over HTTP, ``AsyncEnvClient`` over WebSocket).
 
 HTTP (shapes follow OpenEnv's ``HTTPEnvServer``)::
 
@@ -57,35 +61,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import ipaddress
 import json
 import logging
 import os
-import re
 import secrets
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from fastapi import Body, FastAPI, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 from helpdp.collect.awm.clock import clock_field
 from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvConfig, EnvPool, StepResult
-from helpdp.collect.awm.protocol import Action, Failure, parse_turn
+from helpdp.collect.awm.env import AWMEnv, EnvConfig, EnvPool
+from helpdp.collect.awm.episode import StepResult
+from helpdp.collect.awm.http_guard import DEFAULT_TOKEN_ENV, _Guard, is_loopback
+from helpdp.collect.awm.protocol import Action
+from helpdp.collect.awm.wire import SCHEMA, SessionError, _kind, action_from_dict, public_info
 from helpdp.collect.worlds import WORLDS_DIR
 
 __all__ = [
-    "AsyncEnvClient",
-    "DEFAULT_TOKEN_ENV",
-    "EnvClient",
     "ServeConfig",
     "create_app",
     "check_bind",
@@ -94,7 +95,6 @@ __all__ = [
     "uvicorn_config",
 ]
 
-DEFAULT_TOKEN_ENV = "HELPDP_SERVE_TOKEN"
 _log = logging.getLogger("helpdp.collect.awm.serve")
 
 
@@ -131,13 +131,6 @@ class ServeConfig:
     clock: str = clock_field()
 
 
-class SessionError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 @dataclass
 class _Session:
     sid: str
@@ -147,153 +140,6 @@ class _Session:
     closed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
-
-
-# ---------------------------------------------------------------------------
-# the wire format (pydantic: validated on the way in, its JSON Schema at /schema)
-# ---------------------------------------------------------------------------
-
-
-class TurnAction(BaseModel):
-    """A model turn with the full protocol (tags, final answer)."""
-
-    type: Literal["turn"]
-    text: str
-
-
-class ListToolsAction(BaseModel):
-    """OpenEnv's ListToolsAction."""
-
-    type: Literal["list_tools"]
-
-
-class CallToolAction(BaseModel):
-    """One tool call; ``arguments`` an object or its JSON text."""
-
-    type: Literal["call_tool"]
-    tool_name: str
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
-
-
-class AskExpertAction(BaseModel):
-    """The ``ask_expert`` meta-function."""
-
-    type: Literal["ask_expert"]
-    arguments: dict[str, Any] | None = None
-
-
-ActionModel = Annotated[
-    TurnAction | ListToolsAction | CallToolAction | AskExpertAction, Field(discriminator="type")
-]
-_ACTION = TypeAdapter(ActionModel)
-
-
-class Observation(BaseModel):
-    """What a step returns under ``observation``."""
-
-    text: str
-    done: bool
-    reward: float | None
-    metadata: dict[str, Any]
-    tools: list[dict[str, Any]] | None = None
-
-
-class EpisodeState(BaseModel):
-    """``GET /state``."""
-
-    episode_id: str | None
-    step_count: int
-    scenario: str | None = None
-    task_idx: int | None = None
-    done: bool | None = None
-    format_errors: int | None = None
-    failures: dict[str, int] | None = None
-
-
-def _request_error(e: ValidationError) -> str:
-    """One line naming the first problem of a refused action."""
-    err = e.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()) if not str(p).endswith("Action"))
-    return f"invalid action: {where + ': ' if where else ''}{err.get('msg', 'invalid')}"
-
-
-def action_from_dict(data: Any, *, expert_enabled: bool = True) -> Action:
-    """A JSON action (:data:`ActionModel`) as a protocol :class:`Action`.
-
-    A request that is not an action is refused (:class:`SessionError` 422, naming the
-    problem); an action whose content breaks the protocol (a turn without a valid tool
-    call, arguments that are not JSON, an empty tool name, ``ask_expert`` while the
-    expert is off) is the agent's: an invalid action, answered as a step.
-    """
-    try:
-        action = _ACTION.validate_python(data)
-    except ValidationError as e:
-        raise SessionError(422, _request_error(e)) from None
-    if isinstance(action, TurnAction):
-        return parse_turn(action.text, expert_enabled=expert_enabled)
-    if isinstance(action, ListToolsAction):
-        return Action("list_tools")
-    if isinstance(action, CallToolAction):
-        arguments = action.arguments
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except (ValueError, RecursionError) as e:
-                return Action(
-                    "invalid", failure=Failure.INVALID_JSON, message=f"arguments are not JSON: {e}"
-                )
-        if not action.tool_name.strip():
-            return Action(
-                "invalid", failure=Failure.INVALID_ARGUMENTS, message="call_tool needs a tool_name"
-            )
-        return Action("call_tool", tool_name=action.tool_name.strip(), arguments=arguments)
-    if expert_enabled:
-        return Action("ask_expert", arguments=action.arguments or {})
-    return Action(
-        "invalid",
-        failure=Failure.UNKNOWN_META_FUNCTION,
-        message="unknown action type 'ask_expert'",
-    )
-
-
-#: step metadata a client may see; anything else (the verifier's result, messages and
-#: tracebacks under ``verification``, keys added later) stays on the server
-_PUBLIC_INFO = (
-    "turn",
-    "action",
-    "failure",
-    "status_code",
-    "format_error",
-    "latency_ms",
-    "app_ms",
-    "truncated",
-    "final_answer",
-    "ask_expert",
-    "outcome",
-    "valid",
-    "format_errors",
-    "failures",
-    "turns",
-    "tool_calls",
-    "expert_calls",
-    "episode_id",
-    "scenario",
-    "task_idx",
-)
-_WORD = re.compile(r"^[a-z_]{1,32}$")
-
-
-def public_info(info: dict[str, Any]) -> dict[str, Any]:
-    """The part of a step's ``info`` that may leave the server (see :data:`_PUBLIC_INFO`)."""
-    out = {k: info[k] for k in _PUBLIC_INFO if k in info}
-    verification = info.get("verification")
-    if isinstance(verification, dict):  # how it was verified, by fixed words only
-        out["verification"] = {
-            k: verification[k]
-            for k in ("mode", "status")
-            if isinstance(verification.get(k), str) and _WORD.match(verification[k])
-        }
-    return out
 
 
 def _observation(result: StepResult, env: AWMEnv, action: Action) -> dict[str, Any]:
@@ -474,153 +320,9 @@ class _Server:
         return {**session.env.state(), "session_id": session.sid}
 
 
-def _kind(e: BaseException) -> str:
-    """What may be told about a failure: the sandbox's kind of error, not its text."""
-    kind = getattr(e, "kind", None)
-    return f" ({kind})" if isinstance(kind, str) and _WORD.match(kind) else ""
-
-
-# ---------------------------------------------------------------------------
-# the guard: bearer token and size limits, before any body is read
-# ---------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    """True for an address that only this machine can reach (``localhost`` included)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def _read_token(config: ServeConfig) -> str | None:
     token = os.environ.get(config.token_env, "") if config.token_env else ""
     return token.strip() or None
-
-
-class _Guard:
-    """ASGI middleware: checks the bearer token of every request and WebSocket handshake
-    (``/health`` excepted), and limits request bodies and WebSocket messages to
-    ``max_bytes`` without buffering more than that."""
-
-    def __init__(self, app: Any, token: str | None, max_bytes: int):
-        self.app = app
-        self.expected = f"Bearer {token}".encode() if token else None
-        self.max_bytes = max_bytes
-
-    def _authorized(self, scope: dict) -> bool:
-        if self.expected is None or scope.get("path") == "/health":
-            return True
-        given = b""
-        for name, value in scope.get("headers") or []:
-            if name.lower() == b"authorization":
-                given = value
-        return hmac.compare_digest(given, self.expected)
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            await self._http(scope, receive, send)
-        elif scope["type"] == "websocket":
-            await self._websocket(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
-
-    async def _http(self, scope: dict, receive: Any, send: Any) -> None:
-        if not self._authorized(scope):
-            # read (and drop) a body within the limit first: closing a connection with an
-            # unread request body in it resets it, and the client may never see the 401
-            drained = await _drain(receive, self.max_bytes)
-            await _refuse(
-                send, 401, "missing or wrong bearer token", bearer=True, close=not drained
-            )
-            return
-        length = None
-        for name, value in scope.get("headers") or []:
-            if name.lower() == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    await _refuse(send, 400, "bad Content-Length")
-                    return
-        if length is not None and length > self.max_bytes:
-            await _refuse(send, 413, f"request body over {self.max_bytes} bytes")
-            return
-        # count what arrives (chunked bodies, or a Content-Length that lies), keep at most
-        # max_bytes, then replay it to the app
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await _refuse(send, 413, f"request body over {self.max_bytes} bytes")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        delivered = False
-
-        async def replay() -> dict:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _websocket(self, scope: dict, receive: Any, send: Any) -> None:
-        if not self._authorized(scope):
-            await receive()  # websocket.connect
-            await send({"type": "websocket.close", "code": 1008})  # -> HTTP 403
-            return
-
-        async def bounded() -> dict:
-            message = await receive()
-            if message["type"] == "websocket.receive":
-                data = message.get("bytes") or b""
-                text = message.get("text")
-                size = len(text.encode("utf-8", "surrogatepass")) if text else len(data)
-                if size > self.max_bytes:
-                    with contextlib.suppress(Exception):
-                        await send({"type": "websocket.close", "code": 1009})
-                    return {"type": "websocket.disconnect", "code": 1009}
-            return message
-
-        await self.app(scope, bounded, send)
-
-
-async def _drain(receive: Any, limit: int) -> bool:
-    """Read a request body to its end and drop it; False when it exceeds ``limit``
-    bytes or the client went away (then the connection is closed instead)."""
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return False
-        size += len(message.get("body", b""))
-        if size > limit:
-            return False
-        if not message.get("more_body", False):
-            return True
-
-
-async def _refuse(
-    send: Any, status: int, message: str, *, bearer: bool = False, close: bool = True
-) -> None:
-    headers = [(b"content-type", b"application/json")]
-    if close:
-        headers.append((b"connection", b"close"))
-    if bearer:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": json.dumps({"detail": message}).encode()})
 
 
 def _client(conn: Request | WebSocket) -> str:
@@ -738,162 +440,6 @@ def create_app(pool: EnvPool, config: ServeConfig | None = None, *, token: str |
                 await socket.close()
 
     return app
-
-
-SCHEMA = {
-    "action": _ACTION.json_schema(),
-    "observation": Observation.model_json_schema(),
-    "state": EpisodeState.model_json_schema(),
-}
-
-
-# ---------------------------------------------------------------------------
-# clients
-# ---------------------------------------------------------------------------
-
-
-def _auth_headers(token: str | None) -> dict[str, str]:
-    token = token if token is not None else os.environ.get(DEFAULT_TOKEN_ENV, "").strip()
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-class EnvClient:
-    """Blocking HTTP client of :func:`create_app`'s server (one session).
-
-    ``token``: the server's bearer token; None: ``$HELPDP_SERVE_TOKEN`` if set.
-    ``session_id``: a session this client already holds (ids are made by the server).
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout: float = 120.0,
-        session_id: str | None = None,
-        token: str | None = None,
-    ):
-        import httpx
-
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"), timeout=timeout, headers=_auth_headers(token)
-        )
-        self.session_id = session_id
-
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = self._http.post(path, json=body)
-        if response.status_code >= 400:
-            raise RuntimeError(f"{path}: HTTP {response.status_code}: {response.text}")
-        return response.json()
-
-    def _get(self, path: str, **params: Any) -> dict[str, Any]:
-        response = self._http.get(path, params=params or None)
-        if response.status_code >= 400:
-            raise RuntimeError(f"{path}: HTTP {response.status_code}: {response.text}")
-        return response.json()
-
-    def health(self) -> dict[str, Any]:
-        return self._get("/health")
-
-    def scenarios(self) -> list[dict[str, Any]]:
-        return self._get("/scenarios")["scenarios"]
-
-    def reset(
-        self, scenario: str | None = None, task_idx: int = 0, **kwargs: Any
-    ) -> dict[str, Any]:
-        body = {"scenario": scenario, "task_idx": task_idx, **kwargs}
-        if self.session_id:
-            body["session_id"] = self.session_id
-        reply = self._post("/reset", body)
-        self.session_id = reply["session_id"]
-        return reply
-
-    def step(self, text: str) -> dict[str, Any]:
-        """One model turn (tool-call tags or a final answer)."""
-        return self.act({"type": "turn", "text": text})
-
-    def list_tools(self) -> dict[str, Any]:
-        return self.act({"type": "list_tools"})
-
-    def call_tool(
-        self, tool_name: str, arguments: dict[str, Any] | str | None = None
-    ) -> dict[str, Any]:
-        return self.act({"type": "call_tool", "tool_name": tool_name, "arguments": arguments or {}})
-
-    def act(self, action: dict[str, Any]) -> dict[str, Any]:
-        return self._post("/step", {"action": action, "session_id": self.session_id})
-
-    def state(self) -> dict[str, Any]:
-        return self._get("/state", session_id=self.session_id)
-
-    def close(self) -> None:
-        if self.session_id:
-            with contextlib.suppress(Exception):
-                self._post("/close", {"session_id": self.session_id})
-        self._http.close()
-
-    def __enter__(self) -> EnvClient:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class AsyncEnvClient:
-    """Asyncio WebSocket client (one session per connection); use ``async with``.
-
-    ``token``: the server's bearer token; None: ``$HELPDP_SERVE_TOKEN`` if set.
-    """
-
-    def __init__(self, url: str, *, timeout: float = 120.0, token: str | None = None):
-        self.url = url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/")
-        if not self.url.endswith("/ws"):
-            self.url += "/ws"
-        self.timeout = timeout
-        self._headers = _auth_headers(token)
-        self._ws = None
-
-    async def __aenter__(self) -> AsyncEnvClient:
-        import websockets
-
-        self._ws = await websockets.connect(
-            self.url,
-            open_timeout=self.timeout,
-            max_size=2**26,
-            additional_headers=self._headers or None,
-        )
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
-
-    async def _call(self, kind: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
-        assert self._ws is not None, "use 'async with AsyncEnvClient(...)'"
-        await self._ws.send(json.dumps({"type": kind, "data": data or {}}))
-        reply = json.loads(await asyncio.wait_for(self._ws.recv(), self.timeout))
-        if reply.get("type") == "error":
-            raise RuntimeError(reply["data"].get("message"))
-        return reply["data"]
-
-    async def reset(
-        self, scenario: str | None = None, task_idx: int = 0, **kwargs: Any
-    ) -> dict[str, Any]:
-        return await self._call("reset", {"scenario": scenario, "task_idx": task_idx, **kwargs})
-
-    async def step(self, text: str) -> dict[str, Any]:
-        return await self._call("step", {"type": "turn", "text": text})
-
-    async def act(self, action: dict[str, Any]) -> dict[str, Any]:
-        return await self._call("step", action)
-
-    async def state(self) -> dict[str, Any]:
-        return await self._call("state")
-
-    async def close(self) -> None:
-        if self._ws is not None:
-            with contextlib.suppress(Exception):
-                await self._ws.send(json.dumps({"type": "close"}))
-            await self._ws.close()
-            self._ws = None
 
 
 # ---------------------------------------------------------------------------
