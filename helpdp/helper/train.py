@@ -49,13 +49,14 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from helpdp.cliconf import run_app
+from helpdp.cliconf import run_app, to_dict
 from helpdp.helper.config import EXAMPLE_WEIGHTS, MODES, HelperModelConfig, HelperTrainConfig
 from helpdp.helper.features import (
     budget_prefix,
@@ -76,12 +77,6 @@ def _as_cfg(schema, cfg):
     if not OmegaConf.is_config(cfg) and not isinstance(cfg, dict):
         cfg = OmegaConf.structured(cfg)
     return OmegaConf.merge(base, cfg)
-
-
-def _plain(cfg) -> dict:
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
 
 
 def class_names(labels: pd.DataFrame, meta: dict) -> list[str]:
@@ -298,35 +293,48 @@ def soft_loss(probs: np.ndarray, target: np.ndarray, cw: np.ndarray) -> float:
     return float(-(wy * np.log(np.clip(probs, 1e-12, 1))).sum() / max(wy.sum(), 1e-12))
 
 
-def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
-    """Fit, pick thresholds, save to ``out``; returns the contents of helper.json."""
-    import torch
+@dataclass
+class _Net:
+    """The helper network being trained, its tokenizer and input encoder, and where
+    and how it is run."""
+
+    net: Any
+    tok: Any
+    encoder: Any
+    source: str
+    class_weight: np.ndarray
+    device: str
+    batch_size: int
+
+    def proba(self, seqs) -> np.ndarray:
+        """Class probabilities of encoded sequences (``predict_proba``)."""
+        from helpdp.models.encoder import predict_proba
+
+        return predict_proba(
+            self.net, self.encoder, seqs, batch_size=self.batch_size, device=self.device
+        )
+
+
+def _model_config(node) -> HelperModelConfig:
+    """The ``helper`` group of the train config as a typed ``HelperModelConfig``."""
     from omegaconf import OmegaConf
 
-    from helpdp.models.encoder import (
-        Encoder,
-        HelperNet,
-        add_lora,
-        build_backbone,
-        class_weights,
-        predict_proba,
-        save_net,
-    )
-    from helpdp.models.trainer import fit_with_trainer
+    return OmegaConf.to_object(_as_cfg(HelperModelConfig, node))
 
-    cfg = _as_cfg(HelperTrainConfig, cfg)
-    mcfg = _plain(_as_cfg(HelperModelConfig, cfg.helper))
-    t0 = time.perf_counter()
-    out = Path(out)
-    classes = class_names(labels, meta)
+
+def _budgets(labels: pd.DataFrame, wanted) -> list[float]:
+    """The budgets to train on: ``wanted`` (each must be in the labels), else every one."""
     all_budgets = sorted(float(b) for b in labels["budget"].unique())
-    budgets = sorted(float(b) for b in cfg.budgets) if cfg.budgets else all_budgets
+    budgets = sorted(float(b) for b in wanted) if wanted else all_budgets
     missing = [b for b in budgets if b not in all_budgets]
     if missing:
         raise ValueError(f"budgets {missing} are not in the labels (they have {all_budgets})")
-    labels = labels[labels["budget"].isin(budgets)]
-    header = bool(cfg.state_header)
-    ex = examples(labels, classes, cfg.mode, cfg.example_weight, header)
+    return budgets
+
+
+def _train_val(ex: pd.DataFrame, cfg, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The examples fitted (``train_splits``, visited at least ``min_visits`` times, at
+    most ``max_train_examples`` drawn with ``seed``) and the validation ones."""
     train = ex[ex["split"].isin(list(cfg.train_splits))].reset_index(drop=True)
     if train.empty:
         raise ValueError(f"no label rows in train_splits {list(cfg.train_splits)}")
@@ -337,64 +345,87 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         if train.empty:
             raise ValueError(f"no train label row of a state visited >= {cfg.min_visits} times")
     if cfg.max_train_examples and len(train) > cfg.max_train_examples:
-        train = train.sample(n=int(cfg.max_train_examples), random_state=int(mcfg["seed"]))
+        train = train.sample(n=int(cfg.max_train_examples), random_state=int(seed))
         train = train.reset_index(drop=True)
     val = ex[ex["split"].isin(list(cfg.val_splits or []))].reset_index(drop=True)
+    return train, val
 
-    torch.manual_seed(int(mcfg["seed"]))
-    if mcfg.get("cpu_threads"):
-        torch.set_num_threads(int(mcfg["cpu_threads"]))
-    device = cfg.device
+
+def _torch_device(mcfg: HelperModelConfig, device: str) -> str:
+    """Seed torch and set its CPU threads as ``mcfg`` says; ``device`` resolved (auto)."""
+    import torch
+
+    torch.manual_seed(int(mcfg.seed))
+    if mcfg.cpu_threads:
+        torch.set_num_threads(int(mcfg.cpu_threads))
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    enc_model, tok, source = build_backbone(mcfg, train["text"].tolist())
-    if mcfg.get("gradient_checkpointing"):
+    return device
+
+
+def _build_net(
+    texts: list[str], n_classes: int, y_train: np.ndarray, mcfg: HelperModelConfig, device: str
+) -> _Net:
+    """The backbone (its tokenizer trained on ``texts`` when built from config), its LoRA
+    adapters and the classification head, whose class weights come from ``y_train``."""
+    from helpdp.models.encoder import Encoder, HelperNet, add_lora, build_backbone, class_weights
+
+    config = to_dict(mcfg)  # the backbone builders read the config's dict
+    enc_model, tok, source = build_backbone(config, texts)
+    if mcfg.gradient_checkpointing:
         enc_model.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": False}
         )
-    enc_model = add_lora(enc_model, mcfg)
-    # an example's weight scales its soft target: the loss (soft_cross_entropy, a
-    # mean over sum_c w_c y_c) is then the example-weighted mean
-    y_train = np.stack(train["target"].to_numpy()) * train["weight"].to_numpy()[:, None]
-    cw = class_weights(y_train, mcfg["class_weighting"])
+    enc_model = add_lora(enc_model, config)
+    cw = class_weights(y_train, mcfg.class_weighting)
     net = HelperNet(
-        enc_model, len(classes), pooling=mcfg["pooling"], dropout=float(mcfg["dropout"]),
-        class_weight=cw,
-    )  # fmt: skip
+        enc_model, n_classes, pooling=mcfg.pooling, dropout=float(mcfg.dropout), class_weight=cw
+    )
     net.to(device)
-    encoder = Encoder(tok, mcfg["max_length"], mcfg["head_tokens"])
-    seq_train = encoder(train["text"])
-    seq_val = encoder(val["text"]) if len(val) else []
+    encoder = Encoder(tok, mcfg.max_length, mcfg.head_tokens)
+    return _Net(net, tok, encoder, source, cw, device, int(mcfg.eval_batch_size))
+
+
+def _fit(m: _Net, seq_train, y_train: np.ndarray, mcfg: HelperModelConfig, progress: bool):
+    """Fit ``m.net`` with ``transformers.Trainer`` (``fit_with_trainer``); the trainer
+    is returned, the network left in eval mode."""
+    import torch
+
+    from helpdp.models.trainer import fit_with_trainer
 
     def collate(rows):
-        batch = encoder.collate([r["input_ids"] for r in rows])
+        batch = m.encoder.collate([r["input_ids"] for r in rows])
         batch["labels"] = torch.tensor(np.stack([r["labels"] for r in rows]), dtype=torch.float32)
         return batch
 
-    bs = int(mcfg["batch_size"])
-    total = math.ceil(len(train) / bs) * float(mcfg["epochs"])
-    ebs = int(mcfg["eval_batch_size"])
-    p_before = predict_proba(net, encoder, seq_train, batch_size=ebs, device=device)
+    bs = int(mcfg.batch_size)
+    total = math.ceil(len(seq_train) / bs) * float(mcfg.epochs)
     trainer = fit_with_trainer(
-        net,
+        m.net,
         [{"input_ids": s, "labels": y} for s, y in zip(seq_train, y_train, strict=True)],
         collate,
-        epochs=float(mcfg["epochs"]),
+        epochs=float(mcfg.epochs),
         batch_size=bs,
-        lr=float(mcfg["lr"]),
-        weight_decay=float(mcfg["weight_decay"]),
-        warmup_ratio=float(mcfg["warmup_ratio"]),
-        seed=int(mcfg["seed"]),
-        cpu=device == "cpu",
-        bf16=bool(mcfg.get("bf16")),
-        progress=cfg.progress,
+        lr=float(mcfg.lr),
+        weight_decay=float(mcfg.weight_decay),
+        warmup_ratio=float(mcfg.warmup_ratio),
+        seed=int(mcfg.seed),
+        cpu=m.device == "cpu",
+        bf16=bool(mcfg.bf16),
+        progress=progress,
         logging_steps=max(1, int(total // 20)),
         print_logs=False,
     )
-    net.eval()
-    p_train = predict_proba(net, encoder, seq_train, batch_size=ebs, device=device)
+    m.net.eval()
+    return trainer
+
+
+def _fit_metrics(m: _Net, trainer, p_before, p_train, y_train, val, p_val) -> dict:
+    """Losses and accuracies before and after the fit, on the training and the
+    validation examples (``p_val`` None when there are none)."""
+    cw = m.class_weight
     metrics = {
-        "train_examples": len(train),
+        "train_examples": len(y_train),
         "val_examples": len(val),
         "class_weight": cw.tolist(),
         "train_loss_before": soft_loss(p_before, y_train, cw),
@@ -402,65 +433,78 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
         "train_accuracy": float((p_train.argmax(1) == y_train.argmax(1)).mean()),
         "log_history": [h for h in trainer.state.log_history if "loss" in h],
     }
-    p_val = None
-    if len(val):
+    if p_val is not None:
         y_val = np.stack(val["target"].to_numpy())
-        p_val = predict_proba(net, encoder, seq_val, batch_size=ebs, device=device)
         metrics["val_loss"] = soft_loss(p_val, y_val, cw)
         metrics["val_accuracy"] = float((p_val.argmax(1) == y_val.argmax(1)).mean())
         metrics["val_majority_accuracy"] = float(
             (y_val.argmax(1) == np.bincount(y_train.argmax(1)).argmax()).mean()
         )
-    thresholds, threshold_split, tie_weights = None, None, None
-    if cfg.mode == "threshold":
-        # per budget: the states of the calibration rows and the labels' help rate
-        cal_splits = list(cfg.val_splits or []) if len(val) else list(cfg.train_splits)
-        threshold_split = cal_splits
-        cal_ex, p_cal = (val, p_val) if len(val) else (train, p_train)
-        score_of = pd.Series(1.0 - p_cal[:, 0], index=cal_ex["state_id"].to_numpy())
-        cal = labels[labels["split"].isin(cal_splits)]
-        scores, rates = {}, {}
-        for b, g in cal.groupby("budget"):
-            scores[float(b)] = score_of.reindex(g["state_id"].to_numpy()).dropna().to_numpy()
-            rates[float(b)] = float((1.0 - g[f"p_{classes[0]}"]).mean())
-        tie_weights = {b: 0.0 for b in rates}
-        if cfg.calibration == "usage":
-            cal_tasks = sorted(cal_ex["task_id"].unique())
-            calib = calibrate_on_data(
-                _calibration_dataset(meta), cal_tasks, budgets,
-                lambda texts, depths: predict_proba(
-                    net, encoder,
-                    encoder([helper_input(t, d, header) for t, d in zip(texts, depths)]),
-                    batch_size=ebs, device=device,
-                ),
-            )  # fmt: skip
-            thresholds = {b: c["threshold"] for b, c in calib.items()}
-            tie_weights = {b: c["tie_weight"] for b, c in calib.items()}
-            metrics["calibration_usage"] = calib
-        elif cfg.calibration == "help_rate":
-            thresholds = pick_thresholds(scores, rates)
-        else:
-            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {cfg.calibration!r}")
-        metrics["calibration_help_rate"] = rates
-        per_budget = {}
-        for b, g in cal.groupby("budget"):
-            s = score_of.reindex(g["state_id"].to_numpy()).to_numpy()
-            h = help_probability(s, thresholds[float(b)], tie_weights[float(b)])
-            pred = h >= 0.5
-            per_budget[float(b)] = {
-                "help_rate": float(h.mean()),
-                "label_help_rate": rates[float(b)],
-                "decision_accuracy": float((pred == (g["label"].to_numpy() > 0)).mean()),
-            }
-        metrics["per_budget"] = per_budget
+    return metrics
+
+
+def _calibrate(
+    m: _Net, cfg, meta: dict, labels: pd.DataFrame, classes: list[str], budgets: list[float],
+    cal_ex: pd.DataFrame, p_cal: np.ndarray, cal_splits: list, metrics: dict,
+) -> tuple[dict, dict]:  # fmt: skip
+    """Threshold mode: per budget, the help-score threshold and tie weight (``calibration``
+    usage or help_rate) picked on ``cal_ex`` (the calibration examples, in ``cal_splits``;
+    ``p_cal`` their class probabilities); the calibration metrics go into ``metrics``."""
+    header = bool(cfg.state_header)
+    # per budget: the states of the calibration rows and the labels' help rate
+    score_of = pd.Series(1.0 - p_cal[:, 0], index=cal_ex["state_id"].to_numpy())
+    cal = labels[labels["split"].isin(cal_splits)]
+    scores, rates = {}, {}
+    for b, g in cal.groupby("budget"):
+        scores[float(b)] = score_of.reindex(g["state_id"].to_numpy()).dropna().to_numpy()
+        rates[float(b)] = float((1.0 - g[f"p_{classes[0]}"]).mean())
+    tie_weights = {b: 0.0 for b in rates}
+    if cfg.calibration == "usage":
+        cal_tasks = sorted(cal_ex["task_id"].unique())
+        calib = calibrate_on_data(
+            _calibration_dataset(meta), cal_tasks, budgets,
+            lambda texts, depths: m.proba(
+                m.encoder([helper_input(t, d, header) for t, d in zip(texts, depths)])
+            ),
+        )  # fmt: skip
+        thresholds = {b: c["threshold"] for b, c in calib.items()}
+        tie_weights = {b: c["tie_weight"] for b, c in calib.items()}
+        metrics["calibration_usage"] = calib
+    elif cfg.calibration == "help_rate":
+        thresholds = pick_thresholds(scores, rates)
+    else:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {cfg.calibration!r}")
+    metrics["calibration_help_rate"] = rates
+    per_budget = {}
+    for b, g in cal.groupby("budget"):
+        s = score_of.reindex(g["state_id"].to_numpy()).to_numpy()
+        h = help_probability(s, thresholds[float(b)], tie_weights[float(b)])
+        pred = h >= 0.5
+        per_budget[float(b)] = {
+            "help_rate": float(h.mean()),
+            "label_help_rate": rates[float(b)],
+            "decision_accuracy": float((pred == (g["label"].to_numpy() > 0)).mean()),
+        }
+    metrics["per_budget"] = per_budget
+    return thresholds, tie_weights
+
+
+def _helper_meta(
+    cfg, mcfg: HelperModelConfig, meta: dict, m: _Net, classes: list[str], budgets: list[float],
+    thresholds: dict | None, tie_weights: dict | None, threshold_split: list | None,
+    metrics: dict, t0: float,
+) -> dict:  # fmt: skip
+    """The contents of helper.json."""
+    from omegaconf import OmegaConf
+
     tw_items = (tie_weights or {}).items()
-    helper_meta = {
+    return {
         "format": 1,
-        "backbone": mcfg["backbone"],
-        "source": source,
+        "backbone": mcfg.backbone,
+        "source": m.source,
         "classes": classes,
         "mode": cfg.mode,
-        "state_header": header,
+        "state_header": bool(cfg.state_header),
         "budgets": budgets,
         "thresholds": None if thresholds is None else {f"{b:g}": t for b, t in thresholds.items()},
         "tie_weights": None if tie_weights is None else {f"{b:g}": w for b, w in tw_items},
@@ -474,13 +518,57 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
             "search_splits": meta.get("search_splits"),
             "train_splits": list(cfg.train_splits),
         },
-        "config": mcfg,
+        "config": to_dict(mcfg),
         "metrics": metrics,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def _save(m: _Net, helper_meta: dict, out: Path) -> None:
+    """Write the network (encoder/, tokenizer/, head) and helper.json into ``out``."""
+    from helpdp.models.encoder import save_net
+
     out.mkdir(parents=True, exist_ok=True)
-    save_net(net, tok, out)
+    save_net(m.net, m.tok, out)
     (out / HELPER_JSON).write_text(json.dumps(helper_meta, indent=2, default=float) + "\n")
+
+
+def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
+    """Fit, pick thresholds, save to ``out``; returns the contents of helper.json."""
+    cfg = _as_cfg(HelperTrainConfig, cfg)
+    mcfg = _model_config(cfg.helper)
+    t0 = time.perf_counter()
+    classes = class_names(labels, meta)
+    budgets = _budgets(labels, cfg.budgets)
+    labels = labels[labels["budget"].isin(budgets)]
+    ex = examples(labels, classes, cfg.mode, cfg.example_weight, bool(cfg.state_header))
+    train, val = _train_val(ex, cfg, mcfg.seed)
+
+    device = _torch_device(mcfg, cfg.device)
+    # an example's weight scales its soft target: the loss (soft_cross_entropy, a
+    # mean over sum_c w_c y_c) is then the example-weighted mean
+    y_train = np.stack(train["target"].to_numpy()) * train["weight"].to_numpy()[:, None]
+    m = _build_net(train["text"].tolist(), len(classes), y_train, mcfg, device)
+    seq_train = m.encoder(train["text"])
+    seq_val = m.encoder(val["text"]) if len(val) else []
+    p_before = m.proba(seq_train)
+    trainer = _fit(m, seq_train, y_train, mcfg, cfg.progress)
+    p_train = m.proba(seq_train)
+    p_val = m.proba(seq_val) if len(val) else None
+    metrics = _fit_metrics(m, trainer, p_before, p_train, y_train, val, p_val)
+
+    thresholds, threshold_split, tie_weights = None, None, None
+    if cfg.mode == "threshold":  # calibrated on the validation rows, else the training ones
+        threshold_split = list(cfg.val_splits or []) if len(val) else list(cfg.train_splits)
+        cal_ex, p_cal = (val, p_val) if len(val) else (train, p_train)
+        thresholds, tie_weights = _calibrate(
+            m, cfg, meta, labels, classes, budgets, cal_ex, p_cal, threshold_split, metrics
+        )
+    helper_meta = _helper_meta(
+        cfg, mcfg, meta, m, classes, budgets, thresholds, tie_weights, threshold_split,
+        metrics, t0,
+    )  # fmt: skip
+    _save(m, helper_meta, Path(out))
     return helper_meta
 
 

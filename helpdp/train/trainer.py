@@ -121,34 +121,35 @@ def _device(cfg) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None, policy=None):
-    """``(trainer, rollout, pool)`` for ``cfg`` (a TrainConfig or its OmegaConf node);
-    ``interventions``/``policy`` override the configured expert and gate (tests)."""
-    import torch
-    from datasets import Dataset
-    from peft import LoraConfig
-    from trl import GRPOConfig, GRPOTrainer
-
-    from helpdp.collect.interventions import build_interventions
-    from helpdp.train.tiny import build_tiny, warm_start, world_texts
-
-    cfg = as_config(TrainConfig, cfg, instance=True)
-    if cfg.gate.design not in ("agent", "proactive"):
-        raise ValueError(f"gate.design must be agent or proactive, got {cfg.gate.design!r}")
-    if cfg.grpo.cpu_threads:
-        torch.set_num_threads(int(cfg.grpo.cpu_threads))
+def _prepare_out(cfg: Any) -> Path:
+    """``cfg.out``, created, without the logs of an earlier run."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     for name in ("decisions.jsonl", "episodes.jsonl", "metrics.csv"):
         (out / name).unlink(missing_ok=True)
-    pool = build_pool(cfg, work_root)
+    return out
+
+
+def _training_data(cfg: Any, pool: Any) -> tuple[list[tuple[str, int]], Any, dict]:
+    """``(tasks, dataset, lookup)``: the training tasks, their prompts as a
+    ``datasets.Dataset`` and the prompt -> task lookup of the rollout."""
+    from datasets import Dataset
+
     if not hasattr(pool, "dataset"):
         raise ValueError("the pool has no dataset")
     tasks = training_tasks(cfg, pool)
     if not tasks:
         raise ValueError("no training task: check tasks.scenarios / tasks.splits / worlds")
     rows, lookup = task_prompts(pool, tasks)
-    dataset = Dataset.from_list(rows)
+    return tasks, Dataset.from_list(rows), lookup
+
+
+def _load_model(cfg: Any, pool: Any, tasks: list[tuple[str, int]]) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of ``cfg.model``: a tiny Qwen3 trained on the worlds'
+    texts (and warm-started), or a checkpoint; the tokenizer always pads."""
+    import torch
+
+    from helpdp.train.tiny import build_tiny, warm_start, world_texts
 
     if cfg.model.kind == "tiny":
         corpus, turns = world_texts(pool, tasks)
@@ -168,10 +169,15 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
         raise ValueError(f"model.kind must be tiny or hf, got {cfg.model.kind!r}")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    return model, tok
+
+
+def _grpo_args(cfg: Any, out: Path):
+    """``trl.GRPOConfig`` of ``cfg.grpo`` (its reward weights set later)."""
+    from trl import GRPOConfig
 
     g = cfg.grpo
-    device = _device(cfg)
-    args = GRPOConfig(
+    return GRPOConfig(
         output_dir=str(out / "trainer"),
         max_steps=g.max_steps,
         learning_rate=g.learning_rate,
@@ -197,17 +203,16 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
         seed=g.seed,
         report_to="none",
         disable_tqdm=True,
-        use_cpu=device == "cpu",
+        use_cpu=_device(cfg) == "cpu",
         reward_weights=None,
         dataloader_num_workers=0,
     )
-    funcs, weights = build_rewards(cfg.rewards)
-    args.reward_weights = weights
-    schedule = SplitSchedule.from_config(cfg.schedule)
-    if interventions is None:
-        interventions = build_interventions(dict(cfg.interventions))
-    interventions = list(interventions)[:1]
-    policy = policy if policy is not None else build_policy(cfg.gate)
+
+
+def _actor_factory(cfg: Any, tok: Any):
+    """``trainer -> TokenActor``: the actor that generates with the trainer's model
+    (through vLLM or ``generate``)."""
+    g = cfg.grpo
 
     def actor_factory(trainer):
         if g.use_vllm:
@@ -229,39 +234,82 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
             stop_after_call=cfg.rollout.stop_after_tool_call,
         )
 
-    rollout = AWMRollout(
-        pool,
-        interventions,
-        lookup,
-        actor_factory,
-        policy,
-        schedule,
-        design=cfg.gate.design,
-        max_per_episode=cfg.gate.max_per_episode,
-        max_per_batch=cfg.gate.max_per_batch,
-        denied_text=cfg.gate.denied_text,
-        max_completion=g.max_completion_length,
-        threads=cfg.rollout.threads,
-        seed=g.seed,
-        num_generations=g.num_generations,
-        out=out,
-    )
-    peft_config = None
+    return actor_factory
+
+
+def _peft_config(cfg: Any):
+    """``peft.LoraConfig`` of ``cfg.model.lora``; None when ``lora.r`` is 0."""
+    from peft import LoraConfig
+
     lora = cfg.model.lora
-    if lora.r:
-        peft_config = LoraConfig(
-            r=lora.r,
-            lora_alpha=lora.alpha,
-            lora_dropout=lora.dropout,
-            target_modules=list(lora.target_modules),
-            task_type="CAUSAL_LM",
-        )
+    if not lora.r:
+        return None
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
+
+
+def _callbacks(cfg: Any, out: Path, schedule: SplitSchedule) -> list[Any]:
+    """metrics.csv and the progress bar; TensorBoard when ``grpo.report_to`` names it."""
+    g = cfg.grpo
     callbacks: list[Any] = [MetricsCallback(out, g.max_steps, schedule, cfg.progress)]
     if "tensorboard" in g.report_to:
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
 
         callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(str(out / "tb"))))
+    return callbacks
+
+
+def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None, policy=None):
+    """``(trainer, rollout, pool)`` for ``cfg`` (a TrainConfig or its OmegaConf node);
+    ``interventions``/``policy`` override the configured expert and gate (tests)."""
+    import torch
+    from trl import GRPOTrainer
+
+    from helpdp.collect.interventions import build_interventions
+
+    cfg = as_config(TrainConfig, cfg, instance=True)
+    if cfg.gate.design not in ("agent", "proactive"):
+        raise ValueError(f"gate.design must be agent or proactive, got {cfg.gate.design!r}")
+    if cfg.grpo.cpu_threads:
+        torch.set_num_threads(int(cfg.grpo.cpu_threads))
+    out = _prepare_out(cfg)
+    pool = build_pool(cfg, work_root)
+    tasks, dataset, lookup = _training_data(cfg, pool)
+    model, tok = _load_model(cfg, pool, tasks)
+
+    args = _grpo_args(cfg, out)
+    funcs, weights = build_rewards(cfg.rewards)
+    args.reward_weights = weights
+    schedule = SplitSchedule.from_config(cfg.schedule)
+    if interventions is None:
+        interventions = build_interventions(dict(cfg.interventions))
+    interventions = list(interventions)[:1]
+    policy = policy if policy is not None else build_policy(cfg.gate)
+    rollout = AWMRollout(
+        pool,
+        interventions,
+        lookup,
+        _actor_factory(cfg, tok),
+        policy,
+        schedule,
+        design=cfg.gate.design,
+        max_per_episode=cfg.gate.max_per_episode,
+        max_per_batch=cfg.gate.max_per_batch,
+        denied_text=cfg.gate.denied_text,
+        max_completion=cfg.grpo.max_completion_length,
+        threads=cfg.rollout.threads,
+        seed=cfg.grpo.seed,
+        num_generations=cfg.grpo.num_generations,
+        out=out,
+    )
+    peft_config = _peft_config(cfg)
+    callbacks = _callbacks(cfg, out, schedule)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     trainer = GRPOTrainer(
         model=model,
