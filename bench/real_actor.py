@@ -142,20 +142,23 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     """The finished shards of the run that ``overrides`` describe, as a dataset in ``dest``."""
     import dataclasses
 
-    from helpdp.collect import collector as C  # noqa: N812
+    from helpdp.collect.awm.clock import WorldClock
+    from helpdp.collect.config import worlds_dir
+    from helpdp.collect.plan import fingerprint_config, runnable_tasks
+    from helpdp.collect.publish import manifest, summarize
     from helpdp.collect.schedule import build_schedule, shard_episodes
     from helpdp.collect.shards import TABLES, ShardStore, aggregate
     from helpdp.data import write_dataset
 
-    cfg = C.collect_config(overrides)
-    clock = C.WorldClock.resolve(cfg.clock, C._worlds_dir(cfg))
+    cfg = collect_config(overrides)
+    clock = WorldClock.resolve(cfg.clock, worlds_dir(cfg))
     cfg = dataclasses.replace(cfg, clock=clock.iso())
-    tasks, skipped = C.runnable_tasks(cfg)
+    tasks, skipped = runnable_tasks(cfg)
     specs = build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split)
     shards = shard_episodes(specs, cfg.executor.shard_size)
     store = ShardStore(cfg.out)
     plan = json.loads((store.dir / "plan.json").read_text())
-    now = json.loads(json.dumps(C._fingerprint_config(cfg), default=str))
+    now = json.loads(json.dumps(fingerprint_config(cfg), default=str))
 
     def differ(old, new, where=""):  # fields only one side has (code changed) are skipped
         if isinstance(old, dict) and isinstance(new, dict):
@@ -175,8 +178,8 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
         files["episodes"],
         count_invalid=cfg.invalid_episodes == "count",
     )
-    summary = C.summarize(tables)
-    man = C.manifest(cfg, summary, skipped, clock)
+    summary = summarize(tables)
+    man = manifest(cfg, summary, skipped, clock)
     man["source"]["partial"] = {
         "episodes": sum(len(shards[i]) for i in done),
         "planned_episodes": len(specs),

@@ -123,7 +123,7 @@ COMMANDS = {  # module: (schema "module:Class", conf name, a nested typo, its su
 def _node(command):
     """What run_app registers for the command (schema or instance, config groups)."""
     if command == "helpdp.collect":
-        from helpdp.collect.collector import _schema_node
+        from helpdp.collect.config import schema_node as _schema_node
 
         return _schema_node(), None
     if command == "helpdp.helper.train":

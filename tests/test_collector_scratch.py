@@ -18,14 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from helpdp.collect.collector import (
-    _SCRATCH_PREFIX,
-    _scratch_root,
-    _Worker,
-    collect,
-    collect_config,
-    sweep_scratch,
-)
+from helpdp.collect.collector import collect, collect_config
+from helpdp.collect.scratch import SCRATCH_PREFIX as _SCRATCH_PREFIX
+from helpdp.collect.scratch import scratch_root, sweep_scratch
+from helpdp.collect.worker import _Worker
 
 OTHER_UID = 65534  # nobody
 
@@ -67,7 +63,7 @@ def _assert_private(d: Path, root: Path) -> None:
 @pytest.mark.parametrize("configured", [True, False], ids=["work_root", "default"])
 def test_each_worker_gets_a_fresh_private_directory(tmp_path, configured):
     cfg = _cfg(tmp_path, tmp_path / "work" if configured else None)
-    root = _scratch_root(cfg)
+    root = scratch_root(cfg.env.work_root)
     if not configured:  # tmpfs or /tmp itself, never a predictable shared subdirectory
         assert str(root) in ("/dev/shm", tempfile.gettempdir())
     workers = [_Worker(cfg), _Worker(cfg)]
@@ -98,19 +94,19 @@ def test_symlinked_or_world_writable_roots_are_refused(tmp_path):
     target.mkdir()
     (tmp_path / "link").symlink_to(target)
     with pytest.raises(ValueError, match="is a symlink"):
-        _scratch_root(_cfg(tmp_path, tmp_path / "link"))
+        scratch_root(_cfg(tmp_path, tmp_path / "link").env.work_root)
     open_dir = tmp_path / "open"
     open_dir.mkdir()
     open_dir.chmod(0o777)
     with pytest.raises(ValueError, match="writable by every user"):
-        _scratch_root(_cfg(tmp_path, open_dir))
+        scratch_root(_cfg(tmp_path, open_dir).env.work_root)
     open_dir.chmod(0o1777)  # sticky, like /tmp: others cannot rename our entries
-    assert _scratch_root(_cfg(tmp_path, open_dir)) == open_dir
+    assert scratch_root(_cfg(tmp_path, open_dir).env.work_root) == open_dir
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="is not a directory"):
-        _scratch_root(_cfg(tmp_path, tmp_path / "file"))
+        scratch_root(_cfg(tmp_path, tmp_path / "file").env.work_root)
     # a missing root is created, private
-    made = _scratch_root(_cfg(tmp_path, tmp_path / "new" / "root"))
+    made = scratch_root(_cfg(tmp_path, tmp_path / "new" / "root").env.work_root)
     assert stat.S_IMODE(os.lstat(made).st_mode) == 0o700
 
 

@@ -6,7 +6,9 @@
   dataset (``python -m helpdp.collect.awm.check``). It never imports the collection side.
 * the collection machinery (this package's other modules): actors, interventions,
   the turn loop (:mod:`helpdp.collect.rollout`), schedules, state keys, shards and the
-  collector itself (``python -m helpdp.collect``), which writes a helpdp dataset.
+  collector itself (``python -m helpdp.collect``), which writes a helpdp dataset:
+  :mod:`helpdp.collect.collector` runs its steps, one module each (``config``, ``plan``,
+  ``worker`` with its ``scratch`` space, ``publish``, and ``cli``).
 
 This ``__init__`` imports nothing, so ``import helpdp.collect.awm`` stays light.
 """

@@ -1,6 +1,6 @@
-"""`python -m helpdp.collect out=DIR`: the one-pass collector (fields: helpdp/collect/collector.py, or --help)."""
+"""`python -m helpdp.collect out=DIR`: the one-pass collector (fields: helpdp/collect/config.py, or --help)."""
 
-from helpdp.collect.collector import main
+from helpdp.collect.cli import main
 
 if __name__ == "__main__":
     main()

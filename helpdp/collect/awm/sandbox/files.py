@@ -25,15 +25,26 @@ class UnsafeDirectory(PermissionError):
     """A directory that is not ours alone."""
 
 
-def private_dir_problem(st: os.stat_result) -> str | None:
-    """Why a directory with this ``lstat`` result is not ours alone (None: it is)."""
+def private_dir_problem(st: os.stat_result, *, shared: bool = False) -> str | None:
+    """Why a directory with this ``lstat`` result is not ours alone (None: it is).
+
+    It must be a real directory (not a symlink) owned by us. By default it is one whose
+    files we build and read: writable by the group or by others is refused.
+    ``shared=True``: a parent in which each process makes its own private ``mkdtemp``
+    (the collector's scratch root, and the workers' directories its sweep removes):
+    only writable by every user without the sticky bit is refused (a sticky one, like
+    /tmp, keeps others from renaming our entries); group write is not checked.
+    """
     if stat.S_ISLNK(st.st_mode):
         return "is a symlink"
     if not stat.S_ISDIR(st.st_mode):
         return "is not a directory"
     if st.st_uid != os.geteuid():
         return f"is owned by uid {st.st_uid}, not by us (uid {os.geteuid()})"
-    if st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
+    if shared:
+        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            return "is writable by every user (and not sticky)"
+    elif st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
         return "is writable by other users"
     return None
 

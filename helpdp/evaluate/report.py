@@ -1,0 +1,235 @@
+"""What ``python -m helpdp.evaluate`` writes besides the results: ``report.md`` (the
+tables with paired intervals, :func:`report`, :func:`headroom_report`), the plot
+``usage_success.png`` and the off-policy estimates beside the measured values
+(:func:`ope_estimates`, :func:`ope_summary`, :func:`ope_report`)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "forecast_frontier",
+    "headroom_report",
+    "ope_estimates",
+    "ope_report",
+    "ope_summary",
+    "report",
+    "usage_success_plot",
+]
+
+
+def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: Any) -> pd.DataFrame:
+    """Every policy's off-policy estimate (``cfg.ope_estimator``) from ``ds``'s collected
+    episodes of the split's tasks, beside its measured SR and U (``summary``): one row
+    per (split, policy) with ``inside_SR``/``inside_U`` (the measured value lies in the
+    interval, clipped to [0, 1] for SR and [0, inf) for U) and the absolute errors.
+    ``cfg``: the :class:`~helpdp.evaluate.harness.EvaluateConfig` (``ope_estimator``,
+    ``ope_boot``, ``seed``)."""
+    from helpdp.ope import estimate, load_logged
+
+    meas = summary.set_index(["split", "policy"])
+    rows = []
+    for split, split_pols in by_split.items():
+        try:
+            logged = load_logged(ds, splits=[split])
+        except ValueError:
+            continue  # no collected episode of this split
+        logged.views()
+        for pol in split_pols:
+            e = estimate(pol, logged, estimators=(cfg.ope_estimator,), n_boot=int(cfg.ope_boot),
+                         seed=cfg.seed)  # fmt: skip
+            s, slo, shi = e.get(cfg.ope_estimator, "SR")
+            u, ulo, uhi = e.get(cfg.ope_estimator, "U")
+            slo, shi, ulo, uhi = max(slo, 0.0), min(shi, 1.0), max(ulo, 0.0), max(uhi, 0.0)
+            m = meas.loc[(split, pol.name)]
+            rows.append({
+                "split": split, "policy": pol.name, "SR": float(m["SR"]), "U": float(m["U"]),
+                "ope_SR": s, "ope_SR_lo": slo, "ope_SR_hi": shi,
+                "ope_U": u, "ope_U_lo": ulo, "ope_U_hi": uhi,
+                "inside_SR": bool(slo <= m["SR"] <= shi), "inside_U": bool(ulo <= m["U"] <= uhi),
+                "abs_err_SR": abs(s - float(m["SR"])), "abs_err_U": abs(u - float(m["U"])),
+                "agree": e.diagnostics["agree"], "episodes": e.diagnostics["episodes"],
+                "ess": e.diagnostics["ess"], "max_share": e.diagnostics["max_share"],
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def ope_summary(ope_df: pd.DataFrame) -> dict:
+    """Coverage (share of policies whose measured value lies in the interval), mean
+    half-width and mean absolute error of the off-policy estimates, for SR and U."""
+    out = {"policies": len(ope_df)}
+    for q in ("SR", "U"):
+        if len(ope_df) == 0:
+            out.update({f"coverage_{q}": math.nan, f"half_width_{q}": math.nan,
+                        f"mae_{q}": math.nan})  # fmt: skip
+            continue
+        out[f"coverage_{q}"] = float(ope_df[f"inside_{q}"].mean())
+        out[f"half_width_{q}"] = float(((ope_df[f"ope_{q}_hi"] - ope_df[f"ope_{q}_lo"]) / 2).mean())
+        out[f"mae_{q}"] = float(ope_df[f"abs_err_{q}"].mean())
+    return out
+
+
+def ope_report(ope_df: pd.DataFrame, estimator: str) -> str:
+    """The report's section on the off-policy estimates."""
+    if ope_df.empty:
+        return ""
+    lines = [
+        "",
+        f"## Off-policy estimates from the collected data ({estimator}, 95% bootstrap)",
+        "",
+        "Each policy's SR and calls per episode estimated from the collection's episodes of "
+        "the same tasks (`helpdp.ope`: the schedule's known trigger probabilities, balance "
+        "heuristic), beside what the environments measured.",
+        "",
+        "| split | policy | measured SR | OPE SR [95%] | measured U | OPE U [95%] | agreeing "
+        "episodes | ESS |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in ope_df.itertuples():
+        lines.append(
+            f"| {r.split} | {r.policy} | {r.SR:.3f} | {r.ope_SR:.3f} [{r.ope_SR_lo:.3f}, "
+            f"{r.ope_SR_hi:.3f}]{'' if r.inside_SR else ' ✗'} | {r.U:.2f} | {r.ope_U:.2f} "
+            f"[{r.ope_U_lo:.2f}, {r.ope_U_hi:.2f}]{'' if r.inside_U else ' ✗'} | {r.agree} / "
+            f"{r.episodes} | {r.ess:.0f} |"
+        )
+    s = ope_summary(ope_df)
+    lines += [
+        "",
+        f"SR: the measured value is inside the interval for {s['coverage_SR']:.0%} of the "
+        f"{s['policies']} policies; mean half-width {s['half_width_SR']:.3f}, mean absolute "
+        f"error {s['mae_SR']:.3f}. U: {s['coverage_U']:.0%}, {s['half_width_U']:.3f}, "
+        f"{s['mae_U']:.3f}. ✗: outside.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def forecast_frontier(ds, train_tasks) -> pd.DataFrame | None:
+    """The DP's forecast frontier on the ``train_tasks`` of ``ds`` (the plot's line;
+    None when it cannot be computed)."""
+    from helpdp.pareto import frontier
+    from helpdp.subset import task_subset
+
+    try:
+        return frontier(task_subset(ds, train_tasks).mdp, gamma=ds.gamma, progress=False).table
+    except ValueError:
+        return None
+
+
+def usage_success_plot(
+    summary: pd.DataFrame, frontier: pd.DataFrame | None, path: Path, curves: dict | None = None
+) -> None:
+    """``usage_success.png``: per split, each policy's realised (U, SR), the random-help
+    curve, the DP's forecast ``frontier`` and the best task-wise mix (``curves``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = list(dict.fromkeys(summary["split"]))
+    fig, axes = plt.subplots(1, len(splits), figsize=(6.5 * len(splits), 5), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        s = summary[summary["split"] == split]
+        if frontier is not None:
+            ax.plot(frontier["expected_usage"], frontier["expected_success"], "-", color="0.6",
+                    label="DP forecast frontier (train data)")  # fmt: skip
+        mix = (curves or {}).get(split)
+        if mix is not None:
+            ax.plot(mix["U"], mix["SR"], ":", color="0.2",
+                    label="best task-wise mix of the baselines (hindsight)")  # fmt: skip
+        rnd = s[s["policy"].str.startswith("random p=")].sort_values("U")
+        ax.plot(rnd["U"], rnd["SR"], "o--", color="tab:blue", label="random state-wise help")
+        points = [r for r in s.itertuples() if not r.policy.startswith("random p=")]
+        colours = plt.cm.tab20((np.arange(len(points)) + 2) % 20)  # blue is the random curve
+        for r, c in zip(points, colours):
+            ax.errorbar(r.U, r.SR, yerr=r.SR_ci, fmt="s", capsize=3, color=c, label=r.policy)
+        ax.set_xlabel("expert calls per episode (realised)")
+        ax.set_ylabel("success rate")
+        ax.set_title(f"{split} tasks ({'unseen' if split == 'test' else 'seen'})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fmt_ci(t) -> str:
+    if t is None or not isinstance(t, tuple) or math.isnan(t[0]):
+        return "n/a"
+    return f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]"
+
+
+def report(summary, comparisons, search, cfg, seconds, n_train) -> str:
+    """``report.md``: the tables, with paired 95% intervals."""
+    lines = [
+        "# Help policies in the environments",
+        "",
+        f"Budget {cfg.budget:g}; seeds {cfg.seeds[0]}..{cfg.seeds[-1]} ({len(cfg.seeds)}), one "
+        f"episode per (task, seed); every policy on the same pairs. Policies fitted on "
+        f"{n_train} train tasks. The DP forecast at this budget: E[S] = "
+        f"{search['expected_success']:.3f}, E[U] = {search['expected_usage']:.3f}. "
+        f"{seconds:.0f} s.",
+        "",
+    ]
+    for split in dict.fromkeys(summary["split"]):
+        s = summary[summary["split"] == split]
+        lines += [
+            f"## {split} tasks ({'unseen by every policy' if split == 'test' else 'seen'})",
+            "",
+            "| policy | episodes | SR ± 95% | U (calls/ep) ± 95% | SR gain per call | L (turns) "
+            "| SPL | policy errors | invalid |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in s.itertuples():
+            gain = "" if math.isnan(r.gain_per_call) else f"{r.gain_per_call:+.3f}"
+            lines.append(
+                f"| {r.policy} | {r.episodes} | {r.SR:.3f} ± {r.SR_ci:.3f} | {r.U:.2f} ± {r.U_ci:.2f} | "
+                f"{gain} | {r.L:.2f} | {r.SPL:.3f} | {r.policy_errors} | {r.invalid} |"
+            )
+        if s["invalid"].sum():
+            lines += ["", f"**Warning:** {int(s['invalid'].sum())} episodes had no valid verdict "
+                      "(server or verifier errors); they count as failures."]  # fmt: skip
+        lines += ["", "Paired differences in SR (95% interval):", ""]
+        lines += ["| policy | vs random at equal spend | vs never | vs rule: turn 0 | vs the best task-wise mix of the baselines at equal spend, chosen with hindsight (its calls) |", "|---|---|---|---|---|"]  # fmt: skip
+        for c in comparisons:
+            if c["split"] != split:
+                continue
+            lines.append(
+                f"| {c['policy']} (U {c['U']:.2f}) | {_fmt_ci(c.get('vs_random_equal_spend'))} "
+                f"({c.get('random_equal_spend', 'outside the random curve')}) | "
+                f"{_fmt_ci(c.get('vs never'))} | {_fmt_ci(c.get('vs rule: turn 0'))} | "
+                f"{_fmt_ci(c.get('vs_best_mix_equal_spend'))}"
+                + (f" ({c['best_mix_calls']:.2f})" if "best_mix_calls" in c else "")
+                + " |"
+            )
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def headroom_report(rooms: list[dict]) -> str:
+    """The report's section on :func:`~helpdp.evaluate.stats.headroom`."""
+    if not rooms:
+        return ""
+    lines = [
+        "## What the world allows: the best task-wise mix of the baselines",
+        "",
+        "Per task, any mixture of the fixed policies measured here (never, always, random, "
+        "the rules) may run; the mixture with the most SR at the budget's mean calls is "
+        "chosen (`helpdp.evaluate.task_mix`). Cross-fitted: chosen on even seeds, measured on "
+        "odd ones and the other way round. A policy that matches it at equal spend has "
+        "found what these baselines can express.",
+        "",
+        "| split | budget | cross-fitted SR (U) | with hindsight SR (U) |",
+        "|---|---|---|---|",
+    ]
+    for h in rooms:
+        (cs, cu), (ins, inu) = h["crossfit"], h["insample"]
+        lines.append(
+            f"| {h['split']} | {h['budget']:g} | {cs:.3f} ({cu:.2f}) | {ins:.3f} ({inu:.2f}) |"
+        )
+    return "\n".join(lines) + "\n"

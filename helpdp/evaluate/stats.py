@@ -1,0 +1,250 @@
+"""The paired statistics of ``python -m helpdp.evaluate`` (pure functions of the results).
+
+Every policy runs on the same (task, seed) pairs, so differences between policies are
+paired: :func:`paired_ci`, random help interpolated to a policy's own spend
+(:func:`equal_spend_baseline`), the best task-wise mix of the fixed baselines at a
+spend (:func:`task_mix`, :func:`mix_baseline`, :func:`mix_curve`, :func:`headroom`),
+and the per-policy table (:func:`summarize`) and comparisons (:func:`compare`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "compare",
+    "equal_spend_baseline",
+    "headroom",
+    "mix_baseline",
+    "mix_curve",
+    "paired_ci",
+    "summarize",
+    "task_mix",
+]
+
+
+def paired_ci(diff: np.ndarray, z: float = 1.96) -> tuple[float, float, float]:
+    """Mean of paired differences and its 95% interval (normal approximation)."""
+    d = np.asarray(diff, np.float64)
+    if len(d) == 0:
+        return float("nan"), float("nan"), float("nan")
+    m = float(d.mean())
+    half = z * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else float("inf")
+    return m, m - half, m + half
+
+
+def equal_spend_baseline(
+    usage: float, curve: dict[float, pd.DataFrame], key: str = "success"
+) -> tuple[pd.Series, str] | None:
+    """The random-help outcome per pair, interpolated to realised ``usage``.
+
+    ``curve``: p -> per-pair frame (index: pair) with ``expert_calls`` and ``key``.
+    Returns (per-pair baseline, description), or None when ``usage`` lies outside
+    the curve's range of realised usage.
+    """
+    pts = sorted((float(f["expert_calls"].mean()), p) for p, f in curve.items())
+    for (u0, p0), (u1, p1) in zip(pts, pts[1:]):
+        if u0 - 1e-12 <= usage <= u1 + 1e-12 and u1 > u0:
+            lam = (usage - u0) / (u1 - u0)
+            base = (1 - lam) * curve[p0][key] + lam * curve[p1][key]
+            return base, f"random p={p0:g}/{p1:g} mixed {1 - lam:.2f}/{lam:.2f}"
+    return None
+
+
+def task_mix(points: pd.DataFrame, budget: float) -> dict[str, dict[str, float]]:
+    """The best per-task mixture of fixed policies at mean ``budget`` calls per episode.
+
+    ``points``: one row per (``task_id``, ``policy``) with ``SR`` and ``U``; every task
+    needs a zero-call policy (``never``). Each task may run any mixture of its
+    policies (per episode); the mean SR over tasks is maximised under mean U <=
+    ``budget``. That linear program is a fractional knapsack over each task's upper
+    concave hull of (U, SR): hull segments are bought in order of SR per call, the
+    last one in part. Returns ``task -> {policy: weight}``.
+    """
+    hulls, segs = {}, []
+    for task, g in points.groupby("task_id", sort=True):
+        g = g.sort_values(["U", "SR"], ascending=[True, False]).drop_duplicates("U")
+        if len(g) == 0 or g["U"].iloc[0] > 1e-12:
+            raise ValueError(f"task_mix: task {task} has no zero-call policy (never)")
+        hull: list[tuple[float, float, str]] = []
+        for u, sr, pol in zip(g["U"], g["SR"], g["policy"]):
+            if hull and sr <= hull[-1][1]:
+                continue  # costs more, gains nothing
+            while len(hull) >= 2:
+                (u0, s0, _), (u1, s1, _) = hull[-2], hull[-1]
+                if (s1 - s0) * (u - u0) <= (sr - s0) * (u1 - u0):
+                    hull.pop()  # under the chord: never on the hull
+                else:
+                    break
+            hull.append((float(u), float(sr), str(pol)))
+        hulls[task] = hull
+        for i in range(1, len(hull)):
+            du, ds = hull[i][0] - hull[i - 1][0], hull[i][1] - hull[i - 1][1]
+            segs.append((ds / du, task, i, du))
+    left = float(budget) * len(hulls)
+    reached = {t: (0, 0.0) for t in hulls}  # (last full vertex, share of the next segment)
+    for _, task, i, du in sorted(segs, key=lambda x: (-x[0], x[1], x[2])):
+        if left <= 1e-12:
+            break
+        take = min(1.0, left / du)
+        reached[task] = (i, 0.0) if take >= 1.0 else (i - 1, take)
+        left -= take * du
+    out = {}
+    for task, hull in hulls.items():
+        i, w = reached[task]
+        mix = {hull[i][2]: 1.0 - w}
+        if w > 0:
+            mix[hull[i + 1][2]] = w
+        out[task] = mix
+    return out
+
+
+def headroom(results: pd.DataFrame, split: str, budget: float, baselines: list[str]) -> dict:
+    """What the world allows at ``budget``: the best per-task mixture (:func:`task_mix`)
+    of the measured ``baselines`` (fixed policies: never, always, random, the rules).
+
+    ``insample`` (SR, U): chosen with hindsight on every pair (optimistic: it picks
+    each task's luckiest policy). ``crossfit``: chosen on the even seeds and measured
+    on the odd ones and the other way round (NaN where a half lacks a (task,
+    baseline)). A state-wise policy can realise any such mixture (the start state
+    names the task). ``mix``: the in-sample mixture, ``task -> {policy: weight}``.
+    """
+    out: dict[str, Any] = {"split": split, "budget": float(budget), "policies": sorted(baselines)}
+    for name, cf in (("insample", False), ("crossfit", True)):
+        mb = mix_baseline(results, split, budget, baselines, crossfit=cf)
+        out[name] = (float("nan"), float("nan")) if mb is None else (float(mb[0].mean()), mb[1])
+    r = results[(results["split"] == split) & results["policy"].isin(baselines)]
+    pts = _task_points(r)
+    out["mix"] = task_mix(pts, budget) if len(pts) else {}
+    return out
+
+
+def _task_points(results: pd.DataFrame) -> pd.DataFrame:
+    """SR and U per (task, policy): the points :func:`task_mix` mixes."""
+    g = results.groupby(["task_id", "policy"])
+    return g.agg(SR=("success", "mean"), U=("expert_calls", "mean")).reset_index()
+
+
+def mix_baseline(
+    results: pd.DataFrame,
+    split: str,
+    usage: float,
+    baselines: list[str],
+    *,
+    crossfit: bool = False,
+) -> tuple[pd.Series, float] | None:
+    """The best task-wise mix of ``baselines`` at ``usage`` calls (:func:`task_mix`),
+    as a success per pair: the mix's weighted success of the baselines on that pair.
+
+    By default the mix is chosen with hindsight on the same pairs: an optimistic
+    baseline, so a policy that ties it has found the best per-task choice among the
+    baselines. ``crossfit=True`` chooses it on the even seeds for the pairs of odd
+    seeds and the other way round (an honest value of choosing among them per task,
+    which pays for its own noise). Returns (success per pair, the mix's mean calls),
+    or None when there is nothing to mix (or, cross-fitted, a half lacks a
+    (task, baseline)).
+    """
+    r = results[(results["split"] == split) & results["policy"].isin(baselines)]
+    if crossfit:
+        even = (r["seed"] % 2 == 0).to_numpy()
+        parts = [(r[even], r[~even]), (r[~even], r[even])]  # (choose on, value on)
+    else:
+        parts = [(r, r)]
+
+    n = len(_task_points(r))
+    vals, calls = [], []
+    for choose, on in parts:
+        pts = _task_points(choose)
+        if n == 0 or len(pts) != n:
+            return None
+        mix = task_mix(pts, usage)
+        w = pd.Series({(t, k): v for t, m in mix.items() for k, v in m.items()}, dtype=float)
+        key = pd.MultiIndex.from_frame(on[["task_id", "policy"]])
+        weight = w.reindex(key).fillna(0.0).to_numpy()
+        pair = on["pair"].to_numpy()
+        vals.append((on["success"].astype(float) * weight).groupby(pair).sum())
+        calls.append((on["expert_calls"].astype(float) * weight).groupby(pair).sum())
+    return pd.concat(vals), float(pd.concat(calls).mean())
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """SR, U, L, SPL per (split, policy), the 95% half-widths of SR and U, and
+    ``gain_per_call``: (SR - SR of never) / U, what one expert call bought on average
+    (NaN without a ``never`` run or without calls)."""
+    g = results.groupby(["split", "policy"], sort=False)
+    out = g.agg(
+        episodes=("success", "size"),
+        SR=("success", "mean"),
+        U=("expert_calls", "mean"),
+        U_sd=("expert_calls", "std"),
+        L=("steps", "mean"),
+        SPL=("spl", "mean"),
+        policy_errors=("policy_errors", "sum"),
+        invalid=("invalid", "sum"),
+    ).reset_index()
+    out["SR_ci"] = 1.96 * np.sqrt(out["SR"] * (1 - out["SR"]) / out["episodes"].clip(lower=1))
+    out["U_ci"] = (1.96 * out.pop("U_sd") / np.sqrt(out["episodes"].clip(lower=1))).fillna(0.0)
+    never = out[out["policy"] == "never"].set_index("split")["SR"]
+    base = out["split"].map(never)
+    out["gain_per_call"] = ((out["SR"] - base) / out["U"].where(out["U"] > 0)).astype(float)
+    return out
+
+
+def compare(
+    results: pd.DataFrame,
+    policy: str,
+    split: str,
+    random_p: list[float],
+    baselines: list[str] | None = None,
+) -> dict:
+    """``policy`` against random help at equal spend, never, each rule, and (given
+    ``baselines``) the best task-wise mix of them at its spend, chosen with hindsight
+    (:func:`mix_baseline`), paired."""
+    r = results[results["split"] == split].set_index("pair")
+    mine = r[r["policy"] == policy]
+    out: dict[str, Any] = {
+        "policy": policy,
+        "split": split,
+        "U": float(mine["expert_calls"].mean()),
+    }
+    names = {0.0: "never", 1.0: "always", **{p: f"random p={p:g}" for p in random_p}}
+    curve = {p: r[r["policy"] == name] for p, name in names.items()}  # never/always: p = 0, 1
+    curve = {p: f.reindex(mine.index) for p, f in curve.items() if len(f)}
+    eq = equal_spend_baseline(out["U"], curve) if curve else None
+    if eq is not None:
+        base, how = eq
+        out["vs_random_equal_spend"] = paired_ci(mine["success"] - base)
+        out["random_equal_spend"] = how
+    if baselines and policy not in baselines:
+        mb = mix_baseline(results, split, out["U"], baselines)
+        if mb is not None:
+            base, calls = mb
+            out["vs_best_mix_equal_spend"] = paired_ci(
+                mine["success"].astype(float) - base.reindex(mine.index)
+            )
+            out["best_mix_calls"] = calls
+    for other in r["policy"].unique():
+        if other == policy or other.startswith("random p="):
+            continue
+        o = r[r["policy"] == other].reindex(mine.index)
+        out[f"vs {other}"] = paired_ci(mine["success"].astype(float) - o["success"])
+    return out
+
+
+def mix_curve(results: pd.DataFrame, split: str, baselines: list[str], n: int = 41):
+    """(U, SR) of the best task-wise mix of ``baselines`` chosen with hindsight
+    (:func:`mix_baseline`), from 0 calls to the most any baseline spends."""
+    r = results[(results["split"] == split) & results["policy"].isin(baselines)]
+    if r.empty:
+        return None
+    top = float(r.groupby("policy")["expert_calls"].mean().max())
+    pts = []
+    for b in np.linspace(0.0, top, n):
+        mb = mix_baseline(results, split, float(b), baselines)
+        if mb is not None:
+            pts.append((mb[1], float(mb[0].mean())))
+    return pd.DataFrame(pts, columns=["U", "SR"]) if pts else None
