@@ -47,10 +47,14 @@ import numpy as np
 import pandas as pd
 
 from helpdp._src import forecast as kf
-from helpdp.budget import search_budget
+from helpdp.budget import policy_frame, search_budget
 from helpdp.cliconf import doc_field as _f
+from helpdp.cliconf import parse_budgets, run_app
 from helpdp.config import SolverConfig
-from helpdp.data import MDP, Dataset
+from helpdp.data import MDP, Dataset, load_dataset
+from helpdp.demo import demo_dataset_path
+from helpdp.ope import estimate, load_logged
+from helpdp.policies import TablePolicy
 from helpdp.subset import episode_subset
 
 
@@ -268,9 +272,6 @@ def ope_cross_fit(
     model, deployed as a table (unseen states: nohelp), estimated by ``estimator`` on
     the held-out fold's logged episodes; the folds' estimates averaged (intervals
     combined as independent: half-widths in quadrature)."""
-    from helpdp.budget import policy_frame
-    from helpdp.ope import estimate, load_logged
-    from helpdp.policies import TablePolicy
 
     logged = load_logged(ds)
     logged.views()
@@ -403,9 +404,6 @@ class ForecastConfig(SolverConfig):
 
 def run_forecast(cfg) -> list[dict]:
     """The body of ``python -m helpdp.forecast``."""
-    from helpdp.cliconf import parse_budgets
-    from helpdp.data import load_dataset
-    from helpdp.demo import demo_dataset_path
 
     if cfg.rule != "exact":
         raise ValueError("forecast: rule=exact only (a PRM fitted on all episodes would leak)")
@@ -464,7 +462,6 @@ def run_forecast(cfg) -> list[dict]:
 
 
 def main() -> None:
-    from helpdp.cliconf import run_app
 
     run_app("helpdp.forecast", ForecastConfig, run_forecast, config_name="forecast")
 

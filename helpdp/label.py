@@ -52,12 +52,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from helpdp._src.forecast import deterministic_rows, reachable
 from helpdp.budget import mix_budgets, search_budget
+from helpdp.cliconf import UsageError, parse_budgets, run_app
 from helpdp.cliconf import doc_field as _f
-from helpdp.cliconf import run_app
 from helpdp.config import SolverConfig
-from helpdp.data import Dataset
+from helpdp.data import Dataset, load_dataset
+from helpdp.demo import demo_dataset_path
+from helpdp.ope import load_logged
+from helpdp.policies import action_probs, components
+from helpdp.select import load_policy
 from helpdp.solve import Solution, score_rows, solve
+from helpdp.splits import task_splits
 from helpdp.subset import task_subset
 
 STRATEGIES = ("all_states", "trajectory_only")
@@ -102,7 +108,6 @@ class LabelConfig(SolverConfig):
 
 def task_split(ds: Dataset, *, val_fraction=0.2, test_fraction=0.2, seed=0) -> pd.Series:
     """``task_id -> split`` (episodes.parquet's column, else a hash of the task)."""
-    from helpdp.splits import task_splits
 
     return task_splits(ds, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed)
 
@@ -151,7 +156,6 @@ def label_frame(
     deterministic one first) solved on the whole of ``ds``."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    from helpdp._src.forecast import deterministic_rows, reachable
 
     mdp = ds.mdp
     na = mdp.n_actions
@@ -304,9 +308,6 @@ def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
     non-terminal state's ``p_<action>`` is the policy's action distribution (its
     per-episode mixture included) averaged over the state's logged visits, ``label``
     the likeliest action (ties: less help); the columns are ``helpdp.label``'s."""
-    from helpdp.ope import load_logged
-    from helpdp.policies import action_probs, components
-    from helpdp.select import load_policy
 
     path = Path(cfg.policy)
     policy = load_policy(path, seed=0)
@@ -357,9 +358,6 @@ def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
 
 def run_label(cfg) -> tuple[pd.DataFrame, dict]:
     """The body of ``python -m helpdp.label``."""
-    from helpdp.cliconf import UsageError, parse_budgets
-    from helpdp.data import load_dataset
-    from helpdp.demo import demo_dataset_path
 
     per_name = {str(k): parse_budgets(v, f"budgets.{k}")[0] for k, v in (cfg.budgets or {}).items()}
     parse_budgets(cfg.budget)  # before the data loads: a typo costs nothing

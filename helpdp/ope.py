@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from helpdp._src import ope as ko
+from helpdp.data import Dataset, load_dataset
 from helpdp.policies import StateView, action_probs, components
 
 __all__ = ["ESTIMATORS", "Estimate", "Logged", "estimate", "load_logged"]
@@ -143,7 +144,6 @@ def _probability_columns(ep: pd.DataFrame, actions: list[str]) -> list[str]:
 def load_logged(data, *, tasks=None, splits=None) -> Logged:
     """The episodes of a collected dataset (a directory or a ``helpdp.data.Dataset``),
     optionally only those of ``tasks`` or of the task ``splits``."""
-    from helpdp.data import Dataset, load_dataset
 
     ds = data if isinstance(data, Dataset) else load_dataset(Path(data))
     where = ds.path or "dataset"

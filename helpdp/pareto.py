@@ -29,7 +29,9 @@ from tqdm.auto import tqdm
 
 from helpdp import trace as _trace
 from helpdp.budget import Solves, raise_until, warm_up
-from helpdp.data import MDP
+from helpdp.cliconf import UsageError, parse_budgets
+from helpdp.data import MDP, load_dataset
+from helpdp.demo import demo_dataset_path
 
 
 @dataclass
@@ -192,9 +194,6 @@ def plot(
 
 def run_frontier(cfg) -> Frontier:
     """The body of ``python -m helpdp.frontier``."""
-    from helpdp.cliconf import UsageError, parse_budgets
-    from helpdp.data import load_dataset
-    from helpdp.demo import demo_dataset_path
 
     if cfg.rule != "exact":
         raise ValueError("the frontier is traced with rule=exact")

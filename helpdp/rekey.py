@@ -37,7 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from helpdp.budget import policy_frame, search_budget
+from helpdp.contract import build_manifest
+from helpdp.data import from_frames
 from helpdp.policies import HelpPolicy, Never, StateView, uniform
+from helpdp.splits import stable_int64
 
 __all__ = ["RUNGS", "KeyTablePolicy", "rekey", "solve_rung", "view_key"]
 
@@ -92,7 +96,6 @@ def step_keys(logged, rung: str, age_cap: int = AGE_CAP) -> list[tuple]:
 
 
 def _sid(rung: str, key: tuple) -> int:
-    from helpdp.splits import stable_int64
 
     return stable_int64("rekey", rung, list(key))
 
@@ -102,8 +105,6 @@ def rekey(logged, rung: str, *, age_cap: int = AGE_CAP, gamma: float = 1.0):
     whose states are the rung's keys (``task_id`` the task, or ``*`` on a
     task-agnostic rung) plus one success and one failure terminal per turn.
     Returns ``(dataset, key_of)``, ``key_of``: state_id -> key."""
-    from helpdp.contract import build_manifest
-    from helpdp.data import from_frames
 
     cols = _check_rung(rung)
     agnostic = "task" not in cols and "state" not in cols
@@ -288,7 +289,6 @@ def solve_rung(
     """The budget search (``helpdp.budget.search_budget``) on ``rung``'s count model of
     ``logged``, as a :class:`KeyTablePolicy`; ``info`` holds the model's E[S], E[U].
     Raises ``helpdp.budget.InfeasibleBudget`` below the rung's least usage."""
-    from helpdp.budget import policy_frame, search_budget
 
     ds, key_of = rekey(logged, rung, age_cap=age_cap, gamma=gamma)
     res = search_budget(ds.mdp, float(budget), gamma=gamma, max_solves=max_solves)

@@ -37,8 +37,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from helpdp.budget import InfeasibleBudget, search_budget
+from helpdp.cliconf import as_config, parse_budgets, run_app
 from helpdp.cliconf import doc_field as _f
-from helpdp.policies import AtTurns, HelpPolicy, Never, StateView, uniform
+from helpdp.data import load_dataset
+from helpdp.demo import demo_dataset_path
+from helpdp.ope import ESTIMATORS, estimate, load_logged
+from helpdp.policies import AtTurns, HelpPolicy, Never, StateView, components, uniform
+from helpdp.rekey import RUNGS, KeyTablePolicy, solve_rung
+from helpdp.splits import stable_int64
+from helpdp.subset import task_subset
 
 __all__ = ["MixturePolicy", "SelectConfig", "load_policy", "policy_json", "run_select", "select"]
 
@@ -104,14 +112,12 @@ class MixturePolicy:
         return out
 
     def components(self) -> list[tuple[float, HelpPolicy]]:
-        from helpdp.policies import components
 
         return [(w * cw, c) for w, p in self.parts for cw, c in components(p)]
 
 
 def policy_json(policy) -> dict:
     """A policy that :func:`load_policy` reads back (never, a rule, a key table, a mixture)."""
-    from helpdp.rekey import KeyTablePolicy
 
     if isinstance(policy, Never):
         return {"kind": "never", "name": policy.name}
@@ -126,7 +132,6 @@ def policy_json(policy) -> dict:
 
 
 def _from_json(d: dict, seed: int, where: str) -> HelpPolicy:
-    from helpdp.rekey import KeyTablePolicy
 
     kind = d.get("kind") if isinstance(d, dict) else None
     if kind == "never":
@@ -166,7 +171,6 @@ def load_policy(path, *, seed: int = 0, name: str = "") -> HelpPolicy:
 
 
 def _task_folds(tasks: list[str], folds: int, seed: int) -> dict[str, int]:
-    from helpdp.splits import stable_int64
 
     order = sorted(tasks, key=lambda t: stable_int64("select-fold", seed, t))
     return {t: i % folds for i, t in enumerate(order)}
@@ -194,10 +198,6 @@ def _hull_at(points: pd.DataFrame, budget: float):
 def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     """One budget's selection (module docstring); returns the record written to
     ``selected.json`` with the chosen policy under ``policy``."""
-    from helpdp.budget import InfeasibleBudget, search_budget
-    from helpdp.ope import ESTIMATORS, estimate, load_logged
-    from helpdp.rekey import RUNGS, solve_rung
-    from helpdp.subset import task_subset
 
     if cfg.estimator not in ESTIMATORS:
         raise ValueError(f"estimator: {cfg.estimator!r} is not one of {', '.join(ESTIMATORS)}")
@@ -325,9 +325,6 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
 
 def run_select(cfg) -> list[dict]:
     """The body of ``python -m helpdp.select``."""
-    from helpdp.cliconf import as_config, parse_budgets
-    from helpdp.data import load_dataset
-    from helpdp.demo import demo_dataset_path
 
     cfg = as_config(SelectConfig, cfg)
     budgets = parse_budgets(cfg.budget)
@@ -364,7 +361,6 @@ def run_select(cfg) -> list[dict]:
 
 
 def main() -> None:
-    from helpdp.cliconf import run_app
 
     run_app("helpdp.select", SelectConfig, run_select, config_name="select")
 

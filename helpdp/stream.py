@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from helpdp.contract import MANIFEST_FILE, DatasetError
+from helpdp.data import load_dataset, write_dataset
+from helpdp.subset import task_subset
 from helpdp.trace import Breakpoints, Frontier, InfeasibleBudgetError, trace_breakpoints
 
 # peak memory of loading and tracing a part, per byte of its Parquet files
@@ -84,7 +86,6 @@ def trace_part(
     """Load one part and trace its tasks' frontiers: ``(Breakpoints, transitions, peak
     resident bytes of this process)``.
     ``threads``: numba threads to use (a Ray worker takes one CPU: 1)."""
-    from helpdp.data import load_dataset
 
     if threads is not None:
         import numba
@@ -198,8 +199,6 @@ def answer(fr: Frontier, budget: float) -> dict:
 def write_parts(ds, out, *, tasks_per_part: int) -> list[Path]:
     """Split dataset ``ds`` into parts of ``tasks_per_part`` whole tasks under ``out``
     (``part-00000``, ...), each a dataset directory of the contract."""
-    from helpdp.data import write_dataset
-    from helpdp.subset import task_subset
 
     tasks = sorted(ds.states["task_id"].astype(str).unique())
     out = Path(out)

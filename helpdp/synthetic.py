@@ -33,10 +33,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from helpdp.cliconf import as_config
+from helpdp.cliconf import as_config, run_app
 from helpdp.cliconf import doc_field as _f
 from helpdp.contract import build_manifest
-from helpdp.data import write_dataset
+from helpdp.data import from_frames, write_dataset
+from helpdp.policies import StateView, action_probs, components
+from helpdp.splits import stable_int64
 
 
 @dataclass
@@ -237,7 +239,6 @@ def run_synthetic(cfg) -> Path:
 
 
 def main() -> None:
-    from helpdp.cliconf import run_app
 
     run_app("helpdp.synthetic", SyntheticConfig, run_synthetic, config_name="synthetic")
 
@@ -279,8 +280,6 @@ class HelpWorld:
         return p_s, (1.0 - p_s) * min(p_f, 1.0)
 
     def view(self, task: int, t: int, last_help: int, failed: bool, episode_id: int = 0):
-        from helpdp.policies import StateView
-
         return StateView(
             state_id=self.state_id(task, t, last_help, failed), task_id=f"toy/{task}", depth=t,
             text="", episode_id=episode_id, last_failure="error" if failed else None,
@@ -289,7 +288,6 @@ class HelpWorld:
 
     @staticmethod
     def state_id(task, t, last_help, failed, end: str = "") -> int:
-        from helpdp.splits import stable_int64
 
         return stable_int64("toy", int(task), int(t), int(last_help), bool(failed), end)
 
@@ -297,7 +295,6 @@ class HelpWorld:
         """Exact (SR, U) of a help policy, averaged over the tasks with equal weight
         (per-episode mixtures through ``components``, per-decision randomisation
         through ``action_probs``)."""
-        from helpdp.policies import action_probs, components
 
         total_s = total_u = 0.0
         for w, comp in components(policy):
@@ -338,7 +335,6 @@ class HelpWorld:
     ):
         """Episodes under the random schedule: one per (task, p, seed). Returns the
         ``helpdp.data.Dataset`` (states keyed by (task, t, last_help, failed))."""
-        from helpdp.data import from_frames
 
         rng = np.random.default_rng(seed)
         states, trans, eps, steps = {}, {}, [], []

@@ -13,6 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 COLLECTION_SIDE = (
     "helpdp.collect.actors",
+    "helpdp.collect.cli",
+    "helpdp.collect.config",
+    "helpdp.collect.plan",
+    "helpdp.collect.publish",
+    "helpdp.collect.scratch",
+    "helpdp.collect.worker",
     "helpdp.collect.collector",
     "helpdp.collect.executors",
     "helpdp.collect.interventions",

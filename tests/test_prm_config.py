@@ -72,12 +72,11 @@ def test_import_prm_is_light():
     import subprocess
     import sys
 
-    code = "import sys, prm; prm.TabularPRM; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    code = "import sys, helpdp.prm as prm; prm.TabularPRM; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=True,
-        cwd=CONF_DIR.parent,
     )
     assert out.stdout.split() == ["False", "False"]

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from helpdp.policies import StateView
+from helpdp.helper.features import budget_prefix, help_probability, helper_input
+from helpdp.policies import StateView, uniform
 
 
 class HelperPolicy:
@@ -118,7 +119,6 @@ class HelperPolicy:
     ) -> np.ndarray:
         """Class probabilities (n, K + 1) for state texts (and their turns ``depths``,
         needed by a helper trained with ``state_header``)."""
-        from helpdp.helper.features import budget_prefix, helper_input
         from helpdp.models.encoder import predict_proba
 
         texts = list(texts)
@@ -152,8 +152,6 @@ class HelperPolicy:
         p = self.proba([v.text for v in views], budget, [v.depth for v in views])
         if self.mode == "prefix":
             return p.argmax(1).astype(np.int8)
-        from helpdp.helper.features import help_probability
-        from helpdp.policies import uniform
 
         if self.fixed_threshold is not None and budget is None:
             h = help_probability(1.0 - p[:, 0], self.fixed_threshold, 0.0)

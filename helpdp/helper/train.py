@@ -57,6 +57,9 @@ import numpy as np
 import pandas as pd
 
 from helpdp.cliconf import run_app, to_dict
+from helpdp.data import load_dataset
+from helpdp.demo import demo_dataset_path
+from helpdp.forecast import evaluate
 from helpdp.helper.config import EXAMPLE_WEIGHTS, MODES, HelperModelConfig, HelperTrainConfig
 from helpdp.helper.features import (
     budget_prefix,
@@ -64,6 +67,10 @@ from helpdp.helper.features import (
     helper_input,
     round_scores,
 )
+from helpdp.helper.policy import HelperPolicy
+from helpdp.label import read_labels
+from helpdp.models.trainer import fit_with_trainer
+from helpdp.subset import task_subset
 
 HELPER_JSON = "helper.json"
 
@@ -189,7 +196,6 @@ def usage_thresholds(
     success, fallback}}``: help iff score > threshold, with probability
     ``tie_weight`` at score == threshold.
     """
-    from helpdp.forecast import evaluate
 
     score = np.asarray(score, np.float64)
     if score.shape != (mdp.n_states,):
@@ -255,8 +261,6 @@ def usage_thresholds(
 
 def _calibration_dataset(meta: dict):
     """The dataset the labels were made from (``labels.json`` ``data``; null: the demo)."""
-    from helpdp.data import load_dataset
-    from helpdp.demo import demo_dataset_path
 
     if "data" not in meta:
         raise ValueError(
@@ -272,7 +276,6 @@ def calibrate_on_data(ds, tasks, budgets, proba) -> dict[float, dict]:
     score ``1 - P(nohelp)`` of ``proba(texts, depths) -> (n, K + 1)`` at every
     non-terminal state with an observed action (its text, as states.parquet renders
     it, and its turn), the intervention taken when helping its most likely one."""
-    from helpdp.subset import task_subset
 
     sub = task_subset(ds, list(tasks))
     mdp = sub.mdp
@@ -390,8 +393,6 @@ def _fit(m: _Net, seq_train, y_train: np.ndarray, mcfg: HelperModelConfig, progr
     """Fit ``m.net`` with ``transformers.Trainer`` (``fit_with_trainer``); the trainer
     is returned, the network left in eval mode."""
     import torch
-
-    from helpdp.models.trainer import fit_with_trainer
 
     def collate(rows):
         batch = m.encoder.collate([r["input_ids"] for r in rows])
@@ -575,7 +576,6 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
 def recalibrate(path, ds, tasks, budgets=None) -> dict:
     """Re-pick a saved threshold-mode helper's thresholds with ``calibration=usage``
     on ``tasks`` of ``ds`` (no retraining); rewrites its helper.json, returns it."""
-    from helpdp.helper.policy import HelperPolicy
 
     pol = HelperPolicy(path)
     if pol.mode != "threshold":
@@ -593,7 +593,6 @@ def recalibrate(path, ds, tasks, budgets=None) -> dict:
 
 def run_train(cfg) -> dict:
     """The body of ``python -m helpdp.helper.train``."""
-    from helpdp.label import read_labels
 
     labels, meta = read_labels(cfg.labels)
     res = train_helper(labels, meta, cfg, cfg.out)

@@ -27,6 +27,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from helpdp.models.lora import lora_settings
+
 QWEN_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -148,7 +150,6 @@ def build_backbone(cfg: dict, texts) -> tuple:
 
 def add_lora(encoder, cfg: dict):
     """Wrap ``encoder`` with LoRA adapters (peft) when ``lora.r > 0``."""
-    from helpdp.models.lora import lora_settings
 
     settings = lora_settings(cfg)
     if int(settings["r"] or 0) <= 0:

@@ -65,6 +65,7 @@ from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
 from helpdp.cliconf import to_dict
+from helpdp.models.minilm import DIST, SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
 from helpdp.models.tokenizer import train_tokenizer
 from helpdp.models.trainer import fit_with_trainer
 from helpdp.prm.base import PRM, read_meta
@@ -445,7 +446,6 @@ def _pins(name: str) -> dict:
     """The provenance recorded in ``prm.json`` for a pinned backbone (no file access)."""
     if name not in BACKBONES:
         raise ValueError(f"backbone must be one of {BACKBONES} or null, got {name!r}")
-    from helpdp.models.minilm import DIST, SAFETENSORS_SHA256
 
     return {"name": name, "package": DIST, "model_safetensors_sha256": SAFETENSORS_SHA256}
 
@@ -457,7 +457,6 @@ def _pinned_backbone(name: str, dtype):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from helpdp.models.encoder import quiet_load
-    from helpdp.models.minilm import MiniLMUnavailable, minilm_dir
 
     try:
         d = minilm_dir()  # unpacks once; checks model.safetensors against the pinned sha256

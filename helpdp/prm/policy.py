@@ -28,6 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from helpdp.policies import ScorePolicy, StateView
+from helpdp.prm.base import sigmoid
+from helpdp.prm.load import load_prm
 
 SCORES = ("gain", "risk")
 
@@ -69,7 +71,6 @@ class PRMScorer:
 
     @classmethod
     def load(cls, path, *, device: str = "cpu", **kw) -> PRMScorer:
-        from helpdp.prm.load import load_prm
 
         return cls(load_prm(path, device=device), **kw)
 
@@ -79,7 +80,6 @@ class PRMScorer:
 
     def predict(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(p_nohelp, p_help)`` per text (float64)."""
-        from helpdp.prm.base import sigmoid
 
         texts = [str(t) for t in texts]
         new = list(dict.fromkeys(t for t in texts if t not in self._cache))

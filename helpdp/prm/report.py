@@ -19,10 +19,12 @@ import math
 import sys
 from pathlib import Path
 
+from helpdp import load_dataset
 from helpdp.cliconf import as_config, run_app
 from helpdp.prm.base import sigmoid
 from helpdp.prm.config import ReportConfig
 from helpdp.prm.data import build_examples
+from helpdp.prm.load import load_prm
 from helpdp.prm.metrics import fit_temperature, reliability_diagram, summarize
 from helpdp.splits import SPLITS
 
@@ -105,8 +107,6 @@ def evaluate(
 def report(cfg) -> dict:
     """Evaluate ``cfg.prm_dir`` on ``cfg.data``, print the table and the JSON line, write
     the reliability diagram; returns the JSON object."""
-    from helpdp import load_dataset
-    from helpdp.prm.load import load_prm
 
     cfg = as_config(ReportConfig, cfg)
     ds = load_dataset(cfg.data)

@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from helpdp import contract
+from helpdp import contract, load_dataset
 from helpdp.cliconf import as_config, run_app
 from helpdp.prm.config import ScoreConfig
 from helpdp.prm.data import observed_pairs
+from helpdp.prm.load import load_prm
 
 SCORES_SCHEMA = contract.SCORES_SCHEMA  # declared once, in helpdp/contract.py
 
@@ -61,8 +62,6 @@ def write_scores(scores: pd.DataFrame, path) -> Path:
 def score(cfg) -> dict:
     """Score ``cfg.data`` with the PRM in ``cfg.prm_dir``; write and re-validate the
     scores; returns a summary (printed, JSON on the last line)."""
-    from helpdp import load_dataset
-    from helpdp.prm.load import load_prm
 
     cfg = as_config(ScoreConfig, cfg)
     ds = load_dataset(cfg.data)

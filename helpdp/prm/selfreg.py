@@ -27,9 +27,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpdp import load_dataset
 from helpdp.cliconf import as_config, run_app
 from helpdp.prm.config import SelfRegConfig
 from helpdp.prm.data import episode_outcomes, observed_pairs, state_rows
+from helpdp.prm.load import load_prm
+from helpdp.prm.report import _clean
 
 
 def nohelp_scores(
@@ -214,8 +217,6 @@ class PRMThresholdPolicy:
 def selfreg(cfg) -> dict:
     """Episode-success prediction on the test tasks (threshold from validation) and
     the PRM-thresholding policies; returns the JSON object printed last."""
-    from helpdp import load_dataset
-    from helpdp.prm.load import load_prm
 
     cfg = as_config(SelfRegConfig, cfg)
     ds = load_dataset(cfg.data)
@@ -262,7 +263,6 @@ def selfreg(cfg) -> dict:
         )
     for name, pol in policies.items():
         print(f"{name}: help at {pol['help_states']} states (p_nohelp <= {pol['threshold']:.4f})")
-    from helpdp.prm.report import _clean
 
     out = _clean(result)
     print(json.dumps(out))

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpdp import state_success
 from helpdp.prm.base import PRM, logit, read_meta
 from helpdp.prm.data import Examples, state_rows
 
@@ -77,7 +78,6 @@ class TabularPRM(PRM):
         """Fit on ``examples`` (usually ``examples.select(fit_splits)``) of ``ds``."""
         if prior_strength < 0:
             raise ValueError(f"prior_strength must be >= 0, got {prior_strength}")
-        from helpdp import state_success
 
         f = examples.frame
         n_actions = len(ds.actions)

@@ -13,6 +13,7 @@ import platform
 import sys
 from importlib import metadata
 
+from helpdp import load_dataset
 from helpdp.cliconf import as_config, run_app, to_dict
 from helpdp.prm.base import KINDS, PRM, dataset_actor
 from helpdp.prm.config import PRMModelConfig, TrainConfig
@@ -109,7 +110,6 @@ def fit_prm(ds, cfg) -> tuple[PRM, dict]:
 def train(cfg) -> dict:
     """Load ``cfg.data``, fit, save to ``cfg.out``; returns the summary (also printed,
     as JSON on the last line)."""
-    from helpdp import load_dataset
 
     cfg = as_config(TrainConfig, cfg)
     ds = load_dataset(cfg.data)

@@ -12,7 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from helpdp.collect.awm.client import EnvClient
 from helpdp.collect.awm.dataset import AWMDataset
+from helpdp.collect.awm.env import EnvConfig, EnvPool
 from helpdp.collect.awm.episode import ResetResult, StepResult
 
 __all__ = ["RemoteEnv", "RemotePool", "build_pool", "check_remote", "worlds_dir"]
@@ -41,7 +43,6 @@ class RemoteEnv:
     """
 
     def __init__(self, url: str, token: str | None, scenario: Any, tools: list[Any]):
-        from helpdp.collect.awm.client import EnvClient
 
         self.client = EnvClient(url, token=token)
         self.scenario = scenario
@@ -131,7 +132,6 @@ class RemotePool:
     def tools(self, name: str) -> list[Any]:
         """The scenario's tools, listed once through a session of their own (a
         ``list_tools`` counts as a turn of the episode it is made in)."""
-        from helpdp.collect.awm.client import EnvClient
 
         with self._lock:
             if name in self._tools:
@@ -180,7 +180,6 @@ def build_pool(cfg: Any, work_root: str | None = None):
     if cfg.rollout.server_url:
         check_remote(cfg)
         return RemotePool(cfg.rollout.server_url, cfg.tasks.worlds, cfg.rollout.server_token_env)
-    from helpdp.collect.awm.env import EnvConfig, EnvPool
 
     env = EnvConfig()
     env = dataclasses.replace(

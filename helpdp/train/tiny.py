@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from helpdp.collect.actors import tool_call_text
+from helpdp.collect.awm.protocol import system_prompt
+
 __all__ = ["CHAT_TEMPLATE", "build_tiny", "world_texts", "warm_start"]
 
 CHAT_TEMPLATE = (
@@ -19,8 +22,6 @@ def world_texts(pool: Any, tasks: Sequence[tuple[str, int]]) -> tuple[list[str],
     """``(corpus, turns)``: texts to train the tokenizer on (system prompt, tasks,
     reference calls) and the reference turns (one ``<tool_call>`` each) for
     :func:`warm_start`."""
-    from helpdp.collect.actors import tool_call_text
-    from helpdp.collect.awm.protocol import system_prompt
 
     corpus = [system_prompt(expert_enabled=True), system_prompt(expert_enabled=False)]
     turns: list[str] = []

@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from helpdp.cliconf import as_config
+from helpdp.collect.interventions import build_interventions
+from helpdp.collect.schedule import SplitConfig, split_tasks, task_id
 from helpdp.train.config import TrainConfig
 from helpdp.train.envs import build_pool
 from helpdp.train.gate import SplitSchedule, build_policy
 from helpdp.train.rewards import build_rewards
 from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, VLLMBackend, task_prompts
+from helpdp.train.tiny import build_tiny, warm_start, world_texts
 
 __all__ = ["MetricsCallback", "build_trainer", "train", "training_tasks"]
 
@@ -41,7 +44,6 @@ CONSOLE = {
 def training_tasks(cfg: Any, pool: Any) -> list[tuple[str, int]]:
     """(scenario, task_idx) of the configured splits, with a verifier (and a
     reference solution when the expert is the oracle)."""
-    from helpdp.collect.schedule import SplitConfig, split_tasks, task_id
 
     data = pool.dataset
     names = [n for n in data.names() if not cfg.tasks.scenarios or n in set(cfg.tasks.scenarios)]
@@ -148,8 +150,6 @@ def _load_model(cfg: Any, pool: Any, tasks: list[tuple[str, int]]) -> tuple[Any,
     """``(model, tokenizer)`` of ``cfg.model``: a tiny Qwen3 trained on the worlds'
     texts (and warm-started), or a checkpoint; the tokenizer always pads."""
     import torch
-
-    from helpdp.train.tiny import build_tiny, warm_start, world_texts
 
     if cfg.model.kind == "tiny":
         corpus, turns = world_texts(pool, tasks)
@@ -270,8 +270,6 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
     ``interventions``/``policy`` override the configured expert and gate (tests)."""
     import torch
     from trl import GRPOTrainer
-
-    from helpdp.collect.interventions import build_interventions
 
     cfg = as_config(TrainConfig, cfg, instance=True)
     if cfg.gate.design not in ("agent", "proactive"):

@@ -33,6 +33,7 @@ from helpdp.collect.awm.sandbox import (
 )
 from helpdp.collect.awm.sandbox.rmtree import remove_tree
 from helpdp.collect.awm.tools import Tool, format_tools, tools_from_openapi
+from helpdp.collect.worlds import WORLDS_DIR
 
 __all__ = ["AppLifecycle", "build_scenario_database", "is_shipped_app"]
 
@@ -112,7 +113,6 @@ def _dispose(app: AppWorker) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _shipped_app_digests() -> frozenset[str]:
-    from helpdp.collect.worlds import WORLDS_DIR
 
     shipped = AWMDataset(WORLDS_DIR)
     return frozenset(

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from helpdp.cliconf import doc_field
+
 __all__ = ["CLOCK_FILE", "DEFAULT_CLOCK", "WorldClock", "clock_field", "faketime_library"]
 
 CLOCK_FILE = "clock.txt"
@@ -46,7 +48,6 @@ DEFAULT_CLOCK = "2026-01-01T00:00:00Z"
 
 def clock_field() -> Any:
     """The ``clock`` field of every command that runs dataset code (collect, check, serve)."""
-    from helpdp.cliconf import doc_field
 
     return doc_field(
         "",

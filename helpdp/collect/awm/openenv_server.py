@@ -59,6 +59,7 @@ from helpdp.collect.awm.dataset import AWMDataset
 from helpdp.collect.awm.env import AWMEnv, EnvPool
 from helpdp.collect.awm.http_guard import _Guard
 from helpdp.collect.awm.protocol import Action, Failure, RewardConfig, episode_reward
+from helpdp.collect.awm.sandbox import COMMAND_ERRORS
 from helpdp.collect.awm.serve import ServeConfig, _read_token, check_bind, uvicorn_config
 from helpdp.collect.awm.verification import Verification
 from helpdp.collect.awm.wire import _kind, public_info
@@ -493,7 +494,6 @@ def serve_openenv(config: ServeConfig) -> None:
 
 def main() -> None:
     """``python -m helpdp.collect.awm.openenv_server``."""
-    from helpdp.collect.awm.sandbox import COMMAND_ERRORS
 
     run_app(
         "helpdp.collect.awm.openenv_server",

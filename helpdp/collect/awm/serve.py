@@ -83,6 +83,7 @@ from helpdp.collect.awm.env import AWMEnv, EnvConfig, EnvPool
 from helpdp.collect.awm.episode import StepResult
 from helpdp.collect.awm.http_guard import DEFAULT_TOKEN_ENV, _Guard, is_loopback
 from helpdp.collect.awm.protocol import Action
+from helpdp.collect.awm.sandbox import COMMAND_ERRORS
 from helpdp.collect.awm.wire import SCHEMA, SessionError, _kind, action_from_dict, public_info
 from helpdp.collect.worlds import WORLDS_DIR
 
@@ -529,7 +530,6 @@ def serve(config: ServeConfig) -> None:
 
 def main() -> None:
     """``python -m helpdp.collect.awm.serve``."""
-    from helpdp.collect.awm.sandbox import COMMAND_ERRORS
 
     run_app(
         "helpdp.collect.awm.serve",
