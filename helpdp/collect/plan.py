@@ -12,6 +12,7 @@ from typing import Any
 from helpdp.collect.awm.dataset import AWMDataset
 from helpdp.collect.config import CollectConfig, source_config, worlds_dir
 from helpdp.collect.schedule import EpisodeSpec, build_schedule, shard_episodes
+from helpdp.collect.worlds import is_shipped_label
 
 __all__ = ["ShardPlan", "fingerprint_config", "plan_episodes", "plan_shards", "runnable_tasks"]
 
@@ -59,8 +60,12 @@ def plan_episodes(cfg: CollectConfig) -> list[EpisodeSpec]:
 
 
 def fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
-    """What determines the shards' content (not how they are run)."""
+    """What determines the shards' content (not how they are run). The shipped worlds
+    enter as the label they had when the collector lived in ``collect/``, so shards
+    written before the package moved under ``helpdp/`` resume (same worlds, same bytes)."""
     d = source_config(cfg)
+    if is_shipped_label(d.get("worlds")):
+        d["worlds"] = "collect/worlds (shipped demo worlds)"
     for key in ("executor", "invalid_episodes", "gamma"):
         d.pop(key, None)
     d["shard_size"] = cfg.executor.shard_size
