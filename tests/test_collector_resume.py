@@ -87,3 +87,20 @@ def test_sigkill_midway_then_resume_gives_identical_tables(tmp_path):
         assert (crashed / f"{name}.parquet").read_bytes() == (
             full / f"{name}.parquet"
         ).read_bytes(), name
+
+
+def test_the_fingerprint_names_the_shipped_worlds_as_shards_first_recorded_them(tmp_path):
+    """Shards written before the package moved under helpdp/ resume: the manifest says
+    the new label, the shards' fingerprint keeps the first one; any other worlds
+    directory enters as its path."""
+    from helpdp.collect.collector import collect_config
+    from helpdp.collect.config import source_config
+    from helpdp.collect.plan import fingerprint_config
+    from helpdp.collect.worlds import SHIPPED_LABEL, is_shipped_label
+
+    cfg = collect_config([f"out={tmp_path / 'out'}"])
+    assert source_config(cfg)["worlds"] == SHIPPED_LABEL
+    assert fingerprint_config(cfg)["worlds"] == "collect/worlds (shipped demo worlds)"
+    assert is_shipped_label("collect/worlds (shipped demo worlds)") and not is_shipped_label(None)
+    other = collect_config([f"out={tmp_path / 'out'}", f"worlds={tmp_path}"])
+    assert fingerprint_config(other)["worlds"] == str(tmp_path)
