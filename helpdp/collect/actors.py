@@ -45,6 +45,7 @@ from helpdp.collect.awm.protocol import (
     lenient_turn,
     tool_call_block,
 )
+from helpdp.collect.realmodel import MODELS, ensure_model
 from helpdp.collect.rollout import reference_progress
 from helpdp.collect.schedule import episode_rng
 from helpdp.collect.types import Actor, EpisodeView, TurnReply, TurnRequest
@@ -743,7 +744,6 @@ class VLLMActor:
 def _gguf_source(config: HFActorConfig) -> tuple[str, dict[str, Any]]:
     """The directory and ``gguf_file=`` of an installed real model, after checking its
     size, GGUF metadata and sha256 against the pins (and ``model_sha256`` if set)."""
-    from helpdp.collect.realmodel import MODELS, ensure_model
 
     pinned = MODELS[config.gguf].sha256
     if config.model_sha256 and config.model_sha256 != pinned:

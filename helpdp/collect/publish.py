@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from helpdp.collect.actors import actor_name
 from helpdp.collect.awm.clock import WorldClock
 from helpdp.collect.awm.env import EnvConfig
+from helpdp.collect.awm.sandbox import describe
 from helpdp.collect.config import CollectConfig, source_config
 from helpdp.collect.shards import ShardStore, aggregate
 from helpdp.contract import build_manifest
@@ -121,7 +122,6 @@ def summarize(tables: dict[str, pa.Table]) -> dict[str, Any]:
 
 def _isolation(env: EnvConfig) -> dict[str, Any]:
     """What confined the dataset code (``source.isolation``): app and verifier workers."""
-    from helpdp.collect.awm.sandbox import describe
 
     app, verifier = env.sandbox.isolation, env.verifier_sandbox.isolation
     out = {**describe(app), **({"verifier_mode": verifier} if verifier != app else {})}

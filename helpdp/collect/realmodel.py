@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpdp.cliconf import doc_field as _f
+from helpdp.cliconf import run_app
 
 __all__ = [
     "MODELS",
@@ -246,7 +247,6 @@ def run_fetch(config: FetchConfig) -> int:
 
 
 def main() -> None:
-    from helpdp.cliconf import run_app
 
     run_app(
         "helpdp.collect.realmodel",

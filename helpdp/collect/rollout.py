@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from helpdp.collect.awm.observation import HELP_HEADERS, neutralise_markers, render_observation
 from helpdp.collect.schedule import EpisodeSpec, draw_action, episode_rng
 from helpdp.collect.statekey import DbKeys, HistoryKeys, canonical_action
 from helpdp.collect.types import (
@@ -135,7 +136,6 @@ class TextRenderer:
     @staticmethod
     def block(role: str, content: str) -> str:
         # no content, not even the actor's or a helper's, can open a block of its own
-        from helpdp.collect.awm.observation import neutralise_markers
 
         return f"<|{role}|>\n{neutralise_markers(content)}\n"
 
@@ -178,7 +178,6 @@ def render_world_text(text: str, headers: Sequence[str] = ()) -> str:
     actor's context, the state texts (PRM) and the helpers' view of the history read this
     one rendering (:func:`helpdp.collect.awm.observation.render_observation`; ``headers``: the
     interventions' help headers, quoted at line starts besides the default)."""
-    from helpdp.collect.awm.observation import HELP_HEADERS, render_observation
 
     return render_observation(text, (*HELP_HEADERS, *headers))
 

@@ -32,7 +32,13 @@ from pathlib import Path
 import pandas as pd
 
 from helpdp.cliconf import run_app
+from helpdp.collect import collector  # collector.collect: patchable in tests
+from helpdp.data import load_dataset
+from helpdp.demo import demo_dataset_path
+from helpdp.evaluate.harness import EvaluateConfig, _collect_config
 from helpdp.helper.config import HelperCalibrateConfig
+from helpdp.helper.policy import HelperPolicy
+from helpdp.helper.train import HELPER_JSON
 
 __all__ = ["bisect_threshold", "calibrate_in_env", "run_calibrate"]
 
@@ -102,12 +108,6 @@ def calibrate_in_env(
 
 def run_calibrate(cfg) -> dict:
     """The body of ``python -m helpdp.evaluate.calibrate``: returns the new helper.json."""
-    from helpdp.collect.collector import collect
-    from helpdp.data import load_dataset
-    from helpdp.demo import demo_dataset_path
-    from helpdp.evaluate.harness import EvaluateConfig, _collect_config
-    from helpdp.helper.policy import HelperPolicy
-    from helpdp.helper.train import HELPER_JSON
 
     t0 = time.perf_counter()
     src = Path(cfg.helper_dir)
@@ -133,7 +133,7 @@ def run_calibrate(cfg) -> dict:
         def run(pol):
             out = Path(tmp) / f"run{len(runs)}"
             runs.append(out)
-            collect(_collect_config(manifest, ecfg, str(cfg.split), out), help_policy=pol)
+            collector.collect(_collect_config(manifest, ecfg, str(cfg.split), out), help_policy=pol)
             return pd.read_parquet(out / "episodes.parquet")
 
         def shown(t, u):

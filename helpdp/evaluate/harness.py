@@ -56,9 +56,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from helpdp.budget import search_budget, write_result
 from helpdp.cliconf import doc_field as _f
-from helpdp.cliconf import run_app
-from helpdp.collect.worlds import is_shipped_label
+from helpdp.cliconf import parse_budgets, run_app
+from helpdp.collect import collector  # collector.collect: patchable in tests
+from helpdp.collect.awm.dataset import AWMDataset
+from helpdp.collect.awm.sandbox import COMMAND_ERRORS
+from helpdp.collect.worlds import WORLDS_DIR, is_shipped_label
+from helpdp.data import load_dataset
+from helpdp.demo import demo_dataset_path
 from helpdp.evaluate.report import (
     forecast_frontier,
     headroom_report,
@@ -80,6 +86,9 @@ from helpdp.policies import (
     TurnZero,
     TurnZeroOrAfterFailure,
 )
+from helpdp.prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
+from helpdp.splits import task_splits
+from helpdp.subset import task_subset
 
 #: outcomes without a verdict on the agent (the environment or verifier failed); a
 #: format error is the agent's own failure and counts as one
@@ -203,8 +212,6 @@ def _slug(name: str) -> str:
 
 def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list[HelpPolicy]:
     """Every policy of the evaluation, fitted on ``train_tasks`` of ``ds``."""
-    from helpdp.budget import search_budget, write_result
-    from helpdp.subset import task_subset
 
     sub = task_subset(ds, train_tasks)
     res = search_budget(sub.mdp, float(cfg.budget), gamma=ds.gamma)
@@ -250,9 +257,6 @@ def oracle_policy(cfg: EvaluateConfig, ds, split: str, out: Path) -> HelpPolicy:
     """The DP table at ``cfg.budget`` fitted on the ``split`` tasks of ``ds`` themselves:
     evaluated on fresh seeds of those tasks, it measures what a state-wise policy can
     gain there when the data covers them (a reference, not a held-out result)."""
-    from helpdp.budget import search_budget, write_result
-    from helpdp.splits import task_splits
-    from helpdp.subset import task_subset
 
     splits = task_splits(ds)
     tasks = sorted(splits.index[splits == split])
@@ -274,8 +278,6 @@ def _prm_policies(cfg: EvaluateConfig, ds) -> tuple[list[HelpPolicy], HelpPolicy
         if cfg.table_fallback == "prm":
             raise ValueError("table_fallback=prm needs prm_dir")
         return [], None
-    from helpdp.prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
-    from helpdp.splits import task_splits
 
     splits = task_splits(ds)
     tasks = sorted(splits.index[splits.isin(list(cfg.prm_splits))])
@@ -333,8 +335,6 @@ def _collect_config(manifest: dict, cfg: EvaluateConfig, split: str, out: Path) 
 
 
 def _reference_turns(worlds: Path | None) -> dict[str, int]:
-    from helpdp.collect.awm.dataset import AWMDataset
-    from helpdp.collect.worlds import WORLDS_DIR
 
     ds = AWMDataset(worlds or WORLDS_DIR)
     ref = {}
@@ -362,10 +362,6 @@ def _check_before_loading(cfg: EvaluateConfig) -> None:
 
 def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     """Run every policy on every split; write the results, the report and the plot."""
-    from helpdp.collect.collector import collect
-    from helpdp.data import load_dataset
-    from helpdp.demo import demo_dataset_path
-    from helpdp.splits import task_splits
 
     t0 = time.perf_counter()
     _check_before_loading(cfg)
@@ -400,7 +396,7 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
             key = reuse_key(pol) if cfg.reuse else None
             if key is None or _read(run_dir / "policy.txt") != key:
                 shutil.rmtree(run_dir, ignore_errors=True)  # never resume another policy's shards
-            collect(_collect_config(manifest, cfg, split, run_dir), help_policy=pol)
+            collector.collect(_collect_config(manifest, cfg, split, run_dir), help_policy=pol)
             ep = pd.read_parquet(run_dir / "episodes.parquet")
             ep = ep.assign(policy=pol.name, split=split)
             rows.append(ep)
@@ -455,8 +451,6 @@ def run_evaluate(cfg) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     """The body of ``python -m helpdp.evaluate``."""
     from omegaconf import OmegaConf
 
-    from helpdp.cliconf import parse_budgets
-
     parse_budgets(cfg.budget)  # at least 0, before anything loads
     if not isinstance(cfg, EvaluateConfig):
         cfg = EvaluateConfig(**OmegaConf.to_container(cfg, resolve=True))
@@ -466,7 +460,6 @@ def run_evaluate(cfg) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
 
 
 def main() -> None:
-    from helpdp.collect.awm.sandbox import COMMAND_ERRORS  # the environments run sandboxed
 
     run_app(
         "helpdp.evaluate",

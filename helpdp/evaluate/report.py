@@ -12,6 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from helpdp.ope import estimate, load_logged
+from helpdp.pareto import frontier
+from helpdp.subset import task_subset
+
 __all__ = [
     "forecast_frontier",
     "headroom_report",
@@ -30,7 +34,6 @@ def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: Any) -> pd.Dat
     interval, clipped to [0, 1] for SR and [0, inf) for U) and the absolute errors.
     ``cfg``: the :class:`~helpdp.evaluate.harness.EvaluateConfig` (``ope_estimator``,
     ``ope_boot``, ``seed``)."""
-    from helpdp.ope import estimate, load_logged
 
     meas = summary.set_index(["split", "policy"])
     rows = []
@@ -112,8 +115,6 @@ def ope_report(ope_df: pd.DataFrame, estimator: str) -> str:
 def forecast_frontier(ds, train_tasks) -> pd.DataFrame | None:
     """The DP's forecast frontier on the ``train_tasks`` of ``ds`` (the plot's line;
     None when it cannot be computed)."""
-    from helpdp.pareto import frontier
-    from helpdp.subset import task_subset
 
     try:
         return frontier(task_subset(ds, train_tasks).mdp, gamma=ds.gamma, progress=False).table
