@@ -185,3 +185,22 @@ def test_prefix_cache_reuses_the_episodes_prefix_and_changes_nothing(tiny_model)
     assert prompts[0] < prompts[1] < prompts[2]
     cached.generate([TurnRequest([{"role": "user", "content": "x"}], 1, other)])
     assert list(cached._episodes) == [other.spec.episode_id]  # ended episodes are dropped
+
+
+def test_the_shipped_real_actor_dataset_loads_and_the_search_runs_on_it():
+    """helpdp/data/real-actor: the real model's collection (lenient turns, the oracle,
+    the paper's probabilities), with its provenance; the DP runs on it."""
+    import json
+
+    import helpdp
+
+    root = Path(helpdp.__file__).parent / "data" / "real-actor"
+    ds = helpdp.load_dataset(root)
+    src = json.loads((root / "manifest.json").read_text())["source"]
+    actor = src["config"]["actor"]
+    assert actor["model_sha256"] == MODELS[REAL].sha256 and actor["call_format"] == "lenient"
+    assert src["partial"]["episodes"] == len(ds.episodes) < src["partial"]["planned_episodes"]
+    assert sorted(ds.episodes["trigger_p"].astype(float).unique()) == [
+        0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # fmt: skip
+    res = helpdp.search_budget(ds.mdp, 1.0, gamma=ds.gamma)
+    assert res.expected_usage <= 1.0 + 1e-9 and 0.0 < res.expected_success < 1.0
