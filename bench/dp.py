@@ -6,6 +6,9 @@ baselines measured in the same run, quiet and under load.
     python bench/dp.py --shape layered         # one huge task (the level-parallel case)
     python bench/dp.py --stream 1e8 --dir /tmp/helpdp-stream --memory-cap 3G
                                                # >= 10^8 transitions streamed from disk
+    python bench/dp.py --sizes 1e7 --sections frontier --keep-data --dir /tmp
+                                               # load and the budget sweeps only; the
+                                               # dataset is kept and reused next time
 
 Datasets (``--shape``): ``tree`` (default) is history-keyed like the agents'
 held-out data: per task, 120 episodes of up to 16 steps, each state the history
@@ -25,11 +28,14 @@ average at the time:
   and the per-task pass at every numba thread count;
 * scipy: vectorized ``scipy.sparse`` value iteration (V only) to the same
   tolerance, and the ratio scipy / ours (default pass);
-* load: ``load_dataset`` (read, validate, compile, lay out by task);
+* load: ``load_dataset`` (read, validate, compile, lay out by task), wall and CPU
+  seconds;
 * frontier: the per-task trace of every budget's breakpoints, against one budget
   search by solves (the chord search) and against N separate searches; a sweep
   of N budgets answered from the trace (numbers only, and with both policies of
-  each budget materialised by two solves);
+  each budget materialised: by the batched passes of ``search_budgets``, and by
+  two solves per budget), one search and the two sweeps alternated
+  ``--sweep-repeats`` times (medians), the policies checked identical;
 * bandwidth: bytes one solve reads and writes, over the read bandwidth of a large
   numpy copy measured in the same run: the bound, and solve / bound;
 * the unconstrained solvers a user might pick instead, if installed from PyPI
@@ -61,6 +67,7 @@ import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from helpdp import load_dataset, search_budget, solve
+from helpdp.budget import search_budgets, warm_up
 from helpdp.contract import build_manifest
 from helpdp.data import write_dataset
 from helpdp.trace import frontier_of
@@ -346,29 +353,66 @@ def solve_times(mdp, repeats: int) -> dict:
     return out
 
 
-def bench_size(size: int, args, bw: float) -> dict:
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        print(f"\n== {size:.2e} transitions ({args.shape}) ==")
+def dataset_dir(size: int, args):
+    """A context manager giving the directory of the benchmark's dataset of ``size``
+    transitions: generated and written there first (``--keep-data``: under
+    ``--dir``, reused by later runs; else a temporary directory)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def kept():
+        path = Path(args.dir) / f"helpdp-bench-{args.shape}-{size:.3g}"
+        if not (path / "manifest.json").exists():
+            generate(path)
+        else:
+            print(f"reusing {path}")
+        yield path
+
+    @contextlib.contextmanager
+    def temporary():
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            generate(Path(tmp))
+            yield Path(tmp)
+
+    def generate(path):
         t = time.perf_counter()
         frames = (history_trees if args.shape == "tree" else agent_like)(size)
-        write(Path(tmp), *frames)
-        del frames
+        write(path, *frames)
         print(f"built and wrote dataset in {time.perf_counter() - t:.1f}s")
-        t = time.perf_counter()
-        ds = load_dataset(tmp)
-        t_load = time.perf_counter() - t
+
+    return kept() if args.keep_data else temporary()
+
+
+def bench_size(size: int, args, bw: float) -> dict:
+    print(f"\n== {size:.2e} transitions ({args.shape}) ==")
+    with dataset_dir(size, args) as path:
+        t, c = time.perf_counter(), time.process_time()
+        ds = load_dataset(path)
+        t_load, c_load = time.perf_counter() - t, time.process_time() - c
     mdp = ds.mdp
     print(
         f"{mdp.n_states} states, {mdp.n_rows} state-actions, {mdp.n_transitions} transitions, "
         f"{len(mdp.comp_ptr) - 1} tasks (largest {np.diff(mdp.comp_ptr).max()} states), "
         f"{len(mdp.block_ptr) - 1} levels"
     )
-    print(f"load            {t_load:8.3f} s   (load average {loadavg()})")
+    print(f"load            {t_load:8.3f} s   ({c_load:.3f} CPU-s, load average {loadavg()})")
+    res = {"size": size, "load": t_load, "load_cpu": c_load}
+    sections = args.sections.split(",")
+    if "solves" in sections:
+        bench_solves(mdp, args, res)
+    if "frontier" in sections:
+        bench_frontier(mdp, args, res)
+    if "solves" in sections:
+        bench_bandwidth(mdp, args, res, bw, size)
+    return res
+
+
+def bench_solves(mdp, args, res: dict) -> None:
+    """One solve by each pass, quiet and under load, against scipy's value iteration."""
     base = scipy_vi(mdp, R, 1.0)
     v_ref, iters = base()
     ours = solve(mdp, R, gamma=1.0)
     assert np.allclose(ours.values[:, 0], v_ref, atol=1e-9), "baseline disagrees"
-    res = {"size": size, "load": t_load}
     for state in ("quiet", "busy"):
         ctx = Busy() if state == "busy" else None
         if ctx:
@@ -394,15 +438,20 @@ def bench_size(size: int, args, bw: float) -> dict:
             f"{t_scipy / times['auto']:.1f}x faster; worst thread count / serial = "
             f"{max(v for k, v in times.items() if '@' in k) / times['serial']:.2f}"
         )
-    # frontier: trace every breakpoint vs one search by solves vs N searches
+
+
+def bench_frontier(mdp, args, res: dict) -> None:
+    """The per-task trace, one search by solves, N searches, and sweeps of N budgets:
+    numbers only, and with both policies of every budget materialised (batched, and
+    by two solves per budget). One search and the two sweeps alternate
+    ``--sweep-repeats`` times (medians; on a shared machine a single run is noise)."""
     u0 = solve(mdp, 0.0, gamma=1.0).total_usage
     u1 = solve(mdp, 1e9, gamma=1.0).total_usage
     budgets = [float(b) for b in u1 + np.linspace(0.05, 0.95, args.budgets) * (u0 - u1)]
+    # (results are kept as numbers only: the Solutions held would take n * 50 bytes per
+    # search, memory the sweeps below would then page in at a higher price)
     t = time.perf_counter()
-    one = search_budget(mdp, budgets[len(budgets) // 2], gamma=1.0, method="solves")
-    t_one = time.perf_counter() - t
-    t = time.perf_counter()
-    many = [search_budget(mdp, b, gamma=1.0, method="solves") for b in budgets]
+    many = [search_budget(mdp, b, gamma=1.0, method="solves").expected_success for b in budgets]
     t_many = time.perf_counter() - t
     mdp.cache.clear()
     t = time.perf_counter()
@@ -411,27 +460,70 @@ def bench_size(size: int, args, bw: float) -> dict:
     t = time.perf_counter()
     qs = [fr.query(b) for b in budgets]
     t_query = time.perf_counter() - t
-    t = time.perf_counter()
-    full = [search_budget(mdp, b, gamma=1.0) for b in budgets]  # both policies each
-    t_full = time.perf_counter() - t
-    err = max(
-        max(abs(q.expected_success - m.expected_success), abs(f.expected_success - m.expected_success))
-        for q, f, m in zip(qs, full, many)
+
+    def one_search():
+        return search_budget(mdp, budgets[len(budgets) // 2], gamma=1.0, method="solves").solves
+
+    def batched():  # each result dropped once read, as the command line does
+        out = []
+        for f in search_budgets(mdp, budgets, gamma=1.0):
+            out.append(f.expected_success)
+            del f  # before the next batch is computed (a batch's Solutions share memory)
+        return out
+
+    def two_solves_each():
+        return [search_budget(mdp, b, gamma=1.0).expected_success for b in budgets]
+
+    times = {"one": [], "batched": [], "loop": []}
+    for _ in range(args.sweep_repeats):
+        for name, fn in (("one", one_search), ("batched", batched), ("loop", two_solves_each)):
+            t, c = time.perf_counter(), time.process_time()
+            out = fn()
+            times[name].append((time.perf_counter() - t, time.process_time() - c))
+            if name == "one":
+                n_solves = out
+            elif name == "batched":
+                full = out
+    med = {k: float(np.median([w for w, _ in v])) for k, v in times.items()}
+    cpu = {k: float(np.median([c for _, c in v])) for k, v in times.items()}
+    t_one, t_full, t_loop = med["one"], med["batched"], med["loop"]
+    same = all(
+        all(
+            (x is None and y is None)
+            or (np.array_equal(x.action, y.action) and np.array_equal(x.values, y.values))
+            for x, y in ((f.policy, g.policy), (f.more_help, g.more_help))
+        )
+        for f, g in zip(
+            search_budgets(mdp, budgets, gamma=1.0), (search_budget(mdp, b, gamma=1.0) for b in budgets)
+        )
     )  # fmt: skip
+    err = max(max(abs(q.expected_success - m), abs(f - m)) for q, f, m in zip(qs, full, many))
     res.update(trace=t_trace, one_search=t_one, n_searches=t_many, queries=t_query,
-               sweep_policies=t_full, n_budgets=len(budgets), frontier=len(fr))  # fmt: skip
+               sweep_policies=t_full, sweep_loop=t_loop, n_budgets=len(budgets),
+               frontier=len(fr))  # fmt: skip
     print(
         f"frontier trace  {t_trace:8.3f} s   ({len(fr)} frontier policies, {fr.n_tasks} tasks); "
-        f"one search by solves {t_one:.3f} s ({one.solves} solves); "
+        f"one search by solves {t_one:.3f} s ({n_solves} solves; {cpu['one']:.3f} CPU-s); "
         f"{len(budgets)} searches by solves {t_many:.3f} s"
     )
     print(
         f"sweep of {len(budgets)} budgets from the trace: {t_trace + t_query:.3f} s numbers only "
-        f"({(t_trace + t_query) / t_one:.2f}x one search), {t_trace + t_full:.3f} s with both "
-        f"policies per budget ({(t_trace + t_full) / t_one:.2f}x one search; "
+        f"({(t_trace + t_query) / t_one:.2f}x one search; "
         f"{t_many / (t_trace + t_query):.1f}x faster than {len(budgets)} searches); "
         f"max |E[S] difference| {err:.1e}"
     )
+    print(
+        f"sweep with both policies per budget (medians of {args.sweep_repeats}, load average "
+        f"{loadavg()}): {t_trace + t_full:.3f} s batched ({(t_trace + t_full) / t_one:.2f}x one "
+        f"search; CPU {(t_trace + cpu['batched']) / cpu['one']:.2f}x), {t_trace + t_loop:.3f} s "
+        f"by two solves per budget ({(t_trace + t_loop) / t_one:.2f}x; CPU "
+        f"{(t_trace + cpu['loop']) / cpu['one']:.2f}x); policies identical: {same}"
+    )
+
+
+def bench_bandwidth(mdp, args, res: dict, bw: float, size: int) -> None:
+    """A solve's bytes against the copy bandwidth; third-party solvers (layered)."""
+    ours = solve(mdp, R, gamma=1.0)
     touched = mdp.nbytes + 2 * ours.values.nbytes + ours.action.nbytes
     bound = touched / bw
     t_q = res["quiet"]["auto"]
@@ -449,7 +541,6 @@ def bench_size(size: int, args, bw: float) -> dict:
                 print(f"{name:<46} {secs * 1e3:8.1f} ms  -> ours is {secs / base:6.1f}x faster")
 
         bench_third_party(mdp, R, 0.99, report, t_q)
-    return res
 
 
 def write_parts_to(root: Path, n_transitions: float, per_part: float, generate: int = 3):
@@ -588,7 +679,13 @@ def main() -> None:
     ap.add_argument("--shape", choices=("tree", "layered"), default="tree")
     ap.add_argument("--repeats", type=int, default=7, help="solves per median")
     ap.add_argument("--budgets", type=int, default=20, help="budgets of the sweep")
+    ap.add_argument("--sweep-repeats", type=int, default=3,
+                    help="alternations of one search and the two sweeps (medians)")  # fmt: skip
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="where data is written")
+    ap.add_argument("--sections", default="solves,frontier",
+                    help="what to time after the load: solves (passes, scipy, bandwidth), frontier")  # fmt: skip
+    ap.add_argument("--keep-data", action="store_true",
+                    help="keep each generated dataset under --dir and reuse it in later runs")  # fmt: skip
     ap.add_argument("--third-party-max", type=float, default=1e6,
                     help="largest size to run third-party solvers on (layered shape)")  # fmt: skip
     ap.add_argument("--stream", type=float, default=None, help="streamed run: transitions")
@@ -609,18 +706,27 @@ def main() -> None:
         return bench_stream(args)
     bw = copy_read_bandwidth()
     print(f"numpy copy read bandwidth: {bw / 1e9:.2f} GB/s")
-    solve(load_dataset_small(), R, gamma=1.0)  # compile (or load the numba cache) first
+    small = load_dataset_small()  # compile (or load the numba cache) first
+    warm_up(small, gamma=1.0)
     rows = [bench_size(int(float(s)), args, bw) for s in args.sizes.split(",")]
     print("\nsummary (ratios are measured in this run):")
-    print("size      load s  quiet: auto ms  scipy/auto  busy: auto ms  scipy/auto  "
-          "serial ms  trace s  sweep/one-search")  # fmt: skip
     for r in rows:
-        q, b = r["quiet"], r["busy"]
-        print(
-            f"{r['size']:.1e}  {r['load']:6.2f}  {q['auto'] * 1e3:13.1f}  {q['scipy'] / q['auto']:10.1f}"
-            f"  {b['auto'] * 1e3:13.1f}  {b['scipy'] / b['auto']:10.1f}  {b['serial'] * 1e3:9.1f}"
-            f"  {r['trace']:7.3f}  {(r['trace'] + r['queries']) / r['one_search']:8.2f}"
-        )
+        line = f"{r['size']:.1e}  load {r['load']:6.2f} s ({r['load_cpu']:.2f} CPU-s)"
+        if "quiet" in r:
+            q, b = r["quiet"], r["busy"]
+            line += (
+                f"  quiet auto {q['auto'] * 1e3:.1f} ms (scipy/auto {q['scipy'] / q['auto']:.1f})"
+                f"  busy auto {b['auto'] * 1e3:.1f} ms (scipy/auto {b['scipy'] / b['auto']:.1f})"
+            )
+        if "trace" in r:
+            one = r["one_search"]
+            line += (
+                f"  trace {r['trace']:.3f} s  sweep/one search: numbers "
+                f"{(r['trace'] + r['queries']) / one:.2f}, policies "
+                f"{(r['trace'] + r['sweep_policies']) / one:.2f} (two solves per budget "
+                f"{(r['trace'] + r['sweep_loop']) / one:.2f})"
+            )
+        print(line)
 
 
 def load_dataset_small():

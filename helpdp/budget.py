@@ -40,13 +40,16 @@ import pandas as pd
 
 from helpdp import trace as _trace
 from helpdp.data import MDP, Dataset
-from helpdp.solve import Solution, solve
+from helpdp.solve import Solution, cost_means, solve, solve_costs
 
 R_MAX = _trace.R_MAX  # beyond this the budget is declared infeasible
 USAGE_EPS = _trace.USAGE_EPS  # budget slack treated as "spent exactly"
 METHODS = ("auto", "frontier", "solves")
 # a materialised policy must reproduce the frontier's E[U] and E[S] to this
 FRONTIER_CHECK_TOL = 1e-9
+# a sweep answered from the frontier materialises its budgets' policies in batches
+# whose Solutions take at most this many bytes together (25 per state each)
+SWEEP_BATCH_BYTES = 1 << 30
 
 
 class InfeasibleBudget(ValueError):
@@ -355,21 +358,16 @@ def _search_frontier(
     )  # fmt: skip
 
     def materialise(v: _trace.Vertex, r_first: float) -> Solution | None:
-        r_mid = v.r_min + 0.5 * (v.r_max - v.r_min) if np.isfinite(v.r_max) else 2 * v.r_min + 1
-        for r in dict.fromkeys([r_first, r_mid]):
+        for r in dict.fromkeys([r_first, _r_mid(v)]):
             sol = at(r)
-            if (
-                abs(sol.total_usage - v.expected_usage) <= FRONTIER_CHECK_TOL
-                and abs(sol.expected_success - v.expected_success) <= FRONTIER_CHECK_TOL
-            ):
+            if _on_vertex(sol, v):
                 return sol
         return None
 
     hi = materialise(q.less_help, q.r)
     lo = None
     if hi is not None and q.more_help is not None:
-        v = q.more_help
-        lo = materialise(v, v.r_min + 0.5 * (v.r_max - v.r_min))
+        lo = materialise(q.more_help, _r_mid(q.more_help))
     if hi is None or (q.more_help is not None and lo is None):
         if log:
             log("trace: a solve disagrees with the frontier; falling back to the solve search")
@@ -379,6 +377,156 @@ def _search_frontier(
         weight_more_help=q.weight_more_help, solves=at.count + int(traced),
         seconds=time.perf_counter() - t0, rule="exact", gamma=gamma,
     )  # fmt: skip
+
+
+def _r_mid(v: _trace.Vertex) -> float:
+    """A help cost inside the interval where ``v`` is optimal."""
+    return v.r_min + 0.5 * (v.r_max - v.r_min) if np.isfinite(v.r_max) else 2 * v.r_min + 1
+
+
+def _on_vertex(sol: Solution, v: _trace.Vertex) -> bool:
+    """Whether a solve reproduces the frontier vertex's E[U] and E[S]."""
+    return (
+        abs(sol.total_usage - v.expected_usage) <= FRONTIER_CHECK_TOL
+        and abs(sol.expected_success - v.expected_success) <= FRONTIER_CHECK_TOL
+    )
+
+
+def search_budgets(
+    mdp: MDP,
+    budgets,
+    *,
+    gamma: float,
+    rule: str = "exact",
+    p_row: np.ndarray | None = None,
+    max_solves: int = 200,
+    log=None,
+    method: str = "auto",
+    **solver_kw,
+):
+    """``search_budget`` for each of ``budgets``, in order, as a generator: the same
+    results (the same policies, bit for bit, r and mixture weights).
+
+    Where the per-task trace answers the search (``method`` not ``"solves"``, the
+    exact rule, one intervention, an acyclic graph), every budget's two policies
+    are materialised together: one pass that keeps no per-state values gives E[U]
+    and E[S] at every budget's r* (``cost_means``), which tells whether the policy at
+    r* is the frontier's less-help vertex or ``search_budget`` would solve again in
+    the middle of its interval; then one batched backward pass (``solve_costs``)
+    over the help costs of those policies and of the more-help ones (the middle of
+    the interval left of r*). A budget whose policies disagree with the frontier
+    falls back to the solve-based search, as ``search_budget`` does. Budgets are taken in batches whose Solutions fit ``SWEEP_BATCH_BYTES``; the
+    Solutions of a batch share blocks of memory, so a consumer that drops each result
+    before asking for the next holds one batch at a time."""
+    budgets = [float(b) if isinstance(b, (int, float)) else b for b in budgets]
+    kw = dict(gamma=gamma, max_solves=max_solves, log=log, **solver_kw)
+    if mdp.n_actions != 2 or method == "solves" or not _trace.applies(mdp, rule):
+        for b in budgets:
+            yield search_budget(mdp, b, rule=rule, p_row=p_row, method=method, **kw)
+        return
+    for b in budgets:
+        if not (isinstance(b, float) and math.isfinite(b) and b >= 0):
+            raise ValueError(f"budget must be a finite number >= 0, got {b!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    t0 = time.perf_counter()
+    tie_tol = solver_kw.get("tie_tol", 1e-12)
+    traced = ("frontier", float(gamma), float(tie_tol)) not in mdp.cache
+    fr = _trace.frontier_of(mdp, gamma=gamma, tie_tol=tie_tol)
+    if fr is None:
+        for b in budgets:
+            yield search_budget(mdp, b, method="solves", **kw)
+        return
+    if log and traced:
+        log(
+            f"trace: {fr.n_tasks} tasks, {len(fr)} frontier policies ({fr.seconds:.3f}s, "
+            "one pass over every task)"
+        )
+    queries, error = [], None
+    for b in budgets:
+        try:
+            queries.append(fr.query(b))
+        except _trace.InfeasibleBudgetError as e:
+            error = InfeasibleBudget(str(e))  # raised after the results before it
+            break
+    # search_budget solves at r* first and keeps that policy when it is the frontier's
+    # less-help vertex, else solves in the middle of the vertex's interval: one pass
+    # that keeps no values (E[U], E[S] at every r*) tells which, for every budget
+    r_star = list(dict.fromkeys(q.r for q in queries))
+    means = dict(zip(r_star, map(tuple, cost_means(mdp, r_star, gamma=gamma, tie_tol=tie_tol))))
+    per_batch = max(1, SWEEP_BATCH_BYTES // (2 * 25 * mdp.n_states))
+    for i in range(0, len(queries), per_batch):
+        for res in _frontier_batch(mdp, queries[i : i + per_batch], means, tie_tol, kw):
+            if traced:  # the first result counts the trace, as search_budget's does
+                res.solves += 1
+                res.seconds = time.perf_counter() - t0
+                traced = False
+            yield res
+        # hold no result while the next batch is computed: a batch's Solutions share
+        # its blocks of memory, which one live result keeps
+        res = None
+    if error is not None:
+        raise error
+
+
+def _frontier_batch(mdp: MDP, queries, means: dict, tie_tol, kw) -> list[SearchResult]:
+    """``search_budget``'s results for the frontier ``queries``, their policies
+    materialised by one batched pass (``search_budgets``); ``means[r]`` is (E[S],
+    E[U]) at each r*."""
+    t0 = time.perf_counter()
+    gamma, log = kw["gamma"], kw["log"]
+    plans = []
+    for q in queries:
+        ok = _on_vertex(_Means(*means[q.r]), q.less_help)
+        r_hi = q.r if ok else _r_mid(q.less_help)
+        r_lo = _r_mid(q.more_help) if q.more_help is not None else None
+        plans.append((q, ok, r_hi, r_lo))
+    want = [r for _, ok, r_hi, r_lo in plans for r in (r_hi, r_lo) if r is not None]
+    want = list(dict.fromkeys(want))
+    sols = dict(zip(want, solve_costs(mdp, want, gamma=gamma, tie_tol=tie_tol)))
+    out = []
+    for q, ok, r_hi, r_lo in plans:
+        seen = [q.r] if ok else list(dict.fromkeys([q.r, r_hi]))
+        hi = sols[r_hi] if r_hi != q.r or ok else None
+        if hi is not None and not _on_vertex(hi, q.less_help):
+            hi = None
+        lo = None
+        if hi is not None and r_lo is not None:
+            seen.append(r_lo)
+            lo = sols[r_lo] if _on_vertex(sols[r_lo], q.more_help) else None
+        if log:
+            for k, r in enumerate(dict.fromkeys(seen)):
+                e_s, e_u = (
+                    (sols[r].expected_success, sols[r].total_usage) if r in sols else means[r]
+                )
+                log(f"solve {k + 1:3d}: r={r:.6g}  E[U]={e_u:.6f}  E[S]={e_s:.6f}  (batched)")
+        if hi is None or (q.more_help is not None and lo is None):
+            if log:
+                log("trace: a solve disagrees with the frontier; falling back to the solve search")
+            out.append(search_budget(mdp, q.budget, method="solves", **kw))
+            continue
+        out.append(
+            SearchResult(
+                budget=q.budget,
+                r=q.r,
+                policy=hi,
+                more_help=lo,
+                weight_more_help=q.weight_more_help,
+                solves=len(dict.fromkeys(seen)),
+                seconds=(time.perf_counter() - t0) / len(queries),
+                rule="exact",
+                gamma=gamma,
+            )  # fmt: skip
+        )
+    return out
+
+
+@dataclass
+class _Means:
+    """E[S], E[U] of a solve known without its Solution (``cost_means``)."""
+
+    expected_success: float
+    total_usage: float
 
 
 def mix_budgets(
@@ -486,6 +634,7 @@ def warm_up(mdp: MDP, **solver_kw) -> str:
     solve(mdp, 1.0, **solver_kw)
     if _trace.applies(mdp, solver_kw.get("rule", "exact")):
         _trace.warm_up(mdp)
+        solve_costs(mdp, [1.0], gamma=solver_kw["gamma"])  # the sweep's batched pass
     return f" + {time.perf_counter() - t:.3f}s warm-up (numba compile/load, first solve)"
 
 
@@ -557,10 +706,11 @@ def run_search(cfg) -> list[dict]:
               f"[{solves} solves, {res.seconds:.3f}s{warm}] -> {out}")  # fmt: skip
         return [summary]
     warm = warm_up(mdp, **kw)
-    for b in budgets:
-        res = search_budget(
-            mdp, float(b), max_solves=cfg.max_solves, log=say, method=cfg.method, **kw
-        )
+    results = search_budgets(
+        mdp, [float(b) for b in budgets], max_solves=cfg.max_solves, log=say, method=cfg.method,
+        **kw,
+    )  # fmt: skip
+    for b, res in zip(budgets, results):
         where = write_result(ds, res, out / _budget_dir(float(b)) if sweep else out)
         js = res.to_json()
         mix = ""
@@ -572,4 +722,5 @@ def run_search(cfg) -> list[dict]:
         )
         warm = ""
         summaries.append(js)
+        del res  # (written: its batch's memory may go before the next one is computed)
     return summaries

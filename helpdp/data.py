@@ -3,8 +3,9 @@
 ``load_dataset(path)`` reads ``manifest.json``, ``states.parquet``,
 ``transitions.parquet`` and, when present, ``scores.parquet``, ``episodes.parquet``
 and ``steps.parquet``; it checks every rule of the contract with vectorized numpy
-(no Python loop per row) and refuses bad input with one ``DatasetError`` naming
-the file, the column and the first offending row. Nothing is half-loaded: the
+and numba kernels (no Python loop per row; state ids are found through one hash
+table, transitions grouped by a radix sort) and refuses bad input with one
+``DatasetError`` naming the file, the column and the first offending row. Nothing is half-loaded: the
 ``Dataset`` only exists once every check passed. The tables' columns and types,
 the manifest's ``format`` and the error are declared in :mod:`helpdp.contract`
 (which also writes datasets).
@@ -22,6 +23,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from helpdp._src import kernels, pertask
+from helpdp._src import pertask
 from helpdp.contract import (
     DATASET_FILES,
     FORMAT_VERSION,
@@ -141,6 +143,10 @@ class Dataset:
 
     def index(self, state_ids) -> np.ndarray:
         """Internal indices of ``state_ids``; raises KeyError on an unknown id."""
+        if self._id_sorted is None:  # sorted on first use (the loader needs no sort)
+            perm = pertask.radix_argsort(self.state_ids)
+            object.__setattr__(self, "_id_sorted", self.state_ids[perm])
+            object.__setattr__(self, "_id_perm", perm)
         ids = np.asarray(state_ids, dtype=np.int64)
         pos = np.searchsorted(self._id_sorted, ids)
         pos = np.minimum(pos, len(self._id_sorted) - 1)
@@ -182,10 +188,13 @@ def _read_table(path: Path, name: str, schema: dict[str, str]) -> pd.DataFrame:
         if kind == "int":
             np_arr = arr.to_numpy()
             lo, hi = _INT_RANGE.get((name, col), (-(2**63), 2**63 - 1))
-            out = (np_arr < lo) | (np_arr > hi)
-            if out.any():
-                r = _first(out)
-                _fail(name, col, r, f"value {np_arr[r]} outside [{lo}, {hi}]")
+            info = np.iinfo(np_arr.dtype)
+            # the mask only where the type's range exceeds [lo, hi] and a value may be out
+            if (info.min < lo or info.max > hi) and len(np_arr):
+                if np_arr.min() < lo or np_arr.max() > hi:
+                    out = (np_arr < lo) | (np_arr > hi)
+                    r = _first(out)
+                    _fail(name, col, r, f"value {np_arr[r]} outside [{lo}, {hi}]")
             cols[col] = np_arr  # the file's own integer width; compiled as int64
         elif kind in ("bool", "float"):
             cols[col] = arr.to_numpy(zero_copy_only=False)
@@ -273,11 +282,10 @@ def from_frames(
     n = sid.shape[0]
     if n == 0:
         _fail("states.parquet", None, None, "has no rows")
-    perm = pertask.radix_argsort(sid)
-    id_sorted = sid[perm]
-    dup = id_sorted[1:] == id_sorted[:-1]
-    if dup.any():
-        r = int(perm[1:][dup].min())
+    # state_id -> row of states.parquet: one hash table, filled and probed in file order
+    table = np.zeros((pertask.id_table_rows(n), 2), np.int64)
+    r = pertask.id_table(sid, table)
+    if r >= 0:
         _fail("states.parquet", "state_id", r, f"duplicate state_id {sid[r]}")
     terminal = states["terminal"].to_numpy(bool)
     success = states["success"].to_numpy(bool)
@@ -288,10 +296,8 @@ def from_frames(
     if not is_start.any():
         _fail("states.parquet", "is_start", None, "no start state (is_start is false on every row)")
 
-    def lookup(file, col, ids):
-        # sort the queries (radix) and merge them with the sorted ids: linear, and
-        # cache friendly where 10^7 random binary searches are not
-        out, missing = pertask.sorted_lookup(id_sorted, perm, ids, pertask.radix_argsort(ids))
+    def lookup(file, col, ids, found=None):
+        out, missing = found if found is not None else _lookup(table, ids)
         if missing >= 0:
             _fail(file, col, missing, f"unknown state_id {ids[missing]} (not in states.parquet)")
         return out
@@ -302,21 +308,23 @@ def from_frames(
     cnt = transitions["count"].to_numpy(np.int64)
     if len(cnt) == 0:
         _fail("transitions.parquet", None, None, "has no rows")
-    bad = cnt <= 0
-    if bad.any():
-        r = _first(bad)
+    if cnt.min() <= 0:
+        r = _first(cnt <= 0)
         _fail("transitions.parquet", "count", r, f"count {cnt[r]} is not positive")
-    bad = act >= n_actions
-    if bad.any():
-        r = _first(bad)
+    if act.max() >= n_actions:
+        r = _first(act >= n_actions)
         _fail(
             "transitions.parquet",
             "action",
             r,
             f"action {act[r]} but manifest.json names {n_actions} actions",
         )
-    src = lookup("transitions.parquet", "state_id", src_id)
-    dst = lookup("transitions.parquet", "next_state_id", dst_id)
+    # both columns' lookups side by side (the kernel releases the GIL), then checked
+    # in order
+    with ThreadPoolExecutor(2) as pool:
+        found = list(pool.map(lambda ids: _lookup(table, ids), (src_id, dst_id)))
+    src = lookup("transitions.parquet", "state_id", src_id, found[0])
+    dst = lookup("transitions.parquet", "next_state_id", dst_id, found[1])
     bad = terminal[src]
     if bad.any():
         r = _first(bad)
@@ -329,53 +337,33 @@ def from_frames(
 
     if n * n * n_actions >= 2**63:
         _fail("states.parquet", None, None, f"{n} states is more than one sort key can index")
-    # sort by (state, action, next) with one int64 key (n^2 * actions < 2^63);
-    # skipped when the file is already in that order, as the collector writes it
-    full = (src * n_actions + act) * n + dst
-    if np.all(full[1:] >= full[:-1]):
-        tkey_order = np.arange(len(full))
-    else:
-        tkey_order = pertask.radix_argsort(full)
-        full = full[tkey_order]
-    same = full[1:] == full[:-1]
-    if same.any():
-        # the first row (file order) repeating an earlier row's key
-        starts = np.flatnonzero(np.r_[True, ~same])
-        group_first = np.repeat(
-            np.minimum.reduceat(tkey_order, starts), np.diff(np.r_[starts, len(full)])
-        )
-        r = int(tkey_order[tkey_order != group_first].min())
+    # (state, action, next) order: a radix sort on (state, action), skipped when the
+    # file is already in that order (as the collector writes it), each row by next
+    dup, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob, visits = _group(
+        src, act, dst, cnt, n, n_actions
+    )
+    if dup:
+        r = _first_repeat(src_id, act, dst_id)
         _fail(
             "transitions.parquet",
             "next_state_id",
             r,
             f"duplicate (state_id, action, next_state_id) = ({src_id[r]}, {act[r]}, {dst_id[r]})",
         )
-    key_s = full // n
-    dst_s = full - key_s * n
-    cnt_s = cnt[tkey_order]
-    row_start = np.flatnonzero(np.r_[True, key_s[1:] != key_s[:-1]])
-    row_key = key_s[row_start]
-    row_count = np.add.reduceat(cnt_s, row_start)
-    row_state = row_key // n_actions
-    row_action = (row_key % n_actions).astype(np.int8)
-    tr_ptr_old = np.r_[row_start, len(key_s)].astype(np.int64)
-    tr_prob = cnt_s / np.repeat(row_count, np.diff(tr_ptr_old))
-
+    del src, dst
     # episodes through each state
-    start_weight = np.bincount(row_state, weights=row_count, minlength=n).astype(np.float64)
-    start_weight = np.where(is_start, start_weight, 0.0)
+    start_weight = np.where(is_start, visits, 0.0)
     if start_weight.sum() <= 0:
         _fail("transitions.parquet", None, None, "no start state has an outgoing transition")
-
+    if scores is not None:
+        _check_scores(scores, n_actions, lambda ids: lookup("scores.parquet", "state_id", ids))
+    table = None  # (hundreds of MB at 10^7 ids) freed before the layout
     mdp, new_of_old = _compile(
-        n, n_actions, row_state, row_action, row_count, tr_ptr_old, dst_s, tr_prob,
+        n, n_actions, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob,
         terminal, success, start_weight,
     )  # fmt: skip
     state_ids = np.empty(n, np.int64)
     state_ids[new_of_old] = sid
-    if scores is not None:
-        _check_scores(scores, n_actions, lambda ids: lookup("scores.parquet", "state_id", ids))
     return Dataset(
         path=path,
         manifest=manifest,
@@ -386,9 +374,48 @@ def from_frames(
         state_ids=state_ids,
         episodes=episodes,
         steps=steps,
-        _id_sorted=id_sorted,
-        _id_perm=new_of_old[perm],
     )
+
+
+def _lookup(table, ids):
+    """``pertask.id_lookup``: (rows, first absent row or -1)."""
+    out = np.empty(len(ids), np.int64)
+    return out, pertask.id_lookup(table, ids, out)
+
+
+def _group(src, act, dst, cnt, n, n_actions):
+    """The CSR arrays of the transitions (``pertask.fill_rows``): rows of a state
+    by action, transitions of a row by next state. The first value says whether a
+    (state, action, next state) repeats. ``dst`` serves as scratch."""
+    m = len(src)
+    a_bits = max(int(n_actions - 1).bit_length(), 1)
+    key = np.empty(m, np.int64)
+    in_order = pertask.row_keys(src, act, dst, a_bits, key)
+    if in_order:
+        nxt, c_s = dst, (cnt if cnt.flags.writeable else cnt.copy())
+    else:
+        c_in = cnt if cnt.flags.writeable else cnt.copy()  # scratch of the sort
+        key, nxt, c_s = pertask.radix_sort_pairs(
+            key, dst, c_in, np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+        )
+    n_rows = pertask.count_rows(key)
+    sa_ptr, visits, tr_prob = np.zeros(n + 1, np.int64), np.zeros(n), np.empty(m)
+    row_action, row_count = np.empty(n_rows, np.int8), np.empty(n_rows, np.int64)
+    tr_ptr = np.empty(n_rows + 1, np.int64)
+    dup = pertask.fill_rows(
+        key, nxt, c_s, a_bits, not in_order, sa_ptr, row_action, row_count, tr_ptr, tr_prob,
+        visits,
+    )  # fmt: skip
+    return dup, sa_ptr, row_action, row_count, tr_ptr, nxt, tr_prob, visits
+
+
+def _first_repeat(*cols) -> int:
+    """The first row (file order) whose values in ``cols`` repeat an earlier row's."""
+    order = np.lexsort(cols[::-1])  # stable
+    same = np.ones(len(order) - 1, bool)
+    for c in cols:
+        same &= c[order][1:] == c[order][:-1]
+    return int(order[1:][same].min())
 
 
 def _check_scores(scores: pd.DataFrame, n_actions: int, lookup) -> None:
@@ -411,15 +438,20 @@ def _check_scores(scores: pd.DataFrame, n_actions: int, lookup) -> None:
 
 
 def _compile(
-    n, n_actions, row_state, row_action, row_count, tr_ptr, tr_next, tr_prob,
+    n, n_actions, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob,
     terminal, success, start_weight,
 ):  # fmt: skip
     """Build the MDP; when the graph is acyclic, renumber states task by task
     (connected component by component), level by level within each, breadth-first
     within a level."""
-    sa_ptr = np.r_[0, np.cumsum(np.bincount(row_state, minlength=n))].astype(np.int64)
-    tr_next = tr_next.astype(np.int64)
-    topo, level, acyclic = kernels.topological_order(n, sa_ptr, tr_ptr, tr_next)
+    inv, order = np.empty(n, np.int64), np.empty(n, np.int64)
+    small = max(n, len(tr_next)) < 2**31  # in-degrees, levels and labels fit int32
+    node = np.zeros((n, 4), np.int32 if small else np.int64)
+    work = np.empty((4, n), np.int64)
+    acyclic, comp_ptr, block_ptr = pertask.task_layout(
+        n, sa_ptr, tr_ptr, tr_next, node, work, inv, order
+    )
+    del node, work
     if not acyclic:
         mdp = MDP(
             sa_ptr, row_action, row_count, tr_ptr, tr_next.astype(np.int32), tr_prob, terminal,
@@ -430,20 +462,20 @@ def _compile(
     # components (tasks never connect), laid out contiguously; inside each, the
     # states level by level (longest distance from a start), breadth-first within
     # a level: a topological numbering, so every component is backed up by a
-    # reverse sweep over its own index range (helpdp._src.pertask)
-    comp, n_comp = pertask.components(n, sa_ptr, tr_ptr, tr_next)
-    n_levels = int(level.max()) + 1
-    inv = pertask.counting_order(level, n_levels, topo)  # old index of each new index
-    inv = pertask.counting_order(comp, n_comp, inv)
-    new_sa_ptr, new_action, new_count, new_tr_ptr, new_next, new_prob, new_of_old = (
-        pertask.renumber(inv, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob)
+    # reverse sweep over its own index range (helpdp._src.pertask); ``order`` is
+    # the level order of the level-parallel pass, deepest level first
+    n_rows, m = len(row_action), len(tr_next)
+    new_of_old, new_sa_ptr = np.empty(n, np.int64), np.empty(n + 1, np.int64)
+    new_action, new_count = np.empty(n_rows, row_action.dtype), np.empty(n_rows, row_count.dtype)
+    new_tr_ptr, new_next, new_prob = (
+        np.empty(n_rows + 1, np.int64),
+        np.empty(m, np.int32),
+        np.empty(m),
     )
-    comp_ptr = np.r_[0, np.cumsum(np.bincount(comp, minlength=n_comp))].astype(np.int64)
-    # the level order of the level-parallel pass: deepest level first
-    new_level = level[inv]
-    order = pertask.counting_order(n_levels - 1 - new_level, n_levels, np.arange(n, dtype=np.int64))
-    per_level = np.bincount(new_level, minlength=n_levels)[::-1]
-    block_ptr = np.r_[0, np.cumsum(per_level)].astype(np.int64)
+    pertask.renumber_into(
+        inv, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob, new_of_old, new_sa_ptr,
+        new_action, new_count, new_tr_ptr, new_next, new_prob,
+    )  # fmt: skip
     mdp = MDP(
         new_sa_ptr,
         new_action,

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from helpdp._src import forecast as kf
-from helpdp._src import kernels, pertask
+from helpdp._src import kernels, parametric, pertask
 from helpdp.data import MDP, Dataset, DatasetError
 
 RULES = ("exact", "paper")
@@ -32,6 +32,9 @@ TASK_CHUNK = 8192
 # run; a path is re-timed when it has not run for this many solves of the MDP
 RETIME_EVERY = 32
 PATHS = ("auto", "tasks", "levels", "serial")
+# bytes of the per-task scratch block of ``solve_costs`` (a task's states x 3 x help
+# costs, float64): the costs are taken in groups that keep it in a core's cache
+BATCH_SCRATCH = 2 << 20
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,77 @@ def solve(
         sweeps=int(sweeps),
         rule=rule,
     )
+
+
+def _batched(mdp: MDP) -> bool:
+    """Whether ``solve_costs`` runs the batched pass on ``mdp``."""
+    return mdp.n_actions == 2 and mdp.acyclic and mdp.comp_ptr is not None
+
+
+def _sweep_costs(mdp: MDP, rs, gamma: float, tie_tol: float, write: bool):
+    """``parametric.sweep_costs`` over ``rs`` in groups: yields (r, start means (K, 3),
+    values (K, n, 3), actions (K, n)), the last two empty unless ``write``."""
+    if not 0 < gamma <= 1:
+        raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+    for r in rs:
+        _costs(mdp, r)  # the same checks as solve
+    biggest = int(np.diff(mdp.comp_ptr).max())
+    group = max(1, BATCH_SCRATCH // (24 * biggest))
+    starts = np.flatnonzero(mdp.start_weight != 0.0)
+    n = mdp.n_states if write else 0
+    for g in range(0, len(rs), group):
+        r = np.array(rs[g : g + group], np.float64)
+        vals = np.empty((len(r), n, 3))
+        actions = np.empty((len(r), n), np.int8)
+        start_vals = np.empty((len(starts), len(r), 3))
+        parametric.sweep_costs(
+            mdp.comp_ptr, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
+            mdp.terminal, mdp.success, r, float(gamma), float(tie_tol), starts, start_vals,
+            write, vals, actions,
+        )  # fmt: skip
+        yield r, parametric.start_means(starts, mdp.start_weight, start_vals), vals, actions
+
+
+def solve_costs(mdp: MDP, rs, *, gamma: float, tie_tol: float = 1e-12) -> list[Solution]:
+    """``[solve(mdp, r, gamma=gamma, tie_tol=tie_tol) for r in rs]``, bit for bit, in
+    one backward pass per group of help costs (``parametric.sweep_costs``: each task
+    backed up at every r while it is in cache).
+
+    The batched pass covers the exact rule with one intervention on an acyclic graph
+    laid out by task (``mdp.comp_ptr``); elsewhere this is the loop of solves. K
+    Solutions take K * n * 25 bytes, as K solves' do; those of one group are views
+    of one block of memory (freed when the last of them goes).
+    """
+    rs = [float(r) for r in rs]
+    if not _batched(mdp):
+        return [solve(mdp, r, gamma=gamma, tie_tol=tie_tol) for r in rs]
+    out = []
+    for r, means, vals, actions in _sweep_costs(mdp, rs, gamma, tie_tol, True):
+        for k in range(len(r)):
+            out.append(
+                Solution(
+                    r=np.array([r[k]]),
+                    action=actions[k],
+                    values=vals[k],
+                    expected_success=float(means[k, 1]),
+                    expected_usage=means[k, 2:].copy(),
+                    sweeps=1,
+                    rule="exact",
+                )
+            )
+    return out
+
+
+def cost_means(mdp: MDP, rs, *, gamma: float, tie_tol: float = 1e-12) -> np.ndarray:
+    """E[S] and E[U] (rows) of ``solve(mdp, r)`` at every ``r`` of ``rs``, bit for bit,
+    from one pass that keeps no value per state (``solve_costs`` without the
+    Solutions: the cost of a pass, not of K): (len(rs), 2)."""
+    rs = [float(r) for r in rs]
+    if not _batched(mdp):
+        sols = [solve(mdp, r, gamma=gamma, tie_tol=tie_tol) for r in rs]
+        return np.array([[s.expected_success, s.total_usage] for s in sols]).reshape(-1, 2)
+    out = [m[:, 1:] for _, m, _, _ in _sweep_costs(mdp, rs, gamma, tie_tol, False)]
+    return np.concatenate(out) if out else np.zeros((0, 2))
 
 
 def _plan(mdp: MDP) -> dict:

@@ -6,7 +6,7 @@ from dataclasses import fields, is_dataclass
 import pytest
 from hydra.core.global_hydra import GlobalHydra
 
-from helpdp.cliconf import CONF_DIR, compose_config, help_text
+from helpdp.cliconf import compose_config, help_text
 from helpdp.models.lora import LoRAConfig
 from helpdp.prm.config import SCHEMAS, PRMModelConfig
 

@@ -38,14 +38,24 @@ def _grow(a, need):
 
 
 @njit(cache=True)
+def _merge_room(m, srcs_lo, srcs_hi):
+    """Pieces ``_merge_sum`` may append for these sources, at most."""
+    room = 1
+    for k in range(m):
+        room += srcs_hi[k] - srcs_lo[k] - 1
+    return room
+
+
+@njit(cache=True)
 def _merge_sum(
     m, srcs_lo, srcs_hi, coef, add, gamma, B, S, U, cur, ob, os_, ou, n_out
 ):  # fmt: skip
     """Append to (ob, os_, ou) from ``n_out`` the pieces of
     ``add * r-term + gamma * sum_k coef[k] f_k``, ``f_k`` the piece lists
     ``srcs_lo[k]:srcs_hi[k]`` of (B, S, U); ``add`` is 1.0 for the help action (its
-    own call), else 0.0; ``cur`` is scratch of length >= m. Returns the buffers and
-    the new ``n_out``. The sums run in the order of the fixed-r kernel."""
+    own call), else 0.0; ``cur`` is scratch of length >= m. The buffers must have
+    room for ``_merge_room`` more pieces. Returns the new ``n_out``. The sums run in
+    the order of the fixed-r kernel."""
     for k in range(m):
         cur[k] = srcs_lo[k]
     r = 0.0
@@ -60,10 +70,6 @@ def _merge_sum(
         m_val = gamma * acc_m
         if add != 0.0:
             m_val += add
-        if n_out + 1 > ob.shape[0]:
-            ob = _grow(ob, n_out + 1)
-            os_ = _grow(os_, n_out + 1)
-            ou = _grow(ou, n_out + 1)
         ob[n_out] = r
         os_[n_out] = s_val
         ou[n_out] = m_val
@@ -78,40 +84,38 @@ def _merge_sum(
         for k in range(m):
             while cur[k] + 1 < srcs_hi[k] and B[cur[k] + 1] <= r:
                 cur[k] += 1
-    return ob, os_, ou, n_out
+    return n_out
 
 
 @njit(cache=True)
 def _push(ob, os_, ou, n_out, base, x, s_val, m_val):
     """Append piece (x, s, m) to the list that starts at ``base``, unless it repeats
-    the last piece's line; a piece starting where the last one started replaces it."""
+    the last piece's line; a piece starting where the last one started replaces it.
+    The buffers must have room for it. Returns the new length."""
     if n_out > base and ob[n_out - 1] >= x:
         n_out -= 1
     if n_out > base and os_[n_out - 1] == s_val and ou[n_out - 1] == m_val:
-        return ob, os_, ou, n_out
-    ob = _grow(ob, n_out + 1)
-    os_ = _grow(os_, n_out + 1)
-    ou = _grow(ou, n_out + 1)
+        return n_out
     ob[n_out] = x
     os_[n_out] = s_val
     ou[n_out] = m_val
-    return ob, os_, ou, n_out + 1
+    return n_out + 1
 
 
 @njit(cache=True)
 def _envelope(tb, ts, tu, ia, ea, ib, eb, tie_tol, ob, os_, ou, n_out):
     """Upper envelope of the piece lists ``ia:ea`` (nohelp) and ``ib:eb`` (help) of
-    (tb, ts, tu), appended to (ob, os_, ou): help wins where ``Lb - La > tie_tol``."""
+    (tb, ts, tu), appended to (ob, os_, ou), which must have room for
+    ``2 * (ea - ia + eb - ib)`` more pieces: help wins where ``Lb - La > tie_tol``.
+    Returns the new length."""
     base = n_out
-    ba, sa, ua = tb, ts, tu
-    bb, sb, ub = tb, ts, tu
     x = 0.0
     while True:
-        na = ba[ia + 1] if ia + 1 < ea else np.inf
-        nb = bb[ib + 1] if ib + 1 < eb else np.inf
+        na = tb[ia + 1] if ia + 1 < ea else np.inf
+        nb = tb[ib + 1] if ib + 1 < eb else np.inf
         end = min(na, nb)
-        d_s = sb[ib] - sa[ia]
-        d_m = ub[ib] - ua[ia]
+        d_s = ts[ib] - ts[ia]
+        d_m = tu[ib] - tu[ia]
         dx = d_s - x * d_m
         if end == np.inf:
             de = d_s if d_m == 0.0 else (-np.inf if d_m > 0 else np.inf)
@@ -121,21 +125,21 @@ def _envelope(tb, ts, tu, ia, ea, ib, eb, tie_tol, ob, os_, ou, n_out):
         b_last = de > tie_tol
         if b_first == b_last:
             if b_first:
-                ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, x, sb[ib], ub[ib])
+                n_out = _push(ob, os_, ou, n_out, base, x, ts[ib], tu[ib])
             else:
-                ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, x, sa[ia], ua[ia])
+                n_out = _push(ob, os_, ou, n_out, base, x, ts[ia], tu[ia])
         else:
             rc = (d_s - tie_tol) / d_m
             if not rc > x:
                 rc = x
             if b_first:
-                ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, x, sb[ib], ub[ib])
+                n_out = _push(ob, os_, ou, n_out, base, x, ts[ib], tu[ib])
                 if rc < end:
-                    ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, rc, sa[ia], ua[ia])
+                    n_out = _push(ob, os_, ou, n_out, base, rc, ts[ia], tu[ia])
             else:
-                ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, x, sa[ia], ua[ia])
+                n_out = _push(ob, os_, ou, n_out, base, x, ts[ia], tu[ia])
                 if rc < end:
-                    ob, os_, ou, n_out = _push(ob, os_, ou, n_out, base, rc, sb[ib], ub[ib])
+                    n_out = _push(ob, os_, ou, n_out, base, rc, ts[ib], tu[ib])
         if end == np.inf:
             break
         x = end
@@ -143,7 +147,15 @@ def _envelope(tb, ts, tu, ia, ea, ib, eb, tie_tol, ob, os_, ou, n_out):
             ia += 1
         if nb <= end:
             ib += 1
-    return ob, os_, ou, n_out
+    return n_out
+
+
+@njit(cache=True)
+def _room(a, b, c, need):
+    """``(a, b, c)``, each grown (doubling) to hold at least ``need`` entries."""
+    if need <= a.shape[0]:
+        return a, b, c
+    return _grow(a, need), _grow(b, need), _grow(c, need)
 
 
 @njit(cache=True, nogil=True)
@@ -171,30 +183,33 @@ def trace_components(
     ps = np.empty(1024)
     pu = np.empty(1024)
     tb = np.empty(64)  # temporary Q pieces of the help and nohelp rows
-    max_deg = 1
-    for j in range(tr_ptr.shape[0] - 1):
-        max_deg = max(max_deg, tr_ptr[j + 1] - tr_ptr[j])
+    ts = np.empty(64)
+    tu = np.empty(64)
+    max_deg = 1  # over the rows of these components only (a call takes a few tasks)
+    biggest = 0
+    for i in range(n_c):
+        c = comps[i]
+        biggest = max(biggest, comp_ptr[c + 1] - comp_ptr[c])
+        for j in range(sa_ptr[comp_ptr[c]], sa_ptr[comp_ptr[c + 1]]):
+            max_deg = max(max_deg, tr_ptr[j + 1] - tr_ptr[j])
     s_lo = np.empty(max_deg, np.int64)  # per successor of a row: its pieces, weight
     s_hi = np.empty(max_deg, np.int64)
     coef = np.empty(max_deg)
     cur = np.empty(max_deg, np.int64)
-    ts = np.empty(64)
-    tu = np.empty(64)
+    # pieces of state s: pool[st[s - lo, 0]:st[s - lo, 1]]
+    st = np.empty((biggest, 2), np.int64)
     for i in range(n_c):
         c = comps[i]
         lo = comp_ptr[c]
         hi = comp_ptr[c + 1]
-        # pieces of state s: pool[st[s - lo, 0]:st[s - lo, 1]]
-        st = np.empty((hi - lo, 2), np.int64)
         n_pool = 0
         for s in range(hi - 1, lo - 1, -1):
             j0 = sa_ptr[s]
             j1 = sa_ptr[s + 1]
             if terminal[s] or j0 == j1:
                 v = 1.0 if success[s] else 0.0
-                pb = _grow(pb, n_pool + 1)
-                ps = _grow(ps, n_pool + 1)
-                pu = _grow(pu, n_pool + 1)
+                if n_pool + 1 > pb.shape[0]:
+                    pb, ps, pu = _room(pb, ps, pu, n_pool + 1)
                 pb[n_pool] = 0.0
                 ps[n_pool] = v
                 pu[n_pool] = 0.0
@@ -230,15 +245,16 @@ def trace_components(
                     if add != 0.0:
                         m_val += add
                     if n_t + 1 > tb.shape[0]:
-                        tb = _grow(tb, n_t + 1)
-                        ts = _grow(ts, n_t + 1)
-                        tu = _grow(tu, n_t + 1)
+                        tb, ts, tu = _room(tb, ts, tu, n_t + 1)
                     tb[n_t] = 0.0
                     ts[n_t] = gamma * acc_s
                     tu[n_t] = m_val
                     n_t += 1
                 else:
-                    tb, ts, tu, n_t = _merge_sum(
+                    need = n_t + _merge_room(m, s_lo, s_hi)
+                    if need > tb.shape[0]:
+                        tb, ts, tu = _room(tb, ts, tu, need)
+                    n_t = _merge_sum(
                         m, s_lo, s_hi, coef, add, gamma, pb, ps, pu, cur, tb, ts, tu, n_t
                     )
                 if j == j0:
@@ -246,12 +262,15 @@ def trace_components(
                 else:
                     r_lo1, r_hi1 = row_start, n_t
             start = n_pool
+            need = n_pool + 2 * n_t
+            if need > pb.shape[0]:
+                pb, ps, pu = _room(pb, ps, pu, need)
             if j1 - j0 == 1:
                 for k in range(r_lo0, r_hi0):
-                    pb, ps, pu, n_pool = _push(pb, ps, pu, n_pool, start, tb[k], ts[k], tu[k])
+                    n_pool = _push(pb, ps, pu, n_pool, start, tb[k], ts[k], tu[k])
             else:
                 # rows sorted by action: nohelp first, help second (one intervention)
-                pb, ps, pu, n_pool = _envelope(
+                n_pool = _envelope(
                     tb, ts, tu, r_lo0, r_hi0, r_lo1, r_hi1, tie_tol, pb, ps, pu, n_pool
                 )
             st[s - lo, 0] = start
@@ -275,12 +294,147 @@ def trace_components(
                 k += 1
         if n_start > 0:
             o_cur = np.empty(n_start, np.int64)
-            n_t = 0
-            tb, ts, tu, n_t = _merge_sum(
-                n_start, o_lo, o_hi, o_w, 0.0, 1.0, pb, ps, pu, o_cur, tb, ts, tu, n_t
-            )
+            need = _merge_room(n_start, o_lo, o_hi)
+            if need > tb.shape[0]:
+                tb, ts, tu = _room(tb, ts, tu, need)
+            n_t = _merge_sum(n_start, o_lo, o_hi, o_w, 0.0, 1.0, pb, ps, pu, o_cur, tb, ts, tu, 0)
             base = n_res
+            if n_res + n_t > rb.shape[0]:
+                rb, rs, ru = _room(rb, rs, ru, n_res + n_t)
             for k in range(n_t):
-                rb, rs, ru, n_res = _push(rb, rs, ru, n_res, base, tb[k], ts[k], tu[k])
+                n_res = _push(rb, rs, ru, n_res, base, tb[k], ts[k], tu[k])
         piece_ptr[i + 1] = n_res
     return True, piece_ptr, rb[:n_res].copy(), rs[:n_res].copy(), ru[:n_res].copy()
+
+
+@njit(cache=True, nogil=True)
+def sweep_costs(
+    comp_ptr, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, r, gamma,
+    tie_tol, starts, start_vals, write, vals, actions,
+):  # fmt: skip
+    """The fixed-r exact backward pass (``kernels.sweep`` with ``RULE_EXACT``, one
+    intervention) at every help cost ``r[k]`` at once, component by component.
+
+    Components ``comp_ptr[c]:comp_ptr[c+1]`` are numbered topologically inside (as
+    ``helpdp.data`` lays tasks out). A component's values at every r live in a
+    scratch block of (its states, 3 K) while it is backed up (a task's block stays
+    in cache for its successors' reads, and the inner loops run over k), and are
+    written out as each state is final.
+    Every row's V, S and M sums are formed at every r and the best row's kept (the
+    fixed-r kernel sums S and M of the chosen row only: the same sums, in the same
+    order), with the fixed-r tie rule, so the results equal K separate solves bit
+    for bit. With ``write``, writes ``vals[k]`` ((n, 3): V, S, M per state) and
+    ``actions[k]`` ((n,) int8, -1 where no action applies): a (K, n, 3) and a (K, n)
+    array. Always writes ``start_vals[i, k]`` (V, S, M of state ``starts[i]`` at
+    ``r[k]``; ``starts`` ascending): without ``write`` the pass costs no memory per
+    state and r, and gives E[U], E[S] at every r (``start_means``).
+    """
+    n_k = r.shape[0]
+    biggest = 0
+    for c in range(comp_ptr.shape[0] - 1):
+        biggest = max(biggest, comp_ptr[c + 1] - comp_ptr[c])
+    # row ls of buf: V at every r, then S, then M (indexed directly: array views
+    # would cost reference counts per state)
+    buf = np.empty((biggest, 3 * n_k))
+    buf_a = np.empty((biggest, n_k), np.int8)
+    acc_v = np.empty(n_k)
+    acc_s = np.empty(n_k)
+    acc_m = np.empty(n_k)
+    o_s = n_k
+    o_m = 2 * n_k
+    i_start = 0
+    for c in range(comp_ptr.shape[0] - 1):
+        lo = comp_ptr[c]
+        hi = comp_ptr[c + 1]
+        for s in range(hi - 1, lo - 1, -1):
+            ls = s - lo
+            j0 = sa_ptr[s]
+            j1 = sa_ptr[s + 1]
+            if terminal[s] or j0 == j1:
+                v = 1.0 if success[s] else 0.0
+                for k in range(n_k):
+                    buf[ls, k] = v
+                    buf[ls, o_s + k] = v
+                    buf[ls, o_m + k] = 0.0
+                    buf_a[ls, k] = -1
+                if write:
+                    for k in range(n_k):
+                        vals[k, s, 0] = v
+                        vals[k, s, 1] = v
+                        vals[k, s, 2] = 0.0
+                        actions[k, s] = -1
+                continue
+            for j in range(j0, j1):
+                a = sa_action[j]
+                cost_on = a > 0
+                own = 1.0 if a == 1 else 0.0
+                first = j == j0  # the first row is taken (the fixed-r rule: q > -inf)
+                t0 = tr_ptr[j]
+                t1 = tr_ptr[j + 1]
+                p = tr_prob[t0]
+                nx = tr_next[t0] - lo
+                if t1 - t0 == 1:  # one successor (most rows of a history tree): one loop
+                    for k in range(n_k):
+                        q = -(r[k] if cost_on else 0.0) + gamma * (0.0 + p * buf[nx, k])
+                        s_val = gamma * (0.0 + p * buf[nx, o_s + k])
+                        m_val = gamma * (0.0 + p * buf[nx, o_m + k])
+                        m_val = m_val + own if own != 0.0 else m_val
+                        take = first or q > buf[ls, k] + tie_tol
+                        buf[ls, k] = q if take else buf[ls, k]
+                        buf[ls, o_s + k] = s_val if take else buf[ls, o_s + k]
+                        buf[ls, o_m + k] = m_val if take else buf[ls, o_m + k]
+                        buf_a[ls, k] = a if take else buf_a[ls, k]
+                    continue
+                for k in range(n_k):  # 0.0 + p * x: the fixed-r sum's first step
+                    acc_v[k] = 0.0 + p * buf[nx, k]
+                    acc_s[k] = 0.0 + p * buf[nx, o_s + k]
+                    acc_m[k] = 0.0 + p * buf[nx, o_m + k]
+                for t in range(t0 + 1, t1):
+                    p = tr_prob[t]
+                    nx = tr_next[t] - lo
+                    for k in range(n_k):
+                        acc_v[k] += p * buf[nx, k]
+                        acc_s[k] += p * buf[nx, o_s + k]
+                        acc_m[k] += p * buf[nx, o_m + k]
+                for k in range(n_k):
+                    q = -(r[k] if cost_on else 0.0) + gamma * acc_v[k]
+                    m_val = gamma * acc_m[k]
+                    m_val = m_val + own if own != 0.0 else m_val
+                    take = first or q > buf[ls, k] + tie_tol
+                    buf[ls, k] = q if take else buf[ls, k]
+                    buf[ls, o_s + k] = gamma * acc_s[k] if take else buf[ls, o_s + k]
+                    buf[ls, o_m + k] = m_val if take else buf[ls, o_m + k]
+                    buf_a[ls, k] = a if take else buf_a[ls, k]
+            if write:
+                for k in range(n_k):  # out as soon as final (the block is in cache now)
+                    vals[k, s, 0] = buf[ls, k]
+                    vals[k, s, 1] = buf[ls, o_s + k]
+                    vals[k, s, 2] = buf[ls, o_m + k]
+                    actions[k, s] = buf_a[ls, k]
+        while i_start < starts.shape[0] and starts[i_start] < hi:  # this task's starts
+            ls = starts[i_start] - lo
+            for k in range(n_k):
+                start_vals[i_start, k, 0] = buf[ls, k]
+                start_vals[i_start, k, 1] = buf[ls, o_s + k]
+                start_vals[i_start, k, 2] = buf[ls, o_m + k]
+            i_start += 1
+    return 0
+
+
+@njit(cache=True)
+def start_means(starts, weights, start_vals):
+    """``kernels.weighted_means`` of the solution at every ``r[k]`` from the values of
+    its start states (``start_vals[i, k]`` of ``sweep_costs``; ``starts``: the
+    states of non-zero weight, ascending), summed in the same order: (K, 3)."""
+    n_k = start_vals.shape[1]
+    out = np.zeros((n_k, 3))
+    for k in range(n_k):
+        total = 0.0
+        for i in range(starts.shape[0]):
+            w = weights[starts[i]]
+            total += w
+            for c in range(3):
+                out[k, c] += w * start_vals[i, k, c]
+        for c in range(3):
+            out[k, c] /= total
+    return out

@@ -1,0 +1,36 @@
+"""The per-task trace kernel on tasks with many pieces (its buffers grow), and
+traced in batches of tasks as ``trace_breakpoints`` does: every vertex of the
+frontier is the solve's policy at an r inside its interval."""
+
+import numpy as np
+import pytest
+from pertask_helpers import random_tasks
+
+from helpdp import from_frames, solve
+from helpdp._src import parametric
+from helpdp.trace import frontier_of
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_big_tasks_trace_to_the_solves(seed, monkeypatch):
+    import sys
+
+    m = from_frames(*random_tasks(seed, n_tasks=4, n_inner=(150, 250), max_succ=4)).mdp
+    monkeypatch.setattr(sys.modules["helpdp.trace"], "TRACE_CHUNK", 20)  # a task a call
+    fr = frontier_of(m, gamma=1.0)
+    assert len(fr) > 20
+    mids = np.r_[fr.starts[:-1] + 0.5 * np.diff(fr.starts), fr.starts[-1] + 1.0]
+    for k, r in enumerate(mids):
+        sol = solve(m, r, gamma=1.0)
+        assert sol.total_usage == pytest.approx(fr.usage[k], abs=1e-9)
+        assert sol.expected_success == pytest.approx(fr.success[k], abs=1e-9)
+    # one call over every task gives the pieces the batched calls gave
+    args = (
+        m.comp_ptr, np.arange(len(m.comp_ptr) - 1), m.sa_ptr, m.sa_action, m.tr_ptr,
+        m.tr_next, m.tr_prob, m.terminal, m.success, m.start_weight, 1.0, 1e-12, 1 << 20,
+    )  # fmt: skip
+    a = parametric.trace_components(*args)
+    b = parametric.trace_components.py_func(*args)
+    assert a[0] and b[0]
+    for x, y in zip(a[1:], b[1:]):
+        assert np.array_equal(x, y)
