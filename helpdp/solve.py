@@ -8,6 +8,7 @@ means E[S] and E[U^k] (CONTRACT section 2).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -31,6 +32,8 @@ TASK_CHUNK = 8192
 # the per-task and level-parallel passes are timed against the serial one as they
 # run; a path is re-timed when it has not run for this many solves of the MDP
 RETIME_EVERY = 32
+# the kernel's instantaneous count of runnable threads (4th field: "running/total")
+LOADAVG = "/proc/loadavg"
 PATHS = ("auto", "tasks", "levels", "serial")
 # bytes of the per-task scratch block of ``solve_costs`` (a task's states x 3 x help
 # costs, float64): the costs are taken in groups that keep it in a core's cache
@@ -97,7 +100,7 @@ def solve(
 
     ``parallel`` picks the pass on acyclic graphs (every pass gives the same
     numbers): ``True``/``"auto"`` chooses among the eligible passes by their
-    measured times (``choose_path``), ``False``/``"serial"`` one serial sweep,
+    times measured under the same load (``choose_path``, ``free_cpus``), ``False``/``"serial"`` one serial sweep,
     ``"tasks"`` the per-task pass (tasks handed to numba threads on demand, each
     task serial: no barrier), ``"levels"`` the level-synchronous pass (one barrier
     per level; only wins on one huge task with wide levels on an idle machine).
@@ -252,15 +255,40 @@ def eligible_paths(mdp: MDP) -> list[str]:
     return paths
 
 
-def choose_path(mdp: MDP, paths: list[str]) -> str:
-    """The eligible pass with the smallest measured time per solve on this MDP.
+def free_cpus(threads: int) -> int | None:
+    """How many of ``threads`` numba threads would find a CPU free right now: the CPUs
+    this process may use less the threads of other work that are runnable at this
+    instant (the kernel's count in ``/proc/loadavg``: an instantaneous count, not the
+    load average), clipped to ``[0, threads]``; None where the kernel does not say.
 
-    Each pass is timed on first use; a pass is timed again once it has not run for
-    its re-time interval (``RETIME_EVERY`` solves, doubled each time it is re-timed
-    and still loses by more than 10%, up to 32 times that), so a threaded pass that
-    loses to the serial one on a busy machine is dropped after one solve and costs
-    ever less to re-check, and is taken up again when the machine is free."""
-    st = mdp.cache.setdefault("timing", {"n": 0, "secs": {}, "last": {}, "every": {}})
+    The count is machine-wide, so it is taken against ``os.cpu_count()``: on a large
+    node shared with others, a few free CPUs still count as free."""
+    try:
+        with open(LOADAVG, "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    cpus = os.cpu_count() or 1
+    try:
+        mine = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        mine = cpus
+    others = running - 1  # this thread is running while it reads
+    return max(0, min(threads, mine, cpus - others))
+
+
+def choose_path(mdp: MDP, paths: list[str], context=None) -> str:
+    """The eligible pass with the smallest measured time per solve on this MDP when
+    the machine is in the same ``context`` (``free_cpus`` at the solve's start: times
+    measured with both CPUs free never decide a solve that starts with none free).
+
+    Each pass is timed on first use in a context; a pass is timed again once it has
+    not run for its re-time interval (``RETIME_EVERY`` solves in that context,
+    doubled each time it is re-timed and still loses by more than 10%, up to 32 times
+    that), so a threaded pass that loses to the serial one on a busy machine is
+    dropped after one solve and costs ever less to re-check, and is taken up again
+    when it wins."""
+    st = _timing(mdp, context)
     st["n"] += 1
     for p in paths:
         if p not in st["secs"] or st["n"] - st["last"][p] >= st["every"].get(p, RETIME_EVERY):
@@ -268,8 +296,13 @@ def choose_path(mdp: MDP, paths: list[str]) -> str:
     return min(paths, key=lambda p: st["secs"][p])
 
 
-def _record(mdp: MDP, path: str, secs: float) -> None:
-    st = mdp.cache["timing"]
+def _timing(mdp: MDP, context) -> dict:
+    table = mdp.cache.setdefault("timing", {})
+    return table.setdefault(context, {"n": 0, "secs": {}, "last": {}, "every": {}})
+
+
+def _record(mdp: MDP, path: str, secs: float, context=None) -> None:
+    st = _timing(mdp, context)
     old = st["secs"].get(path)
     # averaged with the previous solve's time when that ran this pass too; a pass
     # re-timed after a pause takes the fresh time (the machine's load changes)
@@ -293,8 +326,12 @@ def _acyclic_pass(mdp: MDP, parallel, args, val, action) -> str:
         raise ValueError(f"parallel must be a bool or one of {PATHS}, got {parallel!r}")
     plan = _plan(mdp)
     paths = eligible_paths(mdp)
-    if parallel == "auto":
-        path = choose_path(mdp, paths) if len(paths) > 1 else "serial"
+    context = None
+    if parallel == "auto" and len(paths) > 1:
+        context = free_cpus(numba.get_num_threads())
+        path = choose_path(mdp, paths, context)
+    elif parallel == "auto":
+        path = "serial"
     elif parallel == "tasks" and "sched" not in plan:
         path = "serial"  # not laid out by task (e.g. a derived MDP)
     else:
@@ -317,7 +354,7 @@ def _acyclic_pass(mdp: MDP, parallel, args, val, action) -> str:
     else:
         kernels.backward_pass(order, *args, val, action)
     if parallel == "auto" and len(paths) > 1:
-        _record(mdp, path, time.perf_counter() - t)
+        _record(mdp, path, time.perf_counter() - t, context)
     return path
 
 

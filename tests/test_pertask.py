@@ -147,3 +147,46 @@ def test_choose_path_takes_the_faster_and_retimes(monkeypatch):
     assert choose_path(m, paths) == "tasks"
     _record(m, "tasks", 0.5)  # the machine is free again: the threaded pass wins
     assert choose_path(m, paths) == "tasks"
+
+
+def test_times_measured_quiet_never_decide_a_busy_solve(monkeypatch):
+    """The threaded pass won when both CPUs were free; a solve that starts with none
+    free is decided by the times measured with none free (the serial pass), and the
+    quiet choice stands when the machine is free again."""
+    m = from_frames(*random_tasks(5, n_tasks=20)).mdp
+    paths = ["serial", "tasks"]
+    from helpdp.solve import _record
+
+    for ctx, serial, tasks in ((2, 1.0, 0.6), (0, 1.0, 1.6)):
+        for p, secs in (("serial", serial), ("tasks", tasks)):
+            assert choose_path(m, paths, ctx) == p  # each context times each pass
+            _record(m, p, secs, ctx)
+    assert choose_path(m, paths, 0) == "serial"
+    assert choose_path(m, paths, 2) == "tasks"
+    assert choose_path(m, paths, 1) == "serial"  # a context not seen yet: timed afresh
+
+
+def test_free_cpus_reads_the_instantaneous_runnable_count(monkeypatch, tmp_path):
+    import sys
+
+    solve_mod = sys.modules["helpdp.solve"]
+
+    f = tmp_path / "loadavg"
+    monkeypatch.setattr(solve_mod, "LOADAVG", str(f))
+    monkeypatch.setattr(solve_mod.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(solve_mod.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    # "running/total": this thread (1) + n others; 4 CPUs machine-wide, 2 of them ours
+    for running, threads, free in (
+        (1, 2, 2),
+        (3, 2, 2),
+        (4, 2, 1),
+        (5, 2, 0),
+        (9, 2, 0),
+        (2, 1, 1),
+    ):
+        f.write_text(f"7.50 6.00 5.00 {running}/300 12345\n")
+        assert solve_mod.free_cpus(threads) == free, (running, threads)
+    f.write_text("garbage\n")
+    assert solve_mod.free_cpus(2) is None
+    monkeypatch.setattr(solve_mod, "LOADAVG", str(tmp_path / "absent"))
+    assert solve_mod.free_cpus(2) is None
