@@ -287,7 +287,11 @@ def choose_path(mdp: MDP, paths: list[str], context=None) -> str:
     doubled each time it is re-timed and still loses by more than 10%, up to 32 times
     that), so a threaded pass that loses to the serial one on a busy machine is
     dropped after one solve and costs ever less to re-check, and is taken up again
-    when it wins."""
+    when it wins. With no CPU free (``context == 0``) the pass is serial, untimed: a
+    second thread would only wait for a CPU (measured on 2 cores with two busy loops:
+    the per-task pass 1.4x the serial one)."""
+    if context == 0:
+        return "serial"
     st = _timing(mdp, context)
     st["n"] += 1
     for p in paths:
@@ -355,6 +359,8 @@ def _acyclic_pass(mdp: MDP, parallel, args, val, action) -> str:
         kernels.backward_pass(order, *args, val, action)
     if parallel == "auto" and len(paths) > 1:
         _record(mdp, path, time.perf_counter() - t, context)
+    passes = mdp.cache.setdefault("passes", {})  # which pass ran how often (diagnostics)
+    passes[path] = passes.get(path, 0) + 1
     return path
 
 

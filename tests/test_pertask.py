@@ -155,15 +155,18 @@ def test_times_measured_quiet_never_decide_a_busy_solve(monkeypatch):
     quiet choice stands when the machine is free again."""
     m = from_frames(*random_tasks(5, n_tasks=20)).mdp
     paths = ["serial", "tasks"]
-    from helpdp.solve import _record
+    from helpdp.solve import RETIME_EVERY, _record
 
-    for ctx, serial, tasks in ((2, 1.0, 0.6), (0, 1.0, 1.6)):
+    for ctx, serial, tasks in ((2, 1.0, 0.6), (1, 1.0, 1.6)):
         for p, secs in (("serial", serial), ("tasks", tasks)):
             assert choose_path(m, paths, ctx) == p  # each context times each pass
             _record(m, p, secs, ctx)
-    assert choose_path(m, paths, 0) == "serial"
+    assert choose_path(m, paths, 1) == "serial"
     assert choose_path(m, paths, 2) == "tasks"
-    assert choose_path(m, paths, 1) == "serial"  # a context not seen yet: timed afresh
+    assert choose_path(m, paths, None) == "serial"  # a context not seen yet: timed afresh
+    # no CPU free: serial, whatever was timed (never a thread that waits for a CPU)
+    for _ in range(3 * RETIME_EVERY):
+        assert choose_path(m, paths, 0) == "serial"
 
 
 def test_free_cpus_reads_the_instantaneous_runnable_count(monkeypatch, tmp_path):
