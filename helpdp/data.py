@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -247,6 +248,7 @@ def load_dataset(path, *, gamma: float | None = None) -> Dataset:
     path = Path(path)
     if not path.is_dir():
         raise DatasetError(f"{path}: not a dataset directory")
+    prefetch = _prefetch_kernels()
     manifest = _read_manifest(path)
     if gamma is not None:
         if not 0 < gamma <= 1:
@@ -261,9 +263,53 @@ def load_dataset(path, *, gamma: float | None = None) -> Dataset:
         pd.read_parquet(path / "episodes.parquet") if (path / "episodes.parquet").exists() else None
     )
     steps = pd.read_parquet(path / "steps.parquet") if (path / "steps.parquet").exists() else None
-    return from_frames(
+    ds = from_frames(
         manifest, states, transitions, scores, path=path, episodes=episodes, steps=steps
     )
+    prefetch.join()  # no thread outlives the load (a caller may fork next)
+    return ds
+
+
+_PREFETCH = threading.Lock()
+_prefetched: list[threading.Thread] = []
+
+
+def _prefetch_kernels() -> threading.Thread:
+    """Load the loader's numba kernels (from numba's cache, or compile them) in a
+    thread, on a two-task dataset of five states, while the caller reads the Parquet
+    files (pyarrow and llvmlite release the GIL): a process's first load no longer
+    waits for them after its read (measured at 10^7 transitions: see
+    docs/benchmarks.md). Started once per process; returns the thread."""
+    with _PREFETCH:
+        if not _prefetched:
+            t = threading.Thread(target=_tiny_load, name="helpdp-prefetch", daemon=True)
+            t.start()
+            _prefetched.append(t)
+        return _prefetched[0]
+
+
+def _tiny_load() -> Dataset:
+    states = pd.DataFrame(
+        {
+            "state_id": np.array([10, 11, 12, 20, 21], np.int64),
+            "task_id": ["a", "a", "a", "b", "b"],
+            "depth": np.array([0, 1, 1, 0, 1], np.int32),
+            "is_start": [True, False, False, True, False],
+            "terminal": [False, True, True, False, True],
+            "success": [False, True, False, False, True],
+            "text": [""] * 5,
+        }
+    )
+    transitions = pd.DataFrame(
+        {
+            "state_id": np.array([10, 10, 10, 20], np.int64),
+            "action": np.array([0, 0, 1, 1], np.int8),
+            "next_state_id": np.array([11, 12, 11, 21], np.int64),
+            "count": np.array([1, 2, 3, 1], np.int64),
+        }
+    )
+    manifest = {"actions": ["nohelp", "help"], "gamma": 1.0, "format": FORMAT_VERSION}
+    return from_frames(manifest, states, transitions)
 
 
 def from_frames(
