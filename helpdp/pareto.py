@@ -74,7 +74,7 @@ def frontier(
             table = pd.DataFrame(
                 {
                     "r_min": fr.starts[::-1].astype(np.float64),
-                    "r_max": np.r_[fr.starts[1:], np.inf][::-1].astype(np.float64),
+                    "r_max": np.array([fr.vertex(k).r_max for k in range(len(fr))])[::-1],
                     "expected_usage": fr.usage[::-1].astype(np.float64),
                     "expected_success": fr.success[::-1].astype(np.float64),
                 }

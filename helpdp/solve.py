@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -173,12 +174,37 @@ def _sweep_costs(mdp: MDP, rs, gamma: float, tie_tol: float, write: bool):
         vals = np.empty((len(r), n, 3))
         actions = np.empty((len(r), n), np.int8)
         start_vals = np.empty((len(starts), len(r), 3))
-        parametric.sweep_costs(
-            mdp.comp_ptr, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
-            mdp.terminal, mdp.success, r, float(gamma), float(tie_tol), starts, start_vals,
-            write, vals, actions,
-        )  # fmt: skip
+        _sweep_parts(mdp, r, float(gamma), float(tie_tol), starts, start_vals, write, vals, actions)
         yield r, parametric.start_means(starts, mdp.start_weight, start_vals), vals, actions
+
+
+def _sweep_parts(mdp: MDP, r, gamma, tie_tol, starts, start_vals, write, vals, actions) -> None:
+    """``parametric.sweep_costs`` over every task, the tasks cut into one run of
+    consecutive tasks per thread (about equal in states; the kernel releases the
+    GIL): as many threads as ``free_cpus`` finds CPUs for, one on a busy machine.
+    The runs write disjoint states and start rows, so the result is the one-call
+    result bit for bit."""
+    comp_ptr = mdp.comp_ptr
+    free = free_cpus(numba.get_num_threads())
+    n_parts = max(1, free if free is not None else numba.get_num_threads())
+    cuts = np.searchsorted(comp_ptr, np.linspace(0, mdp.n_states, n_parts + 1)[1:-1])
+    bounds = np.unique(np.r_[0, cuts, len(comp_ptr) - 1])
+    rest = (
+        mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob, mdp.terminal,
+        mdp.success, r, gamma, tie_tol,
+    )  # fmt: skip
+
+    def run(c0: int, c1: int) -> None:
+        i0, i1 = np.searchsorted(starts, [comp_ptr[c0], comp_ptr[c1]])
+        parametric.sweep_costs(
+            comp_ptr[c0 : c1 + 1], *rest, starts[i0:i1], start_vals[i0:i1], write, vals, actions
+        )
+
+    if len(bounds) <= 2:
+        run(0, len(comp_ptr) - 1)
+        return
+    with ThreadPoolExecutor(len(bounds) - 1) as ex:
+        list(ex.map(run, bounds[:-1], bounds[1:]))
 
 
 def solve_costs(mdp: MDP, rs, *, gamma: float, tie_tol: float = 1e-12) -> list[Solution]:

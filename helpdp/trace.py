@@ -31,6 +31,11 @@ from helpdp.data import MDP
 
 R_MAX = 1e12  # beyond this help cost the budget is declared infeasible (as helpdp.budget)
 USAGE_EPS = 1e-12  # budget slack treated as "spent exactly" (as helpdp.budget)
+# breakpoints of different tasks closer than this (relative to r) are one global
+# breakpoint: equal in exact arithmetic (r = 1/3 from counts), they differ in the last
+# bits per task, and no solve can land between them (at 10^7 transitions, 3 of 20
+# budgets hit vertices 1e-16 wide and fell back to the search by solves)
+R_MERGE = 1e-11
 # stored pieces per state (on average over a task) above which a task's trace is
 # abandoned for the solve-based search: one huge, densely merging task
 MAX_PIECES_PER_STATE = 64
@@ -135,20 +140,29 @@ class InfeasibleBudgetError(ValueError):
 @dataclass(frozen=True)
 class Frontier:
     """The global usage-success frontier: vertex ``k`` is optimal on
-    ``[starts[k], starts[k+1])`` (``starts[0] = 0``, the last open-ended), with
-    normalised E[U] ``usage[k]`` (non-increasing) and E[S] ``success[k]``."""
+    ``[starts[k], ends[k])`` (``starts[0] = 0``, the last open-ended), with
+    normalised E[U] ``usage[k]`` (non-increasing) and E[S] ``success[k]``.
+    ``ends[k]`` is ``starts[k + 1]`` but where tasks' breakpoints closer than
+    ``R_MERGE`` make one global breakpoint: it spans ``[ends[k], starts[k + 1]]``,
+    where no single policy is optimal (None: ``ends[k] = starts[k + 1]``)."""
 
     starts: np.ndarray
     usage: np.ndarray
     success: np.ndarray
     n_tasks: int
     seconds: float
+    ends: np.ndarray | None = None
 
     @staticmethod
     def from_breakpoints(bp: Breakpoints, seconds: float = 0.0) -> Frontier:
         r = bp.r
-        # breakpoints of several tasks at the same r are one global breakpoint
-        new = np.r_[True, r[1:] != r[:-1]] if len(r) else np.zeros(0, bool)
+        # breakpoints of several tasks at the same r (to R_MERGE) are one global
+        # breakpoint, placed at the group's largest r: at and above it every task of
+        # the group has taken its less-help policy
+        gap = np.diff(r) > R_MERGE * np.maximum(1.0, np.abs(r[1:]))
+        new = np.r_[True, gap] if len(r) else np.zeros(0, bool)
+        first = np.flatnonzero(new)
+        group_last = np.r_[first[1:] - 1, len(r) - 1] if len(r) else first
         grp = np.cumsum(new) - 1
         n_g = int(new.sum())
         # sums in extended precision: 10^6 jumps lose no digit that matters
@@ -163,21 +177,25 @@ class Frontier:
         ]
         usage = (usage / w).astype(np.float64)
         success = (success / w).astype(np.float64)
-        starts = np.r_[0.0, r[new]]
+        starts = np.r_[0.0, r[group_last]]
+        ends = np.r_[r[first], np.inf]
         # a breakpoint whose E[U] jump rounds to nothing is no vertex of its own
         keep = np.r_[True, np.abs(np.diff(usage)) > 1e-15]
         if not keep.all():
             idx = np.flatnonzero(keep)
             # the merged vertex takes the values of the last breakpoint it absorbs
             last = np.r_[idx[1:] - 1, len(usage) - 1]
-            starts, usage, success = starts[idx], usage[last], success[last]
-        return Frontier(starts, usage, success, bp.n_tasks, seconds)
+            starts, usage, success, ends = starts[idx], usage[last], success[last], ends[last]
+        return Frontier(starts, usage, success, bp.n_tasks, seconds, ends)
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def vertex(self, k: int) -> Vertex:
-        r_max = self.starts[k + 1] if k + 1 < len(self.starts) else np.inf
+        if self.ends is not None:
+            r_max = self.ends[k]
+        else:
+            r_max = self.starts[k + 1] if k + 1 < len(self.starts) else np.inf
         return Vertex(
             float(self.starts[k]), float(r_max), float(self.usage[k]), float(self.success[k])
         )

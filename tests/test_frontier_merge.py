@@ -151,3 +151,30 @@ def test_search_falls_back_where_the_trace_does_not_apply():
     assert search_budget(ds.mdp, 0.75, gamma=1.0).expected_success == pytest.approx(
         ref.expected_success, abs=1e-12
     )
+
+
+def test_breakpoints_a_rounding_apart_are_one_global_breakpoint():
+    """Three tasks switch at r = 1/3 in exact arithmetic, a few ulps apart in floats
+    (as at 10^7 transitions): one global breakpoint spanning them, placed at their
+    largest r, and the vertex before it ends at their smallest r, so a solve in the
+    middle of either neighbouring interval reproduces its vertex."""
+    third = [1 / 3 - 3.3e-13, 1 / 3 - 3.3e-13 + 1e-16, 1 / 3 - 2.9e-13]
+    r = np.array([0.2, *third, 0.5])
+    bp = Breakpoints(
+        weight=4.0,
+        base_success=2.0,
+        base_usage=4.0,
+        r=r,
+        d_success=np.full(5, -0.1),
+        d_usage=np.full(5, -0.5),
+        n_tasks=5,
+    )
+    fr = Frontier.from_breakpoints(bp)
+    assert fr.starts.tolist() == [0.0, 0.2, third[2], 0.5]
+    assert [fr.vertex(k).r_max for k in range(4)] == [0.2, third[0], 0.5, np.inf]
+    assert fr.usage == pytest.approx([1.0, 0.875, 0.5, 0.375], abs=1e-15)
+    assert fr.success == pytest.approx([0.5, 0.475, 0.4, 0.375], abs=1e-15)
+    # 0.2 and 0.5 stay apart: 1e-11 is relative to r, and they are 0.3 apart
+    q = fr.query(0.7)
+    assert q.r == third[2] and q.less_help.expected_usage == 0.5
+    assert q.more_help.expected_usage == 0.875 and q.weight_more_help == pytest.approx(0.2 / 0.375)

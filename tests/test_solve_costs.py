@@ -162,3 +162,17 @@ def test_the_sweep_writes_the_files_a_search_per_budget_writes(tmp_path):
             j.pop("seconds")
             j.pop("solves")
         assert js[0] == js[1]
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 7])
+def test_the_sweep_cut_into_runs_of_tasks_per_thread_is_bit_identical(parts, monkeypatch):
+    import sys
+
+    solve_mod = sys.modules["helpdp.solve"]
+    monkeypatch.setattr(solve_mod, "free_cpus", lambda threads: parts)
+    m = from_frames(*random_tasks(9, n_tasks=11)).mdp
+    for got, r in zip(solve_costs(m, COSTS, gamma=1.0), COSTS):
+        _same(got, solve(m, r, gamma=1.0, parallel="serial"))
+    means = cost_means(m, COSTS, gamma=1.0)
+    ref = [solve(m, r, gamma=1.0, parallel="serial") for r in COSTS]
+    assert means.tolist() == [[s.expected_success, s.total_usage] for s in ref]

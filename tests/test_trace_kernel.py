@@ -19,7 +19,8 @@ def test_big_tasks_trace_to_the_solves(seed, monkeypatch):
     monkeypatch.setattr(sys.modules["helpdp.trace"], "TRACE_CHUNK", 20)  # a task a call
     fr = frontier_of(m, gamma=1.0)
     assert len(fr) > 20
-    mids = np.r_[fr.starts[:-1] + 0.5 * np.diff(fr.starts), fr.starts[-1] + 1.0]
+    ends = np.array([fr.vertex(k).r_max for k in range(len(fr))])
+    mids = np.r_[fr.starts[:-1] + 0.5 * (ends[:-1] - fr.starts[:-1]), fr.starts[-1] + 1.0]
     for k, r in enumerate(mids):
         sol = solve(m, r, gamma=1.0)
         assert sol.total_usage == pytest.approx(fr.usage[k], abs=1e-9)
