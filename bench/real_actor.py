@@ -5,6 +5,7 @@
     python bench/real_actor.py --call-format lenient --tasks 0 1 2 --out /tmp/bench-real
     python bench/real_actor.py --analyze helpdp/data/real-actor helpdp/data/demo   # rates
     python bench/real_actor.py --publish-partial DEST OVERRIDES...   # a stopped run's shards
+    python bench/real_actor.py --eval-report EVAL_OUT...   # evaluate runs, one per seed, joined
 
 Runs a real collection (the demo worlds, the oracle) in this process with the actor
 wrapped in a timer, and prints: the model's load time; per turn the prompt tokens, the
@@ -26,6 +27,12 @@ failure class: an approximation, the steps table keeps no turn text).
 dataset in DEST, through the same aggregation, manifest and loader check as the
 collector, with ``source.partial`` saying how many planned episodes it holds and the
 command that resumes the run (rerunning it finishes the remaining shards).
+
+``--eval-report EVAL_OUT...`` joins the ``results.parquet`` of ``python -m
+helpdp.evaluate`` runs that split the seeds between processes (each with its own
+``out``; the same policies and tasks) and prints, per split and policy, the SR with a
+95% Wilson interval, the calls per episode, and each policy's paired difference
+(over the same (task, seed) pairs) to every other, as a markdown table.
 """
 
 from __future__ import annotations
@@ -196,9 +203,66 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     return man["source"]["partial"]
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate k / n."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def eval_report(dirs: list[str]) -> dict:
+    """Joined evaluate runs: SR (Wilson), calls, and paired differences; markdown."""
+    import pandas as pd
+
+    from helpdp.evaluate.stats import paired_ci
+
+    res = pd.concat([pd.read_parquet(Path(d) / "results.parquet") for d in dirs])
+    dup = res.duplicated(["split", "policy", "pair"])
+    if dup.any():
+        raise SystemExit(f"a (split, policy, pair) is in two runs: {res[dup].iloc[0].to_dict()}")
+    lines, out = [], {}
+    for split, r in res.groupby("split", sort=False):
+        pols = list(dict.fromkeys(r["policy"]))
+        pairs = set.intersection(*(set(r.loc[r.policy == p, "pair"]) for p in pols))
+        r = r[r["pair"].isin(pairs)]
+        lines += [f"### {split}: {len(pairs)} paired (task, seed) episodes per policy", "",
+                  "| policy | SR [95% Wilson] | calls / episode | turns |", "|---|---|---|---|"]  # fmt: skip
+        by = {p: r[r.policy == p].set_index("pair").sort_index() for p in pols}
+        for p in pols:
+            e = by[p]
+            k, n = int(e["success"].sum()), len(e)
+            lo, hi = wilson(k, n)
+            out[(split, p)] = {"SR": k / n, "lo": lo, "hi": hi, "U": e["expert_calls"].mean()}
+            lines.append(
+                f"| {p.replace('|', chr(92) + '|')} | {k}/{n} = {k / n:.3f} [{lo:.3f}, {hi:.3f}] | "
+                f"{e['expert_calls'].mean():.2f} | {e['steps'].mean():.2f} |"
+            )
+        cell = {p: p.replace("|", "\\|") for p in pols}  # a mixture's name holds "|"
+        lines += ["", "| paired SR difference (row - column) | "
+                  + " | ".join(cell[p] for p in pols) + " |", "|---" * (len(pols) + 1) + "|"]  # fmt: skip
+        for a in pols:
+            cells = []
+            for b in pols:
+                if a == b:
+                    cells.append("")
+                    continue
+                d = by[a]["success"].astype(float) - by[b]["success"].astype(float)
+                m, lo, hi = paired_ci(d.to_numpy())
+                cells.append(f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+            lines.append(f"| {cell[a]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    print("\n".join(lines))
+    return {f"{s}/{p}": v for (s, p), v in out.items()}
+
+
 def main(argv=None) -> dict:
     if argv is None:
         argv = sys.argv[1:]
+    if argv and argv[0] == "--eval-report":
+        return eval_report(argv[1:])
     if argv and argv[0] == "--publish-partial":
         report = publish_partial(argv[1], argv[2:])
         print(json.dumps(report, indent=1))

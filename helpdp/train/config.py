@@ -36,6 +36,12 @@ class ModelConfig:
 
     kind: str = _f("tiny", "tiny: a Qwen3 built from config (random weights); hf: a checkpoint")
     name_or_path: str = _f("", "hf: a local directory or an already-cached hub id")
+    gguf: str = _f(
+        "",
+        "hf: a real model installed by make real-actor (e.g. qwen2.5-coder-0.5b-instruct-q4_k_m), "
+        "its pinned sha256 checked and its weights dequantised by transformers; name_or_path "
+        "must then be empty",
+    )
     local_files_only: bool = _f(True, "hf: never download")
     dtype: str = _f("float32", "float32 | bfloat16 | float16 | auto")
     hidden_size: int = _f(32, "tiny: hidden size")

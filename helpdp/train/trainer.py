@@ -158,18 +158,47 @@ def _load_model(cfg: Any, pool: Any, tasks: list[tuple[str, int]]) -> tuple[Any,
     elif cfg.model.kind == "hf":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        source, extra = cfg.model.name_or_path, {}
+        if cfg.model.gguf:
+            source, extra = _gguf_weights(cfg.model)
         tok = AutoTokenizer.from_pretrained(
-            cfg.model.name_or_path, local_files_only=cfg.model.local_files_only
+            source, local_files_only=cfg.model.local_files_only, **extra
         )
+        extra = dict(extra)
         dtype = "auto" if cfg.model.dtype == "auto" else getattr(torch, cfg.model.dtype)
+        if cfg.model.gguf and dtype == "auto":
+            dtype = torch.float32  # transformers dequantises GGUF weights
+        if cfg.model.gguf:  # trained: every weight unpacked into a plain dense model
+            from transformers import GgufConfig
+
+            extra["quantization_config"] = GgufConfig(extra["gguf_file"], dequantize=True)
         model = AutoModelForCausalLM.from_pretrained(
-            cfg.model.name_or_path, dtype=dtype, local_files_only=cfg.model.local_files_only
+            source, dtype=dtype, local_files_only=cfg.model.local_files_only, **extra
         )
+        if getattr(model, "hf_quantizer", None) is not None:
+            # dequantised: the GGUF quantizer is only a marker now, and the Trainer
+            # refuses a model it marks (GGUF "does not support training")
+            model.hf_quantizer.remove_quantization_config(model)
     else:
         raise ValueError(f"model.kind must be tiny or hf, got {cfg.model.kind!r}")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return model, tok
+
+
+def _gguf_weights(model_cfg: Any) -> tuple[str, dict[str, Any]]:
+    """The directory and ``gguf_file=`` of the real model ``model_cfg.gguf`` (installed
+    by ``make real-actor``; size, GGUF metadata and sha256 checked against the pins)."""
+    from helpdp.collect.realmodel import MODELS, ensure_model
+
+    if model_cfg.gguf not in MODELS:
+        raise ValueError(
+            f"model.gguf: unknown model {model_cfg.gguf!r}; known: {', '.join(MODELS)}"
+        )
+    if model_cfg.name_or_path:
+        raise ValueError("model.name_or_path must be empty with model.gguf (the gguf names it)")
+    path = ensure_model(model_cfg.gguf, None, check_hash=True)
+    return str(path.parent), {"gguf_file": path.name}
 
 
 def _grpo_args(cfg: Any, out: Path):
