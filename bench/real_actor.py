@@ -6,6 +6,7 @@
     python bench/real_actor.py --analyze helpdp/data/real-actor helpdp/data/demo   # rates
     python bench/real_actor.py --publish-partial DEST OVERRIDES...   # a stopped run's shards
     python bench/real_actor.py --eval-report EVAL_OUT...   # evaluate runs, one per seed, joined
+    python bench/real_actor.py --call-value helpdp/data/real-actor helpdp/data/demo  # per turn
 
 Runs a real collection (the demo worlds, the oracle) in this process with the actor
 wrapped in a timer, and prints: the model's load time; per turn the prompt tokens, the
@@ -97,7 +98,7 @@ def turn_classes(path: str):
 
     ds = helpdp.load_dataset(path)
     st = ds.steps.sort_values(["episode_id", "t"]).merge(
-        ds.episodes[["episode_id", "success"]], on="episode_id"
+        ds.episodes[["episode_id", "success", "trigger_p"]], on="episode_id"
     )
     rows = []
     for _eid, g in st.groupby("episode_id", sort=False):
@@ -121,11 +122,57 @@ def turn_classes(path: str):
                 cls = "loop"
             else:
                 cls = failure
-            prev = (r.tool_name if isinstance(r.tool_name, str) else None, failure)
-            rows.append({"t": int(r.t), "context": ctx, "cls": cls})
+            rows.append({"t": int(r.t), "context": ctx, "cls": cls, "help": bool(r.action),
+                         "success": bool(r.success), "p": float(r.trigger_p),
+                         "prev": "start" if prev is None else prev[2]})  # fmt: skip
+            prev = (r.tool_name if isinstance(r.tool_name, str) else None, failure, cls)
     import pandas as pd
 
     return pd.DataFrame(rows), ds.manifest["source"].get("actor")
+
+
+def call_value(paths, max_turn: int = 3, min_n: int = 5) -> dict:
+    """What one expert call is worth, by turn and by the class of the turn before it:
+    the difference in episode success between steps helped and not helped, within
+    each trigger probability strictly between 0 and 1 (there the call is a coin flip,
+    independent of the history: a randomised comparison, with the later turns
+    following the same p), pooled over the strata by their step counts, with a 95%
+    normal interval. Rows with fewer than ``min_n`` steps on either side are left out."""
+    import math
+
+    out = {}
+    for path in paths:
+        df, actor = turn_classes(path)
+        df = df[(df["p"] > 0) & (df["p"] < 1)]
+        df["turn"] = (
+            df["t"].clip(upper=max_turn).map(lambda t: f">={max_turn}" if t >= max_turn else str(t))
+        )
+        rows = {}
+        groups = [(f"turn {k}", g) for k, g in df.groupby("turn")]
+        groups += [(f"after {k}", g) for k, g in df[df["t"] > 0].groupby("prev")]
+        for name, g in groups:
+            est, var, n, n_h = 0.0, 0.0, 0, 0
+            strata = [
+                (gh, gn)
+                for _, gp in g.groupby("p")
+                for gh, gn in [(gp[gp["help"]], gp[~gp["help"]])]
+                if len(gh) and len(gn)
+            ]
+            total = sum(len(gh) + len(gn) for gh, gn in strata)
+            for gh, gn in strata:
+                w = (len(gh) + len(gn)) / total
+                a, b = gh["success"].mean(), gn["success"].mean()
+                est += w * (a - b)
+                var += w * w * (a * (1 - a) / len(gh) + b * (1 - b) / len(gn))
+                n += len(gh) + len(gn)
+                n_h += len(gh)
+            if n_h < min_n or n - n_h < min_n:
+                continue
+            half = 1.96 * math.sqrt(var)
+            rows[name] = {"value": round(est, 3), "lo": round(est - half, 3),
+                          "hi": round(est + half, 3), "steps": n, "helped": n_h}  # fmt: skip
+        out[str(path)] = {"actor": actor, "value_of_a_call": rows}
+    return out
 
 
 def analyze(paths, max_turn: int = 4) -> dict:
@@ -263,6 +310,10 @@ def main(argv=None) -> dict:
         argv = sys.argv[1:]
     if argv and argv[0] == "--eval-report":
         return eval_report(argv[1:])
+    if argv and argv[0] == "--call-value":
+        report = call_value(argv[1:])
+        print(json.dumps(report, indent=1))
+        return report
     if argv and argv[0] == "--publish-partial":
         report = publish_partial(argv[1], argv[2:])
         print(json.dumps(report, indent=1))
