@@ -326,6 +326,36 @@ class HelpWorld:
                 total_u += w * u / len(self.difficulty)
         return total_s, total_u
 
+    def run(self, policy, episodes_per_task: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """On-policy episodes of ``policy`` (its per-episode mixture drawn with the
+        episode's rng, its decisions as ``exact`` reads them): ``episodes_per_task``
+        per task; returns (success, calls), one entry per episode."""
+        rng = np.random.default_rng(seed)
+        comps = components(policy)
+        weights = np.array([w for w, _ in comps])
+        success, calls = [], []
+        for task in range(len(self.difficulty)):
+            for _ in range(episodes_per_task):
+                comp = comps[int(rng.choice(len(comps), p=weights / weights.sum()))][1]
+                t, lh, f, n_calls, ok = 0, -1, False, 0, False
+                while t < self.horizon:
+                    pa = action_probs(comp, [self.view(task, t, lh, f)], 2)[0]
+                    a = int(rng.random() < pa[1])
+                    p_s, p_f = self.step_probs(task, t, lh, f, a)
+                    u = rng.random()
+                    n_calls += a
+                    lh = t if a == 1 else lh
+                    if u < p_s:
+                        ok = True
+                        break
+                    failed_now = u < p_s + p_f
+                    if failed_now and f:
+                        break
+                    t, f = t + 1, failed_now
+                success.append(ok)
+                calls.append(n_calls)
+        return np.array(success, float), np.array(calls, float)
+
     def collect(
         self,
         seeds: int = 10,

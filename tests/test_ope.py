@@ -166,3 +166,15 @@ def test_demo_data_estimates_match_the_collections_own_rates():
     direct = float(ep[ep["trigger_p"] == 1.0]["success"].mean())
     assert abs(e.get("snis", "SR")[0] - direct) < 0.05
     assert isinstance(e.table, pd.DataFrame) and set(e.table["quantity"]) == {"SR", "U_1", "U"}
+
+
+def test_help_world_rollouts_match_its_exact_values():
+    from helpdp.policies import AtTurns, Never, RandomStates
+    from helpdp.synthetic import HelpWorld
+
+    world = HelpWorld()
+    for pol in (Never(), AtTurns((0, 3)), RandomStates(0.3, seed=1)):
+        s, u = world.run(pol, 4000, seed=7)
+        es, eu = world.exact(pol)
+        assert abs(s.mean() - es) < 4 * s.std() / np.sqrt(len(s)) + 1e-9
+        assert abs(u.mean() - eu) < 4 * u.std() / np.sqrt(len(u)) + 1e-9
