@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from helpdp.collect.collector import collect, collect_config
 from helpdp.collect.policy import coverage, evaluation_line
@@ -69,3 +70,40 @@ def test_mixture_is_drawn_per_episode(tmp_path):
     low = evaluation_line(pol, episodes, pd.DataFrame({"state_id": [1, 2, 3]}))
     assert "coverage 33.3%" in low and "warning: the policy knows only 33.3%" in low
     assert coverage(pol, pd.DataFrame({"state_id": [2]})) == 0.0
+
+
+def test_the_candidates_design_runs_each_candidate_on_its_own_episodes(tmp_path, capsys):
+    from helpdp.collect.cli import run_cli
+    from helpdp.collect.policy import candidate_rates, load_help_policy
+    from helpdp.policies import AtTurns, Never
+    from helpdp.select import policy_json
+
+    files = []
+    for name, pol in (("never", Never()), ("turn0", AtTurns((0,)))):
+        f = tmp_path / f"{name}.json"
+        f.write_text(json.dumps({"policy": policy_json(pol)}))
+        files.append(str(f))
+    cands = f"policy=[{files[0]},{files[1]}]"
+    cfg = collect_config([f"out={tmp_path / 'ev'}", cands, "collect/schedule=candidates", *SMALL,
+                          "schedule.seeds=[0,1,2,3]"])  # fmt: skip
+    assert cfg.schedule.probabilities == [0.0]
+    run_cli(cfg)
+    episodes = pd.read_parquet(tmp_path / "ev" / "episodes.parquet")
+    steps = pd.read_parquet(tmp_path / "ev" / "steps.parquet")
+    policy = load_help_policy(files)
+    assert policy.name == "candidates: never, rule: turns 0"
+    pick = np.array([policy._pick(int(e)) for e in episodes["episode_id"]])
+    assert set(pick) == {0, 1}  # 12 episodes: both drawn
+    calls = episodes.set_index("episode_id")["expert_calls"]
+    first = steps[steps["t"] == 0].set_index("episode_id")["action"]
+    for eid, k in zip(episodes["episode_id"], pick):
+        assert calls[eid] == k and first[eid] == k  # never: 0 calls; turn 0: exactly one, first
+    rates = candidate_rates(policy, episodes)
+    assert rates["episodes"].tolist() == [int((pick == 0).sum()), int((pick == 1).sum())]
+    assert rates["U"].tolist() == [0.0, 1.0]
+    out = capsys.readouterr().out
+    assert "the candidates, each on its own episodes" in out and "rule: turns 0:" in out
+    with pytest.raises(ValueError, match="at least two"):
+        load_help_policy([files[0]])
+    with pytest.raises(FileNotFoundError, match="neither the out= of python -m helpdp.search"):
+        load_help_policy(str(tmp_path))

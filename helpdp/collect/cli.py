@@ -13,15 +13,16 @@ from helpdp.cliconf import run_app
 from helpdp.collect.awm.sandbox import COMMAND_ERRORS
 from helpdp.collect.collector import CollectResult, collect
 from helpdp.collect.config import CollectConfig, schema_node
-from helpdp.collect.policy import evaluation_line
+from helpdp.collect.policy import candidate_rates, evaluation_line, load_help_policy
 from helpdp.policies import TablePolicy
+from helpdp.select import MixturePolicy
 
 __all__ = ["HELP", "main", "run_cli"]
 
 HELP = (
     "",
     "Config groups: collect/actor=simulated|openai|hf|vllm, "
-    "collect/interventions=oracle|expert_llm|oracle_expert, collect/schedule=paper|quick",
+    "collect/interventions=oracle|expert_llm|oracle_expert, collect/schedule=paper|quick|candidates",
 )
 
 
@@ -34,7 +35,15 @@ def run_cli(cfg: Any) -> CollectResult:
     if cfg.policy:
         episodes = pd.read_parquet(Path(cfg.out) / "episodes.parquet")
         steps = pd.read_parquet(Path(cfg.out) / "steps.parquet", columns=["state_id"])
-        print(evaluation_line(TablePolicy.load(cfg.policy), episodes, steps), flush=True)
+        policy = load_help_policy(cfg.policy)
+        if isinstance(policy, TablePolicy):
+            print(evaluation_line(policy, episodes, steps), flush=True)
+        elif isinstance(policy, MixturePolicy) and not isinstance(cfg.policy, str):
+            print("the candidates, each on its own episodes (95% intervals):", flush=True)
+            for r in candidate_rates(policy, episodes).itertuples():
+                print(f"  {r.candidate}: {r.episodes} episodes, SR {r.SR:.3f} "
+                      f"[{r.SR_lo:.3f}, {r.SR_hi:.3f}], calls {r.U:.2f} +- {r.U_ci:.2f}",
+                      flush=True)  # fmt: skip
     return result
 
 

@@ -131,8 +131,11 @@ class CollectConfig:
     policy: Any = _f(
         None,
         "evaluate a help policy: the out= directory of `python -m helpdp.search` (solved on data "
-        "collected with the same state_key); the expert is called where it says, not at random, "
-        "and states it never saw get nohelp. Use fresh seeds and one probability in schedule",
+        "collected with the same state_key; states it never saw get nohelp) or a selected.json "
+        "of `python -m helpdp.select`; the expert is called where it says, not at random. A "
+        "list of them is the candidates design (collect/schedule=candidates): each episode runs "
+        "one, drawn uniformly by episode id, and each is measured on its own episodes. Use "
+        "fresh seeds and one probability in schedule",
     )
 
 

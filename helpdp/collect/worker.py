@@ -16,12 +16,12 @@ from helpdp.collect.awm.env import EnvPool
 from helpdp.collect.awm.sandbox.rmtree import remove_tree
 from helpdp.collect.config import CollectConfig, TextConfig, worlds_dir
 from helpdp.collect.interventions import build_interventions
+from helpdp.collect.policy import load_help_policy
 from helpdp.collect.rollout import RunContext, TextRenderer, episode_tables, run_episodes
 from helpdp.collect.schedule import EpisodeSpec
 from helpdp.collect.scratch import make_scratch_dir, scratch_root, sweep_scratch
 from helpdp.collect.shards import table_bytes
 from helpdp.collect.statekey import make_keys
-from helpdp.policies import TablePolicy
 
 __all__ = ["ShardResult", "ShardTask", "close_workers", "run_shard"]
 
@@ -100,7 +100,7 @@ class _Worker:
             _text_renderer(cfg.text),
             policy=help_policy
             if help_policy is not None
-            else (TablePolicy.load(cfg.policy) if cfg.policy else None),
+            else (load_help_policy(cfg.policy) if cfg.policy else None),
         )
         self.batch_size = cfg.executor.batch_size
         self.names = list(cfg.interventions)
