@@ -36,7 +36,7 @@ def _run(argv, tmp_path, **kw):
          "(did you mean 'train=cpu_smoke'?)"),
         (["helpdp.collect", "collect/actor=opnai"],
          "helpdp.collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
-         "qwen_coder_0_5b, simulated, vllm (did you mean 'collect/actor=openai'?)"),
+         "qwen_coder_0_5b, simulated, vllm, vllm_cpu (did you mean 'collect/actor=openai'?)"),
         (["helpdp.helper.train", "helper=tni", "labels=x"],
          "helpdp.helper.train: error: 'helper=tni': no such option; options: minilm, qwen3_0_6b, "
          "qwen3_4b, tiny (did you mean 'helper=tiny'?)"),
