@@ -12,3 +12,10 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def stopped_by_ctrl_c(task):
+    """A pool task whose worker was stopped by Ctrl-C (as ``_quiet_interrupt`` does)."""
+    if task == 1:
+        raise SystemExit(130)
+    return task

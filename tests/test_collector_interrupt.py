@@ -53,3 +53,18 @@ def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
     assert f"resuming {out}: reusing {kept} of 28 shards" in r.stdout, r.stdout
     assert re.search(r"(\d+)/28 shards run", r.stdout).group(1) == str(28 - kept)
     assert "executor.workers=2" in ARGS  # the pool's workers saw the signal too
+
+
+def test_a_worker_stopped_by_ctrl_c_is_an_interrupt_in_the_parent():
+    """A worker's Ctrl-C (SystemExit 130) reaching the parent before the parent's own
+    signal (or in a parent that ignores SIGINT) is the same interrupt there: the
+    collector then says what it kept, instead of exiting 130 without a word."""
+    import pytest
+    from proc_helpers import stopped_by_ctrl_c
+
+    from helpdp.collect.executors import ExecutorConfig, execute
+
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        execute(stopped_by_ctrl_c, [0, 1, 2], ExecutorConfig(workers=2), got.append)
+    assert 1 not in got

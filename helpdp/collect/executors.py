@@ -106,7 +106,15 @@ def execute(
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
-                on_result(fut.result())
+                try:
+                    result = fut.result()
+                except SystemExit as e:
+                    # a worker stopped by Ctrl-C (_quiet_interrupt) before this process
+                    # raised it (or where it ignores SIGINT): the same interrupt here
+                    if e.code == 130:
+                        raise KeyboardInterrupt from None
+                    raise
+                on_result(result)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
