@@ -101,8 +101,8 @@ def solve(
 
     ``parallel`` picks the pass on acyclic graphs (every pass gives the same
     numbers): ``True``/``"auto"`` chooses among the eligible passes by their
-    times measured under the same load (``choose_path``, ``free_cpus``), ``False``/``"serial"`` one serial sweep,
-    ``"tasks"`` the per-task pass (tasks handed to numba threads on demand, each
+    times measured under the same load (``choose_path``, ``free_cpus``: serial when
+    no CPU is free), ``False``/``"serial"`` one serial sweep, ``"tasks"`` the per-task pass (tasks handed to numba threads on demand, each
     task serial: no barrier), ``"levels"`` the level-synchronous pass (one barrier
     per level; only wins on one huge task with wide levels on an idle machine).
     """
