@@ -383,7 +383,7 @@ def _acyclic_pass(mdp: MDP, parallel, args, val, action) -> str:
         kernels.backward_levels(mdp.order, mdp.block_ptr, PARALLEL_CHUNK, *args, val, action)
     else:
         kernels.backward_pass(order, *args, val, action)
-    if parallel == "auto" and len(paths) > 1:
+    if parallel == "auto" and len(paths) > 1 and context != 0:  # context 0: serial, untimed
         _record(mdp, path, time.perf_counter() - t, context)
     passes = mdp.cache.setdefault("passes", {})  # which pass ran how often (diagnostics)
     passes[path] = passes.get(path, 0) + 1

@@ -49,3 +49,20 @@ def two_decisions(gain_a, gain_b):
         tr += [(s, 0, 3, 1), (s, 0, 4, 9)]  # nohelp: success 0.1
         tr += [(s, 1, 3, 1 + k)] + ([(s, 1, 4, 9 - k)] if k < 9 else [])
     return make_frames(5, tr, success=(3,), starts=(0,))
+
+
+def assert_trace_jit_equals_py(m, comps=None) -> None:
+    """``parametric.trace_components`` over ``comps`` (every task by default) gives the
+    same pieces jitted and as plain Python."""
+    from helpdp._src import parametric
+
+    comps = np.arange(len(m.comp_ptr) - 1, dtype=np.int64) if comps is None else comps
+    args = (
+        m.comp_ptr, comps, m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next, m.tr_prob,
+        m.terminal, m.success, m.start_weight, 1.0, 1e-12, 1 << 20,
+    )  # fmt: skip
+    a = parametric.trace_components(*args)
+    b = parametric.trace_components.py_func(*args)
+    assert a[0] and b[0]
+    for x, y in zip(a[1:], b[1:]):
+        assert np.array_equal(x, y)

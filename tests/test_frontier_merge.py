@@ -4,7 +4,7 @@ the solve-based search on every budget (demo, synthetic, random multi-task MDPs)
 import numpy as np
 import pytest
 from dp_helpers import lp_optimum
-from pertask_helpers import random_tasks, side_by_side, two_decisions
+from pertask_helpers import assert_trace_jit_equals_py, random_tasks, side_by_side, two_decisions
 
 from helpdp import (
     InfeasibleBudget,
@@ -129,15 +129,11 @@ def test_random_multitask_mixture_equals_lp_optimum(seed):
 
 def test_trace_kernel_py_func_matches_jit():
     m = from_frames(*random_tasks(9, n_tasks=4)).mdp
+    assert_trace_jit_equals_py(m)
     args = (
         m.comp_ptr, np.arange(4, dtype=np.int64), m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next,
         m.tr_prob, m.terminal, m.success, m.start_weight, 1.0, 1e-12, 1 << 20,
     )  # fmt: skip
-    a = parametric.trace_components(*args)
-    b = parametric.trace_components.py_func(*args)
-    assert a[0] and b[0]
-    for x, y in zip(a[1:], b[1:]):
-        assert np.array_equal(x, y)
     # too many pieces for the cap: refused, the caller falls back to solves
     assert not parametric.trace_components(*args[:-1], 2)[0]
 

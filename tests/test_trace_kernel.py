@@ -4,10 +4,9 @@ frontier is the solve's policy at an r inside its interval."""
 
 import numpy as np
 import pytest
-from pertask_helpers import random_tasks
+from pertask_helpers import assert_trace_jit_equals_py, random_tasks
 
 from helpdp import from_frames, solve
-from helpdp._src import parametric
 from helpdp.trace import frontier_of
 
 
@@ -26,12 +25,4 @@ def test_big_tasks_trace_to_the_solves(seed, monkeypatch):
         assert sol.total_usage == pytest.approx(fr.usage[k], abs=1e-9)
         assert sol.expected_success == pytest.approx(fr.success[k], abs=1e-9)
     # one call over every task gives the pieces the batched calls gave
-    args = (
-        m.comp_ptr, np.arange(len(m.comp_ptr) - 1), m.sa_ptr, m.sa_action, m.tr_ptr,
-        m.tr_next, m.tr_prob, m.terminal, m.success, m.start_weight, 1.0, 1e-12, 1 << 20,
-    )  # fmt: skip
-    a = parametric.trace_components(*args)
-    b = parametric.trace_components.py_func(*args)
-    assert a[0] and b[0]
-    for x, y in zip(a[1:], b[1:]):
-        assert np.array_equal(x, y)
+    assert_trace_jit_equals_py(m)
