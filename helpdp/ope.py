@@ -320,7 +320,8 @@ def _folds(logged: Logged) -> np.ndarray:
 
 
 def _q_model(logged: Logged, dist: np.ndarray, reward: np.ndarray, terminal: np.ndarray):
-    """Cross-fitted Q (``(n, A)``) of one quantity (by seed parity)."""
+    """Cross-fitted Q (``(n, A)``) of one quantity (by seed parity); ``reward`` ``(n, A)``:
+    each action's known immediate reward."""
     t, keys = _model_keys(logged)
     lens = np.diff(logged.ep_ptr)
     n = len(t)
@@ -346,13 +347,17 @@ def _terms(logged: Logged, policy) -> tuple[dict, np.ndarray, np.ndarray, list[s
     a = logged.steps["action"].to_numpy(np.int64)
     lens = np.diff(ptr)
     has = lens > 0
-    quantities = {"SR": (np.zeros(len(a)), logged.episodes["success"].to_numpy(np.float64))}
-    for k in range(1, logged.n_actions):
-        quantities[f"U_{k}"] = ((a == k).astype(np.float64), np.zeros(logged.n_episodes))
+    n_a = logged.n_actions
+    quantities = {"SR": (np.zeros((len(a), n_a)), logged.episodes["success"].to_numpy(np.float64))}
+    for k in range(1, n_a):
+        known = np.zeros((len(a), n_a))
+        known[:, k] = 1.0  # a call of intervention k counts 1, whatever follows
+        quantities[f"U_{k}"] = (known, np.zeros(logged.n_episodes))
     out, pads = {}, {}
     rho_pad = ko.padded(ptr, rho, fill_last=True)
-    for name, (reward, terminal) in quantities.items():
-        q = _q_model(logged, dist, reward, terminal)
+    for name, (known, terminal) in quantities.items():
+        q = _q_model(logged, dist, known, terminal)
+        reward = known[np.arange(len(a)), a]
         v = (dist * q).sum(axis=1)
         q_taken = q[np.arange(len(a)), a]
         v0 = terminal.copy()

@@ -223,17 +223,27 @@ def fit_q(
     """A tabular Q model of the target policy, fitted on the steps with ``fit`` true
     and evaluated at every step: ``(n, n_actions)`` Q(h_t, a).
 
+    ``reward`` ``(n, n_actions)``: each action's immediate reward at each step, known
+    exactly (usage of intervention k: 1 in column k; success: 0), so Q(h, a) =
+    ``reward[h, a]`` + C(h, a) and only the continuation C is estimated. (Fitting the
+    known reward too lets the back-off lend one action's reward to another where an
+    action was never logged at a turn: a deterministic rule's usage then came out far
+    from its exact value.)
+
     ``keys`` are key columns; rung i keys a step by its turn ``t`` and ``keys[i:]``,
     so rung 0 is the finest and each later rung drops the leftmost column (put the
-    task first to pool across tasks first). At each turn, backwards, Q at a rung is
-    the mean of ``reward + V(next)`` over the fitted steps with that key and action,
-    shrunk towards the next-coarser rung's Q with ``prior`` pseudo-visits (the
+    task first to pool across tasks first). At each turn, backwards, C at a rung is
+    the mean of V(next) over the fitted steps with that key and action,
+    shrunk towards the next-coarser rung's C with ``prior`` pseudo-visits (the
     coarsest towards the turn's mean for that action). ``next_index``: the step's next step
     (-1: terminal, value ``terminal_value``). V of a step is ``sum_a pibar(a|key)
     Q(key, a)``, ``pibar`` the target's mean action probabilities (``target``, ``(n,
     n_actions)``) over the fitted steps of its finest key (its own where none).
     """
     n = len(t)
+    reward = np.asarray(reward, np.float64)
+    if reward.shape != (n, n_actions):
+        raise ValueError(f"reward: shape {reward.shape}, expected {(n, n_actions)}")
     q = np.zeros((n, n_actions))
     v = np.zeros(n)
     rungs = [_codes(t, *keys[i:]) for i in range(len(keys))]  # fine -> coarse, all with t
@@ -241,7 +251,7 @@ def fit_q(
     for turn in np.unique(t)[::-1]:
         at = np.flatnonzero(t == turn)
         nxt = next_index[at]
-        y = reward[at] + np.where(nxt >= 0, v[np.maximum(nxt, 0)], terminal_value[at])
+        y = np.where(nxt >= 0, v[np.maximum(nxt, 0)], terminal_value[at])
         f = fit[at]
         # coarse to fine; the estimate of each rung is the prior for the next finer one
         fy, fa = y[f], action[at][f]
@@ -262,6 +272,7 @@ def fit_q(
             np.add.at(prior_val, inv, est)
             prior_val /= np.bincount(inv, minlength=len(uc))[:, None]
             est = ((s + prior * prior_val) / (m + prior))[inv]
+        est = est + reward[at]
         q[at] = est
         # V under the target's mean action probabilities at the finest key
         c = rungs[0][at]
