@@ -18,15 +18,17 @@ def test_ope_summary_by_hand():
         "ope_U": [0.0, 1.1], "ope_U_lo": [0.0, 0.9], "ope_U_hi": [0.0, 1.3],
         "inside_SR": [True, False], "inside_U": [True, True], "abs_err_SR": [0.02, 0.2],
         "abs_err_U": [0.0, 0.1], "agree": [10, 3], "episodes": [20, 20], "ess": [9.0, 2.0],
-        "max_share": [0.1, 0.5],
+        "max_share": [0.1, 0.5], "agrees_SR": [True, True], "agrees_U": [True, False],
     })  # fmt: skip
     s = ope_summary(df)
     assert s["coverage_SR"] == 0.5 and s["coverage_U"] == 1.0
+    assert s["agrees_SR"] == 1.0 and s["agrees_U"] == 0.5
     assert s["half_width_SR"] == pytest.approx((0.075 + 0.1) / 2)
     assert s["mae_SR"] == pytest.approx(0.11) and s["mae_U"] == pytest.approx(0.05)
     text = ope_report(df, "dr")
     assert "inside the interval for 50% of the 2 policies" in text
     assert "0.600 [0.500, 0.700] ✗" in text
+    assert "combined 95% uncertainty): SR 100%, U 50%" in text
 
 
 def test_evaluate_adds_ope_and_selected_policies(tmp_path, monkeypatch):
@@ -62,6 +64,10 @@ def test_evaluate_adds_ope_and_selected_policies(tmp_path, monkeypatch):
     row = ope.iloc[0]
     assert row["SR"] == 0.5 and row["U"] == 1.0
     assert row["ope_SR_lo"] <= row["ope_SR"] <= row["ope_SR_hi"]
+    # the rule's usage is known exactly (1 call); the measured 1.0 agrees
+    assert row["ope_U"] == pytest.approx(1.0) and row["inside_U"] and row["agrees_U"]
+    # SR 0.5 measured on 2 episodes: half-width 0.69, so any estimate in [0, 1] agrees
+    assert row["agrees_SR"]
     assert row["episodes"] == 126  # the demo's 6 test tasks x 21 collected episodes
     assert "Off-policy estimates" in (tmp_path / "e" / "report.md").read_text()
     with pytest.raises(ValueError, match="skip: no policy named 'nope'"):

@@ -31,7 +31,11 @@ def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: Any) -> pd.Dat
     """Every policy's off-policy estimate (``cfg.ope_estimator``) from ``ds``'s collected
     episodes of the split's tasks, beside its measured SR and U (``summary``): one row
     per (split, policy) with ``inside_SR``/``inside_U`` (the measured value lies in the
-    interval, clipped to [0, 1] for SR and [0, inf) for U) and the absolute errors.
+    interval, clipped to [0, 1] for SR and [0, inf) for U), ``agrees_SR``/``agrees_U``
+    (the two disagree by less than their combined 95% uncertainty,
+    sqrt(half-width² + measured half-width²): the check that also allows for the
+    measurement's own noise, e.g. of a policy whose usage the estimate knows exactly) and
+    the absolute errors.
     ``cfg``: the :class:`~helpdp.evaluate.harness.EvaluateConfig` (``ope_estimator``,
     ``ope_boot``, ``seed``)."""
 
@@ -50,11 +54,17 @@ def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: Any) -> pd.Dat
             u, ulo, uhi = e.get(cfg.ope_estimator, "U")
             slo, shi, ulo, uhi = max(slo, 0.0), min(shi, 1.0), max(ulo, 0.0), max(uhi, 0.0)
             m = meas.loc[(split, pol.name)]
+            both = {
+                q: float(np.hypot((hi - lo) / 2, float(m[f"{q}_ci"])))
+                for q, lo, hi in (("SR", slo, shi), ("U", ulo, uhi))
+            }
             rows.append({
                 "split": split, "policy": pol.name, "SR": float(m["SR"]), "U": float(m["U"]),
                 "ope_SR": s, "ope_SR_lo": slo, "ope_SR_hi": shi,
                 "ope_U": u, "ope_U_lo": ulo, "ope_U_hi": uhi,
                 "inside_SR": bool(slo <= m["SR"] <= shi), "inside_U": bool(ulo <= m["U"] <= uhi),
+                "agrees_SR": bool(abs(s - float(m["SR"])) <= both["SR"]),
+                "agrees_U": bool(abs(u - float(m["U"])) <= both["U"]),
                 "abs_err_SR": abs(s - float(m["SR"])), "abs_err_U": abs(u - float(m["U"])),
                 "agree": e.diagnostics["agree"], "episodes": e.diagnostics["episodes"],
                 "ess": e.diagnostics["ess"], "max_share": e.diagnostics["max_share"],
@@ -72,6 +82,8 @@ def ope_summary(ope_df: pd.DataFrame) -> dict:
                         f"mae_{q}": math.nan})  # fmt: skip
             continue
         out[f"coverage_{q}"] = float(ope_df[f"inside_{q}"].mean())
+        if f"agrees_{q}" in ope_df:
+            out[f"agrees_{q}"] = float(ope_df[f"agrees_{q}"].mean())
         out[f"half_width_{q}"] = float(((ope_df[f"ope_{q}_hi"] - ope_df[f"ope_{q}_lo"]) / 2).mean())
         out[f"mae_{q}"] = float(ope_df[f"abs_err_{q}"].mean())
     return out
@@ -106,7 +118,13 @@ def ope_report(ope_df: pd.DataFrame, estimator: str) -> str:
         f"SR: the measured value is inside the interval for {s['coverage_SR']:.0%} of the "
         f"{s['policies']} policies; mean half-width {s['half_width_SR']:.3f}, mean absolute "
         f"error {s['mae_SR']:.3f}. U: {s['coverage_U']:.0%}, {s['half_width_U']:.3f}, "
-        f"{s['mae_U']:.3f}. ✗: outside.",
+        f"{s['mae_U']:.3f}. ✗: outside."
+        + (
+            " Allowing for the measurement's own noise too (the difference within the "
+            f"combined 95% uncertainty): SR {s['agrees_SR']:.0%}, U {s['agrees_U']:.0%}."
+            if "agrees_SR" in s
+            else ""
+        ),
         "",
     ]
     return "\n".join(lines)
