@@ -133,7 +133,8 @@ def test_doubly_robust_usage_of_rules_is_exact_on_little_data():
     # task (as one fold of a small real collection) the model cannot lend one action's
     # cost to another where that action was never logged at a turn, so a rule's usage is
     # exact under dr, wdr and dm. (Fitting the cost too gave "turn 0" a dr usage of 2.94
-    # on real data; here, on the schedule without low rates, 1.29-1.81 and -6.1.)
+    # on real data; here, on the schedule without low rates, never 1.0 and "turn 0"
+    # -0.82 to 1.50 in two of its three collections.)
     for seed in range(6):
         probs = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0) if seed < 3 else (0.5, 0.9, 1.0)
         logged = load_logged(WORLD.collect(seeds=2, probs=probs, seed=50 + seed))
