@@ -262,7 +262,7 @@ def ope_cross_fit(
     *,
     folds: int = 2,
     seed: int = 0,
-    estimator: str = "dr",
+    estimator: str = "wdr",
     n_boot: int = 200,
     max_solves: int = 200,
     **solver_kw,
@@ -398,7 +398,7 @@ class ForecastConfig(SolverConfig):
         "the other folds, estimated from the logged episodes with the schedule's known "
         "trigger probabilities (needs episodes.parquet and steps.parquet)",
     )
-    ope_estimator: str = _f("dr", "off-policy estimator (helpdp.ope.ESTIMATORS)")
+    ope_estimator: str = _f("wdr", "off-policy estimator (helpdp.ope.ESTIMATORS)")
     ope_boot: int = _f(200, "bootstrap replicates of the off-policy interval")
 
 

@@ -251,7 +251,7 @@ class Estimate:
     level: float
     unit: str
 
-    def get(self, estimator: str = "dr", quantity: str = "SR") -> tuple[float, float, float]:
+    def get(self, estimator: str = "wdr", quantity: str = "SR") -> tuple[float, float, float]:
         r = self.table[
             (self.table["estimator"] == estimator) & (self.table["quantity"] == quantity)
         ]
@@ -269,7 +269,7 @@ class Estimate:
             "estimates": self.table.to_dict(orient="records"),
         }
 
-    def line(self, estimator: str = "dr") -> str:
+    def line(self, estimator: str = "wdr") -> str:
         s, slo, shi = self.get(estimator, "SR")
         u, ulo, uhi = self.get(estimator, "U")
         d = self.diagnostics

@@ -72,7 +72,11 @@ class SelectConfig:
     )
     folds: int = _f(2, "folds of tasks: fit on the others, estimate on one")
     fold_seed: int = _f(0, "seed of the tasks' assignment to folds")
-    estimator: str = _f("dr", "OPE estimator that values candidates (helpdp.ope.ESTIMATORS)")
+    estimator: str = _f(
+        "wdr",
+        "OPE estimator that values candidates (helpdp.ope.ESTIMATORS); wdr: narrower and steadier "
+        "than dr where few episodes agree with a rule (docs/evaluation/ope.md)",
+    )
     n_boot: int = _f(300, "bootstrap replicates of each estimate's interval")
     level: float = _f(0.95, "interval level")
     slack: float = _f(0.0, "calls per episode the cross-fitted usage may exceed the budget by")

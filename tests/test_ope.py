@@ -125,7 +125,7 @@ def test_usage_estimates_and_diagnostics():
     ee = estimate(RandomStates(0.3), logged, n_boot=200, unit="episode")
     width = {k: x.get("dr", "SR")[2] - x.get("dr", "SR")[1] for k, x in (("t", et), ("e", ee))}
     assert width["t"] > width["e"]
-    assert "OPE (dr)" in e1.line()
+    assert "OPE (wdr)" in e1.line() and "OPE (dr)" in e1.line("dr")
 
 
 def test_doubly_robust_usage_of_rules_is_exact_on_little_data():

@@ -79,11 +79,11 @@ def test_forecast_prints_the_held_out_ope(capsys):
 
     (rec,) = run_forecast(ForecastConfig(budget=1.0, repeats=1, kappa=[], ope_boot=30))
     o = rec["ope"]
-    assert o["estimator"] == "dr" and o["SR_lo"] < o["SR"] < o["SR_hi"]
+    assert o["estimator"] == "wdr" and o["SR_lo"] < o["SR"] < o["SR_hi"]
     assert o["episodes"] == 630
     # held out, the DP's policy is worth far less than its in-sample model says
     assert o["SR"] < rec["dp"]["expected_success"] - 0.1
-    assert "OPE (dr, held out) SR=" in capsys.readouterr().out
+    assert "OPE (wdr, held out) SR=" in capsys.readouterr().out
 
 
 def test_label_from_a_selected_policy(tmp_path):

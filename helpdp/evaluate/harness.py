@@ -194,7 +194,7 @@ class EvaluateConfig:
         "(helpdp.ope) from data's collected episodes of the same split's tasks, and report "
         "how often the measured SR and U fall inside the estimate's interval (ope.parquet)",
     )
-    ope_estimator: str = _f("dr", "the off-policy estimator reported (helpdp.ope.ESTIMATORS)")
+    ope_estimator: str = _f("wdr", "the off-policy estimator reported (helpdp.ope.ESTIMATORS)")
     ope_boot: int = _f(500, "bootstrap replicates of each off-policy interval")
     seed: int = _f(0, "seed of the random policies' draws and of the DP mixture's draw")
     out: str = _f("outputs/evaluate", "output directory (results, report.md, plot)")
