@@ -208,3 +208,56 @@ def test_compare_against_the_best_mix_of_baselines_at_equal_spend():
     odd_missing = r[r["seed"] % 2 == 0]
     assert mix_baseline(odd_missing, "test", 0.5, ["never", "turn 0"], crossfit=True) is None
     assert mix_baseline(r, "test", 0.5, ["nothing"]) is None
+
+
+def test_the_environments_run_the_tasks_the_data_puts_in_the_split(tmp_path, monkeypatch):
+    """Policies are fitted on the data's train tasks (its episodes' split column), so the
+    environments run the data's test tasks under `splits=[test]`, also where the data was
+    relabelled (a world family held out) and its collection config would split otherwise;
+    the config handed to the collector schedules exactly those tasks."""
+    import shutil
+
+    import helpdp.collect.collector as collector
+    from helpdp import demo_dataset_path
+    from helpdp.collect.awm.dataset import AWMDataset
+    from helpdp.collect.schedule import ScheduleConfig, SplitConfig, build_schedule
+    from helpdp.collect.worlds import WORLDS_DIR
+    from helpdp.evaluate import EvaluateConfig, evaluate
+
+    data = tmp_path / "data"
+    shutil.copytree(demo_dataset_path(), data)
+    ep = pd.read_parquet(data / "episodes.parquet")
+    old_test = sorted(ep.loc[ep["split"] == "test", "task_id"].unique())
+    family = ep["task_id"].str.startswith("workflow_automation_1/")
+    ep.loc[~family & (ep["split"] == "test"), "split"] = "validation"
+    ep.loc[family, "split"] = "test"
+    ep.to_parquet(data / "episodes.parquet", index=False)
+    want = sorted(ep.loc[family, "task_id"].unique())
+    assert want != old_test and len(want) == 10
+
+    seen = []
+
+    def fake_collect(config, help_policy=None):
+        aw = AWMDataset(WORLDS_DIR)
+        tasks = [(n, i) for n in aw.names() for i in sorted(aw.get(n).solutions)]
+        specs = build_schedule(tasks, 1, ScheduleConfig(**config["schedule"]),
+                               SplitConfig(**config["split"]))  # fmt: skip
+        seen.append(sorted({s.task_id for s in specs}))
+        out = Path(config["out"])
+        out.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"task_id": [s.task_id for s in specs], "seed": [s.seed for s in specs],
+                      "success": True, "outcome": "complete", "expert_calls": 0, "steps": 3,
+                      "policy_errors": 0, "format_errors": 0, "errors": 0, "blind_calls": 0,
+                      "recovery_calls": 0}).to_parquet(out / "episodes.parquet")  # fmt: skip
+
+    monkeypatch.setattr(collector, "collect", fake_collect)
+    cfg = EvaluateConfig(data=str(data), seeds=[100], splits=["test"], random_p=[],
+                         out=str(tmp_path / "e"), progress=False, ope=False,
+                         skip=["random episodes p=0.5", "rule: after failure",
+                               "rule: turn 0 + after failure"])  # fmt: skip
+    evaluate(cfg)
+    assert seen and all(s == want for s in seen)  # the data's test tasks, not the config's
+    # train: the data's train tasks exactly (the former test tasks are validation now)
+    seen.clear()
+    evaluate(EvaluateConfig(**{**cfg.__dict__, "splits": ["train"]}))
+    assert seen[0] == sorted(ep.loc[ep["split"] == "train", "task_id"].unique())

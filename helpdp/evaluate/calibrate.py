@@ -33,12 +33,19 @@ import pandas as pd
 
 from helpdp.cliconf import run_app
 from helpdp.collect import collector  # collector.collect: patchable in tests
+from helpdp.collect.worlds import is_shipped_label
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
-from helpdp.evaluate.harness import EvaluateConfig, _collect_config
+from helpdp.evaluate.harness import (
+    EvaluateConfig,
+    _collect_config,
+    _reference_turns,
+    pinned_splits,
+)
 from helpdp.helper.config import HelperCalibrateConfig
 from helpdp.helper.policy import HelperPolicy
 from helpdp.helper.train import HELPER_JSON
+from helpdp.splits import task_splits
 
 __all__ = ["bisect_threshold", "calibrate_in_env", "run_calibrate"]
 
@@ -124,6 +131,9 @@ def run_calibrate(cfg) -> dict:
     manifest = ds.manifest
     ecfg = EvaluateConfig(worlds=cfg.worlds, seeds=list(cfg.seeds), max_tasks=cfg.max_tasks,
                           batch_size=int(cfg.batch_size))  # fmt: skip
+    worlds = cfg.worlds or manifest["source"]["config"].get("worlds")
+    worlds = None if is_shipped_label(worlds) else worlds
+    pinned = pinned_splits(manifest, task_splits(ds), _reference_turns(worlds and Path(worlds)))
     from tqdm import tqdm
 
     bar = tqdm(desc="calibrate", unit="run", disable=not cfg.progress)
@@ -133,7 +143,9 @@ def run_calibrate(cfg) -> dict:
         def run(pol):
             out = Path(tmp) / f"run{len(runs)}"
             runs.append(out)
-            collector.collect(_collect_config(manifest, ecfg, str(cfg.split), out), help_policy=pol)
+            collector.collect(
+                _collect_config(manifest, ecfg, str(cfg.split), out, pinned), help_policy=pol
+            )
             return pd.read_parquet(out / "episodes.parquet")
 
         def shown(t, u):

@@ -62,6 +62,7 @@ from helpdp.cliconf import parse_budgets, run_app
 from helpdp.collect import collector  # collector.collect: patchable in tests
 from helpdp.collect.awm.dataset import AWMDataset
 from helpdp.collect.awm.sandbox import COMMAND_ERRORS
+from helpdp.collect.schedule import SplitConfig, split_tasks
 from helpdp.collect.worlds import WORLDS_DIR, is_shipped_label
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
@@ -311,9 +312,35 @@ def _read(path: Path) -> str | None:
     return path.read_text() if path.exists() else None
 
 
-def _collect_config(manifest: dict, cfg: EvaluateConfig, split: str, out: Path) -> dict:
-    """The data's own collection config, re-aimed: fresh seeds, one split, no random help."""
+def pinned_splits(manifest: dict, data_splits: pd.Series, world_tasks) -> dict:
+    """The collector's ``split`` config that puts every task where the data says it is.
+
+    The policies are fitted on the data's train tasks (its episodes' ``split`` column,
+    :func:`helpdp.splits.task_splits`), so the environments must run the same tasks
+    under each split name, also when the data's splits are not what its collection
+    config would give (relabelled to hold a world family out, or merged). Tasks of the
+    worlds the data does not hold keep the split the collection config gives them.
+    """
+    cfg_split = {**SplitConfig().__dict__, **(manifest["source"]["config"].get("split") or {})}
+    final = split_tasks(list(world_tasks), SplitConfig(**cfg_split))
+    final.update({str(t): str(s) for t, s in data_splits.items()})
+    return {
+        **cfg_split,
+        "validation": 0.0,
+        "test": 0.0,
+        "validation_tasks": sorted(t for t, s in final.items() if s == "validation"),
+        "test_tasks": sorted(t for t, s in final.items() if s == "test"),
+    }
+
+
+def _collect_config(
+    manifest: dict, cfg: EvaluateConfig, split: str, out: Path, split_config: dict | None = None
+) -> dict:
+    """The data's own collection config, re-aimed: fresh seeds, one split, no random help;
+    ``split_config`` (:func:`pinned_splits`) replaces its task splits."""
     c = json.loads(json.dumps(manifest["source"]["config"]))
+    if split_config is not None:
+        c["split"] = split_config
     if cfg.worlds:
         c["worlds"] = str(cfg.worlds)
     elif is_shipped_label(c.get("worlds")):
@@ -383,6 +410,7 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     worlds = cfg.worlds or manifest["source"]["config"].get("worlds")
     worlds = None if is_shipped_label(worlds) else worlds
     ref = _reference_turns(Path(worlds) if worlds else None)
+    pinned = pinned_splits(manifest, splits, ref)
     rows = []
     runs = out / "runs"
     from tqdm import tqdm
@@ -396,7 +424,9 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
             key = reuse_key(pol) if cfg.reuse else None
             if key is None or _read(run_dir / "policy.txt") != key:
                 shutil.rmtree(run_dir, ignore_errors=True)  # never resume another policy's shards
-            collector.collect(_collect_config(manifest, cfg, split, run_dir), help_policy=pol)
+            collector.collect(
+                _collect_config(manifest, cfg, split, run_dir, pinned), help_policy=pol
+            )
             ep = pd.read_parquet(run_dir / "episodes.parquet")
             ep = ep.assign(policy=pol.name, split=split)
             rows.append(ep)
