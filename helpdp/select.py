@@ -81,9 +81,10 @@ class SelectConfig:
     level: float = _f(0.95, "interval level")
     slack: float = _f(0.0, "calls per episode the cross-fitted usage may exceed the budget by")
     pessimism: float = _f(
-        1.0,
-        "choose on SR - pessimism x the interval's half-width (1: its lower bound; 0: the "
-        "point estimate): a candidate valued on few agreeing episodes is not chosen for luck",
+        0.0,
+        "choose on SR - pessimism x the interval's half-width (0: the point estimate; 1: "
+        "its lower bound, which passes over candidates valued on few agreeing episodes: "
+        "measured, 1 lost 0.017-0.034 to 0 on an unseen world family, docs/evaluation/ope.md)",
     )
     age_cap: int = _f(4, "ages of the latest help at or above this are one key")
     seed: int = _f(0, "seed of the policies' per-episode mixture draws and the bootstrap")
