@@ -15,12 +15,14 @@ Per task (the design is per task), then averaged over tasks with equal weight (a
 * ``snis``: self-normalised IS (weighted IS: biased, consistent, bounded);
 * ``pdis``: per-decision IS (each call weighted by the ratio up to its turn; for SR,
   whose reward comes at the end, it equals ``is``);
-* ``dr``: doubly robust (Jiang & Li 2016) with a control variate from a pooled
-  tabular model (task, turn, age of the latest help, last turn failed; backed off to
-  coarser keys), cross-fitted by seed parity: the model of one half of the seeds
-  serves the other half, so it cannot absorb the noise it corrects;
+* ``dr``: doubly robust (Jiang & Li 2016) with a control variate Q = each action's known
+  cost (a call counts 1 toward usage) + a continuation from a pooled tabular model
+  (task, turn, age of the latest help, last turn failed; backed off to coarser keys),
+  cross-fitted by seed parity: the model of one half of the seeds serves the other
+  half, so it cannot absorb the noise it corrects;
 * ``wdr``: weighted doubly robust (Thomas & Brunskill 2016), the per-turn
-  self-normalised variant;
+  self-normalised variant; the default of ``helpdp.select``, ``helpdp.evaluate`` and
+  ``helpdp.forecast`` (narrower and steadier than ``dr`` where few episodes agree);
 * ``dm``: the model's own (direct) estimate, biased, for comparison.
 
 Intervals: percentile bootstrap, resampling episodes within (task, trigger vector)
