@@ -32,7 +32,7 @@ def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: Any) -> pd.Dat
     episodes of the split's tasks, beside its measured SR and U (``summary``): one row
     per (split, policy) with ``inside_SR``/``inside_U`` (the measured value lies in the
     interval, clipped to [0, 1] for SR and [0, inf) for U), ``agrees_SR``/``agrees_U``
-    (the two disagree by less than their combined 95% uncertainty,
+    (the two differ by less than their combined 95% uncertainty,
     sqrt(half-width² + measured half-width²): the check that also allows for the
     measurement's own noise, e.g. of a policy whose usage the estimate knows exactly) and
     the absolute errors.
