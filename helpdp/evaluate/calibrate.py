@@ -33,13 +33,13 @@ import pandas as pd
 
 from helpdp.cliconf import run_app
 from helpdp.collect import collector  # collector.collect: patchable in tests
-from helpdp.collect.worlds import is_shipped_label
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.evaluate.harness import (
     EvaluateConfig,
     _collect_config,
     _reference_turns,
+    _worlds_dir,
     pinned_splits,
 )
 from helpdp.helper.config import HelperCalibrateConfig
@@ -131,9 +131,8 @@ def run_calibrate(cfg) -> dict:
     manifest = ds.manifest
     ecfg = EvaluateConfig(worlds=cfg.worlds, seeds=list(cfg.seeds), max_tasks=cfg.max_tasks,
                           batch_size=int(cfg.batch_size))  # fmt: skip
-    worlds = cfg.worlds or manifest["source"]["config"].get("worlds")
-    worlds = None if is_shipped_label(worlds) else worlds
-    pinned = pinned_splits(manifest, task_splits(ds), _reference_turns(worlds and Path(worlds)))
+    world_tasks = _reference_turns(_worlds_dir(cfg.worlds, manifest))
+    pinned = pinned_splits(manifest, task_splits(ds), world_tasks)
     from tqdm import tqdm
 
     bar = tqdm(desc="calibrate", unit="run", disable=not cfg.progress)

@@ -361,6 +361,12 @@ def _collect_config(
     return c
 
 
+def _worlds_dir(cfg_worlds: Any, manifest: dict) -> Path | None:
+    """The AWM directory to run in: ``worlds=`` or the data's own (None: the shipped demo)."""
+    worlds = cfg_worlds or manifest["source"]["config"].get("worlds")
+    return None if not worlds or is_shipped_label(worlds) else Path(worlds)
+
+
 def _reference_turns(worlds: Path | None) -> dict[str, int]:
 
     ds = AWMDataset(worlds or WORLDS_DIR)
@@ -407,9 +413,7 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
         + ([oracle_policy(cfg, ds, split, out)] if cfg.oracle and split != "train" else [])
         for split in cfg.splits
     }
-    worlds = cfg.worlds or manifest["source"]["config"].get("worlds")
-    worlds = None if is_shipped_label(worlds) else worlds
-    ref = _reference_turns(Path(worlds) if worlds else None)
+    ref = _reference_turns(_worlds_dir(cfg.worlds, manifest))
     pinned = pinned_splits(manifest, splits, ref)
     rows = []
     runs = out / "runs"
