@@ -217,11 +217,7 @@ def test_the_environments_run_the_tasks_the_data_puts_in_the_split(tmp_path, mon
     the config handed to the collector schedules exactly those tasks."""
     import shutil
 
-    import helpdp.collect.collector as collector
     from helpdp import demo_dataset_path
-    from helpdp.collect.awm.dataset import AWMDataset
-    from helpdp.collect.schedule import ScheduleConfig, SplitConfig, build_schedule
-    from helpdp.collect.worlds import WORLDS_DIR
     from helpdp.evaluate import EvaluateConfig, evaluate
 
     data = tmp_path / "data"
@@ -235,22 +231,7 @@ def test_the_environments_run_the_tasks_the_data_puts_in_the_split(tmp_path, mon
     want = sorted(ep.loc[family, "task_id"].unique())
     assert want != old_test and len(want) == 10
 
-    seen = []
-
-    def fake_collect(config, help_policy=None):
-        aw = AWMDataset(WORLDS_DIR)
-        tasks = [(n, i) for n in aw.names() for i in sorted(aw.get(n).solutions)]
-        specs = build_schedule(tasks, 1, ScheduleConfig(**config["schedule"]),
-                               SplitConfig(**config["split"]))  # fmt: skip
-        seen.append(sorted({s.task_id for s in specs}))
-        out = Path(config["out"])
-        out.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame({"task_id": [s.task_id for s in specs], "seed": [s.seed for s in specs],
-                      "success": True, "outcome": "complete", "expert_calls": 0, "steps": 3,
-                      "policy_errors": 0, "format_errors": 0, "errors": 0, "blind_calls": 0,
-                      "recovery_calls": 0}).to_parquet(out / "episodes.parquet")  # fmt: skip
-
-    monkeypatch.setattr(collector, "collect", fake_collect)
+    seen = _record_scheduled_tasks(monkeypatch)
     cfg = EvaluateConfig(data=str(data), seeds=[100], splits=["test"], random_p=[],
                          out=str(tmp_path / "e"), progress=False, ope=False,
                          skip=["random episodes p=0.5", "rule: after failure",
@@ -261,3 +242,43 @@ def test_the_environments_run_the_tasks_the_data_puts_in_the_split(tmp_path, mon
     seen.clear()
     evaluate(EvaluateConfig(**{**cfg.__dict__, "splits": ["train"]}))
     assert seen[0] == sorted(ep.loc[ep["split"] == "train", "task_id"].unique())
+
+
+def _record_scheduled_tasks(monkeypatch) -> list:
+    """Replace the collector by one that records the task ids its config schedules and
+    writes one successful episode per (task, seed): what evaluate hands the environments."""
+    import helpdp.collect.collector as collector
+    from helpdp.collect.plan import plan_episodes
+
+    seen = []
+
+    def fake_collect(config, help_policy=None):
+        specs = plan_episodes(collector.as_config(config))  # the collector's own plan
+        seen.append(sorted({s.task_id for s in specs}))
+        out = Path(config["out"])
+        out.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"task_id": [s.task_id for s in specs], "seed": [s.seed for s in specs],
+                      "success": True, "outcome": "complete", "expert_calls": 0, "steps": 3,
+                      "policy_errors": 0, "format_errors": 0, "errors": 0, "blind_calls": 0,
+                      "recovery_calls": 0}).to_parquet(out / "episodes.parquet")  # fmt: skip
+
+    monkeypatch.setattr(collector, "collect", fake_collect)
+    return seen
+
+
+def test_tasks_runs_held_out_tasks_outside_the_collections_schedule(tmp_path, monkeypatch):
+    """The real-actor data was collected on task indices 0-5 of each world; `tasks=[6,7]`
+    runs the test tasks among indices 6 and 7 (two e-commerce tasks, one workflow task),
+    which the collection's own schedule never reaches."""
+    from helpdp.evaluate import EvaluateConfig, evaluate
+
+    seen = _record_scheduled_tasks(monkeypatch)
+    cfg = EvaluateConfig(data="helpdp/data/real-actor", seeds=[100], splits=["test"],
+                         random_p=[], out=str(tmp_path / "e"), progress=False, ope=False,
+                         baselines=False, policy_files=[])  # fmt: skip
+    evaluate(cfg)
+    default = seen[0]
+    assert default == ["smart_home_1/2", "workflow_automation_1/0", "workflow_automation_1/4"]
+    seen.clear()
+    evaluate(EvaluateConfig(**{**cfg.__dict__, "tasks": [6, 7], "out": str(tmp_path / "f")}))
+    assert seen[0] == ["e_commerce_admin_1/6", "e_commerce_admin_1/7", "workflow_automation_1/7"]

@@ -165,6 +165,11 @@ class EvaluateConfig:
         "[[1],[2],[0,3]]: single turns map where a call pays, pairs what a second call adds)",
     )
     max_tasks: Any = _f(None, "evaluate at most the first N tasks of each scenario (smoke runs)")
+    tasks: Any = _f(
+        None,
+        "task indices (within each scenario) to run, e.g. [6,7]: held-out tasks outside the "
+        "collection's schedule.tasks; null: the collection's schedule.tasks",
+    )
     reuse: bool = _f(
         True,
         "keep the runs of the baselines (never, always, random, the rules: policies whose fields "
@@ -357,6 +362,8 @@ def _collect_config(
         "splits": [split],
         "max_tasks": cfg.max_tasks,
     }
+    if cfg.tasks is not None:
+        c["schedule"]["tasks"] = [int(t) for t in cfg.tasks]
     c.pop("policy", None)
     return c
 
