@@ -231,7 +231,7 @@ def test_the_environments_run_the_tasks_the_data_puts_in_the_split(tmp_path, mon
     want = sorted(ep.loc[family, "task_id"].unique())
     assert want != old_test and len(want) == 10
 
-    seen = _record_scheduled_tasks(monkeypatch)
+    seen, _ = _record_scheduled_tasks(monkeypatch)
     cfg = EvaluateConfig(data=str(data), seeds=[100], splits=["test"], random_p=[],
                          out=str(tmp_path / "e"), progress=False, ope=False,
                          skip=["random episodes p=0.5", "rule: after failure",
@@ -244,16 +244,18 @@ def test_the_environments_run_the_tasks_the_data_puts_in_the_split(tmp_path, mon
     assert seen[0] == sorted(ep.loc[ep["split"] == "train", "task_id"].unique())
 
 
-def _record_scheduled_tasks(monkeypatch) -> list:
+def _record_scheduled_tasks(monkeypatch) -> tuple[list, list]:
     """Replace the collector by one that records the task ids its config schedules and
-    writes one successful episode per (task, seed): what evaluate hands the environments."""
+    the actor object it is handed, and writes one successful episode per (task, seed):
+    what evaluate hands the environments."""
     import helpdp.collect.collector as collector
     from helpdp.collect.plan import plan_episodes
 
-    seen = []
+    seen, actors = [], []
 
-    def fake_collect(config, help_policy=None):
+    def fake_collect(config, help_policy=None, actor=None):
         specs = plan_episodes(collector.as_config(config))  # the collector's own plan
+        actors.append(actor)
         seen.append(sorted({s.task_id for s in specs}))
         out = Path(config["out"])
         out.mkdir(parents=True, exist_ok=True)
@@ -263,22 +265,51 @@ def _record_scheduled_tasks(monkeypatch) -> list:
                       "recovery_calls": 0}).to_parquet(out / "episodes.parquet")  # fmt: skip
 
     monkeypatch.setattr(collector, "collect", fake_collect)
-    return seen
+    return seen, actors
 
 
 def test_tasks_runs_held_out_tasks_outside_the_collections_schedule(tmp_path, monkeypatch):
-    """The real-actor data was collected on task indices 0-5 of each world; `tasks=[6,7]`
-    runs the test tasks among indices 6 and 7 (two e-commerce tasks, one workflow task),
-    which the collection's own schedule never reaches."""
+    """The real-actor data was collected on task indices 0-6 of each world, so by default
+    the environments run the test tasks among them; `tasks=[7]` runs the test tasks at
+    index 7 (one e-commerce task, one workflow task), which that schedule never reaches."""
     from helpdp.evaluate import EvaluateConfig, evaluate
 
-    seen = _record_scheduled_tasks(monkeypatch)
+    seen, _ = _record_scheduled_tasks(monkeypatch)
     cfg = EvaluateConfig(data="helpdp/data/real-actor", seeds=[100], splits=["test"],
                          random_p=[], out=str(tmp_path / "e"), progress=False, ope=False,
                          baselines=False, policy_files=[])  # fmt: skip
     evaluate(cfg)
-    default = seen[0]
-    assert default == ["smart_home_1/2", "workflow_automation_1/0", "workflow_automation_1/4"]
+    assert seen[0] == ["e_commerce_admin_1/6", "smart_home_1/2", "workflow_automation_1/0",
+                       "workflow_automation_1/4"]  # fmt: skip
     seen.clear()
-    evaluate(EvaluateConfig(**{**cfg.__dict__, "tasks": [6, 7], "out": str(tmp_path / "f")}))
-    assert seen[0] == ["e_commerce_admin_1/6", "e_commerce_admin_1/7", "workflow_automation_1/7"]
+    evaluate(EvaluateConfig(**{**cfg.__dict__, "tasks": [7], "out": str(tmp_path / "f")}))
+    assert seen[0] == ["e_commerce_admin_1/7", "workflow_automation_1/7"]
+
+
+def test_a_real_model_loads_once_per_evaluation_and_each_run_gets_a_fresh_actor(
+    tmp_path, monkeypatch
+):
+    """The real actor's weights load once (tens of seconds on CPU); every policy's run gets
+    an actor of its own on them, so no KV cache carries from one run into the next."""
+    import helpdp.collect.actors as actors
+    from helpdp.evaluate import EvaluateConfig, evaluate
+
+    loads = []
+
+    class StubHF:  # HFActor's constructor: loads unless handed a model and tokenizer
+        def __init__(self, config, *, model=None, tokenizer=None):
+            loads.append(model is None)
+            self.model = model if model is not None else object()
+            self.tokenizer = tokenizer if tokenizer is not None else object()
+
+    monkeypatch.setattr(actors, "HFActor", StubHF)
+    monkeypatch.setattr(actors, "check_actor", lambda config: None)
+    _, given = _record_scheduled_tasks(monkeypatch)
+    evaluate(EvaluateConfig(data="helpdp/data/real-actor", seeds=[100], splits=["test"],
+                            random_p=[], out=str(tmp_path / "e"), progress=False, ope=False,
+                            skip=["random episodes p=0.5", "rule: after failure",
+                                  "rule: turn 0 + after failure", "dp table (budget 1)"],
+                            reuse=False))  # fmt: skip
+    assert len(given) == 3  # never, always, turn 0
+    assert loads == [True, False, False, False]  # one load, then a fresh actor per run
+    assert len({id(a) for a in given}) == 3 and len({id(a.model) for a in given}) == 1

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
@@ -70,6 +70,7 @@ __all__ = [
     "actor_name",
     "build_actor",
     "check_actor",
+    "shared_model_actors",
     "register_actor_schemas",
     "simulate_turn",
 ]
@@ -776,6 +777,22 @@ class LenientActor:
 
     def close(self) -> None:
         self.actor.close()
+
+
+def shared_model_actors(config: Any) -> Callable[[], Actor] | None:
+    """Fresh actors of ``config`` that share one loaded model, for runs of several
+    collections in one process (``python -m helpdp.evaluate``: one per policy). Each
+    actor is new (no KV cache from another run, so an episode does not depend on what ran
+    before it); only the weights and tokenizer are loaded once. ``hf`` only (a load is
+    tens of seconds on CPU); None for the other kinds, which the collector builds itself.
+    The lenient wrapper is left to the collector (it wraps a given actor as the manifest
+    says)."""
+    config = actor_config(config)
+    if config.kind != "hf":
+        return None
+    check_actor(config)
+    base = HFActor(config)
+    return lambda: HFActor(config, model=base.model, tokenizer=base.tokenizer)
 
 
 def build_actor(config: Any) -> Actor:

@@ -41,6 +41,7 @@ from helpdp.evaluate.harness import (
     _reference_turns,
     _worlds_dir,
     pinned_splits,
+    shared_actor,
 )
 from helpdp.helper.config import HelperCalibrateConfig
 from helpdp.helper.policy import HelperPolicy
@@ -138,12 +139,15 @@ def run_calibrate(cfg) -> dict:
     bar = tqdm(desc="calibrate", unit="run", disable=not cfg.progress)
     runs = []  # one fresh directory per run (a threshold's name is in its fingerprint)
     with tempfile.TemporaryDirectory(prefix="helpdp-calibrate-") as tmp:
+        actor = shared_actor(_collect_config(manifest, ecfg, str(cfg.split), Path(tmp), pinned))
 
         def run(pol):
             out = Path(tmp) / f"run{len(runs)}"
             runs.append(out)
             collector.collect(
-                _collect_config(manifest, ecfg, str(cfg.split), out, pinned), help_policy=pol
+                _collect_config(manifest, ecfg, str(cfg.split), out, pinned),
+                help_policy=pol,
+                **actor(),
             )
             return pd.read_parquet(out / "episodes.parquet")
 

@@ -49,6 +49,7 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,7 @@ __all__ = [
     "policies",
     "reuse_key",
     "run_evaluate",
+    "shared_actor",
 ]
 
 
@@ -368,6 +370,25 @@ def _collect_config(
     return c
 
 
+def shared_actor(collect_config: dict) -> Callable[[], dict]:
+    """``collect(**shared_actor(c)())``: each run gets a fresh actor on one loaded model
+    (:func:`helpdp.collect.actors.shared_model_actors`, loaded at the first run), so a
+    real model loads once per evaluation, not once per policy; nothing for the actors
+    that are cheap to build (the collector builds those)."""
+    from helpdp.collect.actors import actor_config, shared_model_actors
+
+    make: list = []
+
+    def kwargs() -> dict:
+        if actor_config(collect_config["actor"]).kind != "hf":
+            return {}
+        if not make:
+            make.append(shared_model_actors(collect_config["actor"]))
+        return {"actor": make[0]()}
+
+    return kwargs
+
+
 def _worlds_dir(cfg_worlds: Any, manifest: dict) -> Path | None:
     """The AWM directory to run in: ``worlds=`` or the data's own (None: the shipped demo)."""
     worlds = cfg_worlds or manifest["source"]["config"].get("worlds")
@@ -428,6 +449,7 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
 
     bar = tqdm(total=sum(map(len, by_split.values())), desc="evaluate", unit="run",
                disable=not cfg.progress)  # fmt: skip
+    actor = shared_actor(_collect_config(manifest, cfg, cfg.splits[0], out, pinned))
     for split, split_pols in by_split.items():
         for pol in split_pols:
             bar.set_postfix(split=split, policy=pol.name, refresh=True)
@@ -436,7 +458,7 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
             if key is None or _read(run_dir / "policy.txt") != key:
                 shutil.rmtree(run_dir, ignore_errors=True)  # never resume another policy's shards
             collector.collect(
-                _collect_config(manifest, cfg, split, run_dir, pinned), help_policy=pol
+                _collect_config(manifest, cfg, split, run_dir, pinned), help_policy=pol, **actor()
             )
             ep = pd.read_parquet(run_dir / "episodes.parquet")
             ep = ep.assign(policy=pol.name, split=split)
