@@ -5,7 +5,7 @@
     python bench/real_actor.py --call-format lenient --tasks 0 1 2 --out /tmp/bench-real
     python bench/real_actor.py --analyze helpdp/data/real-actor helpdp/data/demo   # rates
     python bench/real_actor.py --publish-partial DEST OVERRIDES...   # a stopped run's shards
-    python bench/real_actor.py --eval-report EVAL_OUT...   # evaluate runs, one per seed, joined
+    python bench/real_actor.py --eval-report EVAL_OUT... [--skip=POLICY]  # evaluate runs, joined
     python bench/real_actor.py --call-value helpdp/data/real-actor helpdp/data/demo  # per turn
 
 Runs a real collection (the demo worlds, the oracle) in this process with the actor
@@ -33,7 +33,11 @@ command that resumes the run (rerunning it finishes the remaining shards).
 helpdp.evaluate`` runs that split the seeds between processes (each with its own
 ``out``; the same policies and tasks) and prints, per split and policy, the SR with a
 95% Wilson interval, the calls per episode, and each policy's paired difference
-(over the same (task, seed) pairs) to every other, as a markdown table.
+(over the same (task, seed) pairs) to every other, as a markdown table. Runs of
+different policies on the same pairs may come from different directories (a helper run
+with ``baselines=false`` beside the baselines' runs); only the pairs every policy ran
+are counted, and ``--skip=POLICY`` (repeatable) leaves a policy out, e.g. one that an
+older run evaluated on fewer pairs.
 """
 
 from __future__ import annotations
@@ -260,13 +264,17 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def eval_report(dirs: list[str]) -> dict:
+def eval_report(dirs: list[str], skip: tuple[str, ...] = ()) -> dict:
     """Joined evaluate runs: SR (Wilson), calls, and paired differences; markdown."""
     import pandas as pd
 
     from helpdp.evaluate.stats import paired_ci
 
     res = pd.concat([pd.read_parquet(Path(d) / "results.parquet") for d in dirs])
+    unknown = sorted(set(skip) - set(res["policy"]))
+    if unknown:
+        raise SystemExit(f"--skip={unknown[0]!r}: no such policy in {dirs}")
+    res = res[~res["policy"].isin(skip)]
     dup = res.duplicated(["split", "policy", "pair"])
     if dup.any():
         raise SystemExit(f"a (split, policy, pair) is in two runs: {res[dup].iloc[0].to_dict()}")
@@ -309,7 +317,8 @@ def main(argv=None) -> dict:
     if argv is None:
         argv = sys.argv[1:]
     if argv and argv[0] == "--eval-report":
-        return eval_report(argv[1:])
+        skip = tuple(a.removeprefix("--skip=") for a in argv[1:] if a.startswith("--skip="))
+        return eval_report([a for a in argv[1:] if not a.startswith("--skip=")], skip)
     if argv and argv[0] == "--call-value":
         report = call_value(argv[1:])
         print(json.dumps(report, indent=1))
