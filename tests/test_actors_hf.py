@@ -129,3 +129,25 @@ def test_collection_with_the_hf_actor(tiny_model, tmp_path):
     text = ds.states.set_index("state_id").loc[st[st.action == 1]["next_state_id"], "text"]
     assert text.str.contains("Expert help:").all()
     json.dumps(src)  # manifest stays JSON
+
+
+@pytest.mark.parametrize("prefix_cache", [False, True])
+def test_a_prompt_that_fills_the_context_window_gets_an_error_not_a_turn(tiny_model, prefix_cache):
+    """Past its context window a model is outside what it learned (and a real one ran for
+    half an hour per turn at 55 000 tokens): the actor refuses such a prompt, as vLLM and
+    OpenAI endpoints do, so the episode ends there (outcome server_error); a prompt near
+    the end of the window generates only up to it."""
+    cfg = HFActorConfig(model=str(tiny_model), max_tokens=8, temperature=0.0, device="cpu",
+                        prefix_cache=prefix_cache)  # fmt: skip
+    actor = HFActor(cfg)
+    assert actor.window == 16384  # the model config's max_position_embeddings
+    short, long_ = _request(1, "Pause the workflow."), _request(2, "List every workflow " * 20)
+    n_short = actor.generate([short])[0].prompt_tokens
+    n_long = actor.generate([long_])[0].prompt_tokens
+    actor.window = n_long  # the long prompt fills the window exactly
+    a, b = actor.generate([short, long_])
+    assert b.error is not None and "context window" in b.error and b.text == ""
+    assert b.prompt_tokens == n_long and b.completion_tokens == 0
+    assert a.error is None and 0 < a.completion_tokens <= 8
+    actor.window = n_short + 2  # room for two new tokens
+    assert actor.generate([short])[0].completion_tokens <= 2

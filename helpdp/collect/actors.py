@@ -580,6 +580,27 @@ class HFActor:
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
         self.model = model.to(self.device).eval()
         self._episodes: dict[Any, tuple[list[int], Any]] = {}  # prefix_cache: ids, KV cache
+        # the model's context window: a longer prompt gets an error reply (vLLM and OpenAI
+        # endpoints refuse one too); positions past it are outside what the model learned
+        self.window = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+
+    def _too_long(self, n_prompt: int) -> TurnReply | None:
+        """The error reply for a prompt that fills the context window (None: it fits)."""
+        if self.window and n_prompt >= self.window:
+            return TurnReply(
+                "",
+                n_prompt,
+                0,
+                error=f"context window: the prompt has {n_prompt} tokens, the model's window "
+                f"is {self.window}",
+            )
+        return None
+
+    def _max_new(self, n_prompt: int) -> int:
+        """Tokens to generate: max_tokens, cut at the context window's end."""
+        if not self.window:
+            return int(self.config.max_tokens)
+        return max(1, min(int(self.config.max_tokens), self.window - n_prompt))
 
     def _prompt(self, messages: Sequence[dict[str, str]]) -> str:
         if getattr(self.tokenizer, "chat_template", None):
@@ -599,6 +620,9 @@ class HFActor:
         ids = self.tokenizer(self._prompt(req.messages), add_special_tokens=False)["input_ids"]
         if self.config.max_prompt_tokens > 0:
             ids = ids[-self.config.max_prompt_tokens :]
+        refused = self._too_long(len(ids))
+        if refused is not None:
+            return refused
         key = req.view.spec.episode_id if req.view is not None else None
         known, cache = self._episodes.get(key, ([], None)) if key is not None else ([], None)
         k = 0
@@ -613,7 +637,7 @@ class HFActor:
         torch.manual_seed(int(req.seed) % (2**31))
         sample = self.config.temperature > 0
         gen: dict[str, Any] = {
-            "max_new_tokens": self.config.max_tokens,
+            "max_new_tokens": self._max_new(len(ids)),
             "do_sample": sample,
             "pad_token_id": self.tokenizer.pad_token_id,
             "past_key_values": cache,
@@ -650,13 +674,23 @@ class HFActor:
         if self.config.max_prompt_tokens > 0:
             self.tokenizer.truncation_side = "left"
             kwargs = {"truncation": True, "max_length": self.config.max_prompt_tokens}
+        if self.window:  # refuse the prompts that fill the window; generate for the rest
+            n = [
+                len(x)
+                for x in self.tokenizer(prompts, add_special_tokens=False, **kwargs)["input_ids"]
+            ]
+            refused = {i: self._too_long(k) for i, k in enumerate(n) if self._too_long(k)}
+            if refused:
+                fit = [i for i in range(len(requests)) if i not in refused]
+                done = dict(zip(fit, self.generate([requests[i] for i in fit]))) if fit else {}
+                return [refused[i] if i in refused else done[i] for i in range(len(requests))]
         enc = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=False, **kwargs
         ).to(self.device)
         torch.manual_seed(int(sum(r.seed for r in requests)) % (2**31))
         sample = self.config.temperature > 0
         gen: dict[str, Any] = {
-            "max_new_tokens": self.config.max_tokens,
+            "max_new_tokens": self._max_new(enc["input_ids"].shape[1]),
             "do_sample": sample,
             "pad_token_id": self.tokenizer.pad_token_id,
         }
