@@ -3,6 +3,7 @@
     make real-actor                                  # once: fetch, join, verify the weights
     python bench/real_actor.py                       # 2 tasks x p in {0, 1}, strict turns
     python bench/real_actor.py --call-format lenient --tasks 0 1 2 --out /tmp/bench-real
+    python bench/real_actor.py --call-format lenient --openai http://127.0.0.1:8011/v1  # a server
     python bench/real_actor.py --analyze helpdp/data/real-actor helpdp/data/demo   # rates
     python bench/real_actor.py --publish-partial DEST OVERRIDES...   # a stopped run's shards
     python bench/real_actor.py --eval-report EVAL_OUT... [--skip=POLICY]  # evaluate runs, joined
@@ -14,6 +15,13 @@ tokens actually computed (the rest come from the episode's KV cache), the genera
 tokens and the seconds (median, p90, by turn index); per episode the seconds and turns.
 Timings depend on the machine and its load: the numbers in docs/evaluation/real-actor.md
 say which machine and load they were measured under.
+
+``--openai BASE_URL`` times an OpenAI-compatible server instead of the in-process
+model (``collect/actor=openai`` with the ``qwen_coder_0_5b`` preset's sampling), e.g.
+llama-cpp-python's ``python -m llama_cpp.server --model GGUF --model_alias qwen``
+(``--model`` names it); the load is then the server's, outside this timing, and
+``computed_tokens`` is the whole prompt (the server's own log says what its prefix cache
+reused).
 
 ``--analyze DIR...`` reads collected datasets instead and prints, per turn index and by
 whether an expert's message is in the actor's context (given at this turn, at an
@@ -51,7 +59,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from helpdp.collect.actors import HFActor, actor_config
+from helpdp.collect.actors import HFActor, OpenAIActor, actor_config
 from helpdp.collect.awm.protocol import lenient_turn
 from helpdp.collect.collector import collect, collect_config
 
@@ -338,6 +346,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--call-format", default="strict", choices=["strict", "lenient"])
     ap.add_argument("--out", default=None, help="dataset directory (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the per-turn timings here")
+    ap.add_argument("--openai", default=None, metavar="BASE_URL", help="time this server")
+    ap.add_argument("--model", default="qwen", help="the model name the server knows")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="bench-real-") as tmp:
@@ -355,8 +365,24 @@ def main(argv=None) -> dict:
                 "overwrite=true",
             ]
         )
+        if args.openai:  # the same schedule and sampling, through the server
+            a = cfg.actor
+            cfg = collect_config(
+                [f"out={out}", "collect/actor=openai", f"actor.base_url={args.openai}",
+                 f"actor.model={args.model}", f"actor.call_format={args.call_format}",
+                 f"actor.temperature={a.temperature}", f"actor.top_p={a.top_p}",
+                 f"actor.max_tokens={a.max_tokens}", "actor.concurrency=1",
+                 "executor.batch_size=1", *[f"schedule.{k}" for k in (
+                     f"scenarios=[{args.scenario}]", f"tasks=[{','.join(map(str, args.tasks))}]",
+                     f"probabilities=[{','.join(map(str, args.probabilities))}]", "seeds=[0]")],
+                 "progress=false", "overwrite=true"]
+            )  # fmt: skip
         t0 = time.perf_counter()
-        actor = HFActor(actor_config(cfg.actor))
+        actor = (
+            OpenAIActor(actor_config(cfg.actor))
+            if args.openai
+            else HFActor(actor_config(cfg.actor))
+        )
         load = time.perf_counter() - t0
         timed = TimedActor(actor, lenient=cfg.actor.call_format == "lenient")
         t1 = time.perf_counter()
