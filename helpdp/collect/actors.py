@@ -70,8 +70,8 @@ __all__ = [
     "actor_name",
     "build_actor",
     "check_actor",
-    "shared_model_actors",
     "register_actor_schemas",
+    "shared_model_actors",
     "simulate_turn",
 ]
 
@@ -674,19 +674,15 @@ class HFActor:
         if self.config.max_prompt_tokens > 0:
             self.tokenizer.truncation_side = "left"
             kwargs = {"truncation": True, "max_length": self.config.max_prompt_tokens}
-        if self.window:  # refuse the prompts that fill the window; generate for the rest
-            n = [
-                len(x)
-                for x in self.tokenizer(prompts, add_special_tokens=False, **kwargs)["input_ids"]
-            ]
-            refused = {i: self._too_long(k) for i, k in enumerate(n) if self._too_long(k)}
-            if refused:
-                fit = [i for i in range(len(requests)) if i not in refused]
-                done = dict(zip(fit, self.generate([requests[i] for i in fit]))) if fit else {}
-                return [refused[i] if i in refused else done[i] for i in range(len(requests))]
         enc = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=False, **kwargs
         ).to(self.device)
+        lengths = enc["attention_mask"].sum(dim=1).tolist()
+        refused = {i: r for i, k in enumerate(lengths) if (r := self._too_long(int(k)))}
+        if refused:  # the prompts that fill the window get an error; the rest are generated
+            fit = [i for i in range(len(requests)) if i not in refused]
+            done = dict(zip(fit, self.generate([requests[i] for i in fit]))) if fit else {}
+            return [refused[i] if i in refused else done[i] for i in range(len(requests))]
         torch.manual_seed(int(sum(r.seed for r in requests)) % (2**31))
         sample = self.config.temperature > 0
         gen: dict[str, Any] = {
