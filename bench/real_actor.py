@@ -352,30 +352,24 @@ def main(argv=None) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="bench-real-") as tmp:
         out = args.out or str(Path(tmp) / "ds")
-        cfg = collect_config(
-            [
-                f"out={out}",
-                "collect/actor=qwen_coder_0_5b",
-                f"actor.call_format={args.call_format}",
-                f"schedule.scenarios=[{args.scenario}]",
-                f"schedule.tasks=[{','.join(map(str, args.tasks))}]",
-                f"schedule.probabilities=[{','.join(map(str, args.probabilities))}]",
-                "schedule.seeds=[0]",
-                "progress=false",
-                "overwrite=true",
-            ]
-        )
+        common = [
+            f"out={out}",
+            f"actor.call_format={args.call_format}",
+            f"schedule.scenarios=[{args.scenario}]",
+            f"schedule.tasks=[{','.join(map(str, args.tasks))}]",
+            f"schedule.probabilities=[{','.join(map(str, args.probabilities))}]",
+            "schedule.seeds=[0]",
+            "progress=false",
+            "overwrite=true",
+        ]
+        cfg = collect_config(["collect/actor=qwen_coder_0_5b", *common])
         if args.openai:  # the same schedule and sampling, through the server
             a = cfg.actor
             cfg = collect_config(
-                [f"out={out}", "collect/actor=openai", f"actor.base_url={args.openai}",
-                 f"actor.model={args.model}", f"actor.call_format={args.call_format}",
-                 f"actor.temperature={a.temperature}", f"actor.top_p={a.top_p}",
-                 f"actor.max_tokens={a.max_tokens}", "actor.concurrency=1",
-                 "executor.batch_size=1", *[f"schedule.{k}" for k in (
-                     f"scenarios=[{args.scenario}]", f"tasks=[{','.join(map(str, args.tasks))}]",
-                     f"probabilities=[{','.join(map(str, args.probabilities))}]", "seeds=[0]")],
-                 "progress=false", "overwrite=true"]
+                ["collect/actor=openai", f"actor.base_url={args.openai}",
+                 f"actor.model={args.model}", f"actor.temperature={a.temperature}",
+                 f"actor.top_p={a.top_p}", f"actor.max_tokens={a.max_tokens}",
+                 "actor.concurrency=1", "executor.batch_size=1", *common]
             )  # fmt: skip
         t0 = time.perf_counter()
         actor = (

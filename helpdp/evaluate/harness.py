@@ -375,16 +375,14 @@ def shared_actor(collect_config: dict) -> Callable[[], dict]:
     (:func:`helpdp.collect.actors.shared_model_actors`, loaded at the first run), so a
     real model loads once per evaluation, not once per policy; nothing for the actors
     that are cheap to build (the collector builds those)."""
-    from helpdp.collect.actors import actor_config, shared_model_actors
+    from helpdp.collect.actors import shared_model_actors
 
-    make: list = []
+    made: list = []  # [the factory, or None for a kind the collector builds], at the first run
 
     def kwargs() -> dict:
-        if actor_config(collect_config["actor"]).kind != "hf":
-            return {}
-        if not make:
-            make.append(shared_model_actors(collect_config["actor"]))
-        return {"actor": make[0]()}
+        if not made:
+            made.append(shared_model_actors(collect_config["actor"]))
+        return {} if made[0] is None else {"actor": made[0]()}
 
     return kwargs
 
