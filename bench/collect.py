@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import EnvPool
-from helpdp.collect.collector import collect, collect_config
-from helpdp.collect.rollout import STATE_SCHEMA, STEP_SCHEMA, episode_schema
-from helpdp.collect.shards import ShardStore, aggregate, table_bytes
-from helpdp.collect.worlds import WORLDS_DIR
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import EnvPool
+from collect.collector import collect, collect_config
+from collect.rollout import STATE_SCHEMA, STEP_SCHEMA, episode_schema
+from collect.shards import ShardStore, aggregate, table_bytes
+from collect.worlds import WORLDS_DIR
 from helpdp.contract import write_table
 
 VLLM_STEP_S = (0.5, 2.0)  # documented assumption, see the module doc
@@ -82,7 +82,7 @@ def env_only(repeats: int) -> dict:
     ds = AWMDataset(WORLDS_DIR)
     times, steps = [], 0
     with tempfile.TemporaryDirectory() as tmp:
-        from helpdp.collect.awm.env import EnvConfig
+        from collect.awm.env import EnvConfig
 
         pool = EnvPool(ds, EnvConfig(work_root=tmp, expert_enabled=False))
         try:

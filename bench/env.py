@@ -1,6 +1,6 @@
 """Speed of the AWM runtime: reset, one tool call, one verifier run, episode throughput.
 
-    python bench/env.py                      # demo worlds (helpdp/collect/worlds)
+    python bench/env.py                      # demo worlds (collect/worlds)
     python bench/env.py --data DIR --n 500   # any AWM-format directory with solutions or tasks
 
 Prints a table of median and p95 latencies and the steps/s of a scripted
@@ -26,9 +26,9 @@ import sys
 import threading
 import time
 
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import EnvConfig, EnvPool
-from helpdp.collect.worlds import WORLDS_DIR
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import EnvConfig, EnvPool
+from collect.worlds import WORLDS_DIR
 
 
 def _call_text(tool: str, arguments: dict) -> str:

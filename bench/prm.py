@@ -65,10 +65,10 @@ def main(argv=None) -> dict:
 
     from helpdp import demo_dataset_path, load_dataset
     from helpdp.cliconf import as_config, to_dict
-    from helpdp.prm.config import PRMModelConfig
-    from helpdp.prm.data import build_examples, observed_pairs, state_rows
-    from helpdp.prm.lm import LMPRM
     from helpdp.splits import task_splits
+    from prm.config import PRMModelConfig
+    from prm.data import build_examples, observed_pairs, state_rows
+    from prm.lm import LMPRM
 
     data = args.data or demo_dataset_path()
     ds = load_dataset(data)

@@ -32,7 +32,7 @@ error class, ``unknown_tool`` (wrong tool), ``invalid_arguments`` (wrong argumen
 failure class: an approximation, the steps table keeps no turn text).
 
 ``--publish-partial DEST OVERRIDES...`` writes the finished shards of a stopped
-``python -m helpdp.collect OVERRIDES...`` run (``keep_shards`` is implied by stopping it) as a
+``python -m collect OVERRIDES...`` run (``keep_shards`` is implied by stopping it) as a
 dataset in DEST, through the same aggregation, manifest and loader check as the
 collector, with ``source.partial`` saying how many planned episodes it holds and the
 command that resumes the run (rerunning it finishes the remaining shards).
@@ -59,9 +59,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from helpdp.collect.actors import HFActor, OpenAIActor, actor_config
-from helpdp.collect.awm.protocol import lenient_turn
-from helpdp.collect.collector import collect, collect_config
+from collect.actors import HFActor, OpenAIActor, actor_config
+from collect.awm.protocol import lenient_turn
+from collect.collector import collect, collect_config
 
 
 class TimedActor:
@@ -208,12 +208,12 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     """The finished shards of the run that ``overrides`` describe, as a dataset in ``dest``."""
     import dataclasses
 
-    from helpdp.collect.awm.clock import WorldClock
-    from helpdp.collect.config import worlds_dir
-    from helpdp.collect.plan import fingerprint_config, runnable_tasks
-    from helpdp.collect.publish import manifest, summarize
-    from helpdp.collect.schedule import build_schedule, shard_episodes
-    from helpdp.collect.shards import TABLES, ShardStore, aggregate
+    from collect.awm.clock import WorldClock
+    from collect.config import worlds_dir
+    from collect.plan import fingerprint_config, runnable_tasks
+    from collect.publish import manifest, summarize
+    from collect.schedule import build_schedule, shard_episodes
+    from collect.shards import TABLES, ShardStore, aggregate
     from helpdp.data import write_dataset
 
     cfg = collect_config(overrides)
@@ -249,7 +249,7 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     man["source"]["partial"] = {
         "episodes": sum(len(shards[i]) for i in done),
         "planned_episodes": len(specs),
-        "resume": "python -m helpdp.collect "
+        "resume": "python -m collect "
         + " ".join("out=DIR" if o.startswith("out=") else o for o in overrides),
     }
     write_dataset(

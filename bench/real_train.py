@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
+from collect.interventions import InterventionConfig, Oracle
 from helpdp.cliconf import compose_config
-from helpdp.collect.interventions import InterventionConfig, Oracle
 from helpdp.train.config import TrainConfig
 from helpdp.train.trainer import build_trainer
 

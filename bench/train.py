@@ -3,7 +3,7 @@
     python bench/train.py [--batches 3] [--group 4] [--prompts 2] [--reps 5]
 
 No training step: :class:`helpdp.train.rollout.AWMRollout` is called as TRL would call
-it, with transformers generation from the tiny model (helpdp/conf/train/cpu_smoke.yaml) and
+it, with transformers generation from the tiny model (conf/train/cpu_smoke.yaml) and
 the oracle expert gated by ``always``. Measured here, on this machine's CPU:
 
 1. a baseline in the same run: one environment driven directly, one call at a time
@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from collect.interventions import build_interventions
 from helpdp.cliconf import as_config, compose_config
-from helpdp.collect.interventions import build_interventions
 from helpdp.policies import Always
 from helpdp.train.config import TrainConfig
 from helpdp.train.envs import build_pool
@@ -73,7 +73,7 @@ def median_seconds(fn, reps: int) -> float:
 
 def baseline(pool, task: tuple[str, int], reps: int) -> dict[str, float]:
     """One environment, one call at a time: the cost of each kind of call."""
-    from helpdp.collect.awm.protocol import format_call_tool
+    from collect.awm.protocol import format_call_tool
     from helpdp.policies import StateView
     from helpdp.train.gate import Gate
 

@@ -9,7 +9,7 @@ tasks are disconnected components of the state graph, so on the search tasks the
 labels are exactly the search's policies, and on the other tasks they are what
 the same DP, at the same help cost, chooses from their own counts (the
 validation labels on which the helper's thresholds are picked). The ``split``
-column (from episodes.parquet, else a hash of the task, as ``helpdp.prm.data``) lets
+column (from episodes.parquet, else a hash of the task, as ``prm.data``) lets
 every consumer keep to train tasks.
 
 **Strategies.** ``all_states``: every collected non-terminal state with an
@@ -95,7 +95,7 @@ class LabelConfig(SolverConfig):
         0.2, "share of tasks in validation when episodes.parquet gives no split"
     )
     test_fraction: float = _f(0.2, "share of tasks in test when episodes.parquet gives no split")
-    split_seed: int = _f(0, "seed of the task-hash split (helpdp.prm.data.hash_split)")
+    split_seed: int = _f(0, "seed of the task-hash split (prm.data.hash_split)")
     max_solves: int = _f(200, "most solves one budget search may use")
     quiet: bool = _f(False, "print only the summary lines")
     policy: Any = _f(

@@ -21,7 +21,7 @@ the same seeds are paired (common random numbers).
   from help, a helper's help score);
 * ``helpdp.helper.HelperPolicy``: the trained helper (it imports torch, so it lives
   there);
-* ``helpdp.prm.policy``: a text PRM's scores on unseen states as a :class:`ScorePolicy`
+* ``prm.policy``: a text PRM's scores on unseen states as a :class:`ScorePolicy`
   (state-wise, top q of validation states), task-wise PRM help, and the PRM as
   :class:`TablePolicy`'s fallback.
 

@@ -400,7 +400,7 @@ def score_rows(ds: Dataset) -> np.ndarray:
     if ds.scores is None:
         raise DatasetError(
             f"{ds.path}: rule=paper needs scores.parquet (PRM estimates); "
-            "write it with `python -m helpdp.prm.score` or use rule=exact"
+            "write it with `python -m prm.score` or use rule=exact"
         )
     mdp = ds.mdp
     na = mdp.n_actions

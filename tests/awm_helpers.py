@@ -1,5 +1,5 @@
 """A one-table AWM world for the environment tests: notes over SQLite, written as the
-AWM ``gen_*.jsonl`` files that ``helpdp.collect.awm`` reads."""
+AWM ``gen_*.jsonl`` files that ``collect.awm`` reads."""
 
 from __future__ import annotations
 

@@ -9,11 +9,11 @@ import json
 import pytest
 
 import helpdp
-from helpdp.collect.actors import HFActor, HFActorConfig
-from helpdp.collect.awm.protocol import format_call_tool, system_prompt
-from helpdp.collect.collector import collect, collect_config
-from helpdp.collect.rollout import EpisodeView, TurnRequest
-from helpdp.collect.schedule import ScheduleConfig, SplitConfig, build_schedule
+from collect.actors import HFActor, HFActorConfig
+from collect.awm.protocol import format_call_tool, system_prompt
+from collect.collector import collect, collect_config
+from collect.rollout import EpisodeView, TurnRequest
+from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpdp.collect.actors import SimulatedActor, SimulatedConfig, simulate_turn
-from helpdp.collect.awm.protocol import format_call_tool, parse_turn
-from helpdp.collect.rollout import EpisodeView, Help, Turn, TurnRequest, call_matches
-from helpdp.collect.schedule import ScheduleConfig, SplitConfig, build_schedule
+from collect.actors import SimulatedActor, SimulatedConfig, simulate_turn
+from collect.awm.protocol import format_call_tool, parse_turn
+from collect.rollout import EpisodeView, Help, Turn, TurnRequest, call_matches
+from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
 
 N = 3000
 CFG = SimulatedConfig()

@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpdp.collect.awm.app import build_scenario_database
-from helpdp.collect.awm.clock import DEFAULT_CLOCK, WorldClock, faketime_library
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.sandbox import AppWorker
-from helpdp.collect.collector import collect, collect_config
-from helpdp.collect.policy import coverage, evaluation_line
-from helpdp.collect.worlds import WORLDS_DIR
+from collect.awm.app import build_scenario_database
+from collect.awm.clock import DEFAULT_CLOCK, WorldClock, faketime_library
+from collect.awm.dataset import AWMDataset
+from collect.awm.sandbox import AppWorker
+from collect.collector import collect, collect_config
+from collect.policy import coverage, evaluation_line
+from collect.worlds import WORLDS_DIR
 from helpdp.policies import TablePolicy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def test_where_now_comes_from(tmp_path):
     assert WorldClock.resolve("2025-06-12T14:00:00+02:00", None).now == DEMO_NOW
     assert WorldClock.resolve("2025-06-12 12:00", None).iso() == "2025-06-12T12:00:00Z"
     demo = WorldClock.resolve(None, WORLDS_DIR)
-    assert (demo.now, demo.source) == (DEMO_NOW, "dataset")  # helpdp/collect/worlds/clock.txt
+    assert (demo.now, demo.source) == (DEMO_NOW, "dataset")  # collect/worlds/clock.txt
     assert AWMDataset(WORLDS_DIR).clock("") == demo
     other = WorldClock.resolve("", tmp_path)  # AWM data that states no "now"
     assert other.iso() == DEFAULT_CLOCK and other.source == "default"
@@ -121,7 +121,7 @@ def _collect_on(date: str, out: Path, *overrides: str) -> Path:
         env=_under_system_date(date), capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert probe.stdout.strip() == date[:10]  # the collector itself runs on that date
-    cmd = [sys.executable, "-m", "helpdp.collect", f"out={out}", "progress=false", *overrides]
+    cmd = [sys.executable, "-m", "collect", f"out={out}", "progress=false", *overrides]
     run = subprocess.run(
         cmd, env=_under_system_date(date), cwd=REPO, capture_output=True, text=True, timeout=600
     )

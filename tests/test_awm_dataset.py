@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from helpdp.collect.awm.database import (
+from collect.awm.database import (
     build_database,
     copy_database,
     repair_statement,
     restore_database,
 )
-from helpdp.collect.awm.dataset import AWMDataset, decode_field, normalize_scenario_name
-from helpdp.collect.awm.protocol import (
+from collect.awm.dataset import AWMDataset, decode_field, normalize_scenario_name
+from collect.awm.protocol import (
     FORMAT_ERRORS,
     Failure,
     RewardConfig,
@@ -26,7 +26,7 @@ from helpdp.collect.awm.protocol import (
     parse_turn,
     system_prompt,
 )
-from helpdp.collect.awm.tools import (
+from collect.awm.tools import (
     build_request,
     format_tools,
     is_hidden_tool,

@@ -9,12 +9,12 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvConfig, EnvPool
-from helpdp.collect.awm.protocol import Failure, RewardConfig, format_call_tool, format_tool_call
-from helpdp.collect.awm.verification import Judge, JudgeConfig
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig, EnvPool
+from collect.awm.protocol import Failure, RewardConfig, format_call_tool, format_tool_call
+from collect.awm.verification import Judge, JudgeConfig
 
-WORLDS = Path(__file__).resolve().parent.parent / "helpdp" / "collect" / "worlds"
+WORLDS = Path(__file__).resolve().parent.parent / "collect" / "worlds"
 
 APP = """
 import os
@@ -188,7 +188,7 @@ def world_pool():
 
 @pytest.mark.skipif(
     not (WORLDS / "gen_solutions.jsonl").exists(),
-    reason="helpdp/collect/worlds/gen_solutions.jsonl does not exist yet (demo worlds not shipped)",
+    reason="collect/worlds/gen_solutions.jsonl does not exist yet (demo worlds not shipped)",
 )
 def test_every_demo_task_is_solved_by_its_reference_solution(world_pool):
     solved, total = [], _world_solutions()
@@ -420,7 +420,7 @@ def test_db_digest_is_the_database_content(shop, tmp_path):
     database_digest computed here on an export; it changes with the content only."""
     import sqlite3
 
-    from helpdp.collect.awm.verification import database_digest
+    from collect.awm.verification import database_digest
 
     shop.reset(0)
     start = shop.db_digest()

@@ -6,7 +6,7 @@ what is tested). Every test also checks that the next episode runs (the referenc
 solution of task 0 is still ``complete``) and that the next collection runs.
 
 * a directory tree 1,300 levels deep (``shutil.rmtree`` raised RecursionError,
-  the collector died and every later ``python -m helpdp.collect`` on the machine with it);
+  the collector died and every later ``python -m collect`` on the machine with it);
 * an app that keeps state in memory or in files between episodes;
 * a fork bomb, a tmpfs filler, tools that each sleep just under the call limit;
 * file modification times under the world clock;
@@ -24,19 +24,19 @@ from pathlib import Path
 
 import pytest
 
-from helpdp.collect.awm.check import CheckConfig, check_dataset, run_check
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvConfig
-from helpdp.collect.awm.protocol import format_call_tool
-from helpdp.collect.awm.sandbox import SandboxLimits, Worker
-from helpdp.collect.awm.sandbox.limits import backend
-from helpdp.collect.awm.sandbox.rmtree import remove_tree
-from helpdp.collect.collector import collect, collect_config
-from helpdp.collect.scratch import SCRATCH_PREFIX as _SCRATCH_PREFIX
-from helpdp.collect.scratch import STALE_PREFIX as _STALE_PREFIX
-from helpdp.collect.scratch import sweep_scratch
+from collect.awm.check import CheckConfig, check_dataset, run_check
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig
+from collect.awm.protocol import format_call_tool
+from collect.awm.sandbox import SandboxLimits, Worker
+from collect.awm.sandbox.limits import backend
+from collect.awm.sandbox.rmtree import remove_tree
+from collect.collector import collect, collect_config
+from collect.scratch import SCRATCH_PREFIX as _SCRATCH_PREFIX
+from collect.scratch import STALE_PREFIX as _STALE_PREFIX
+from collect.scratch import sweep_scratch
 
-WORLDS = Path(__file__).resolve().parent.parent / "helpdp" / "collect" / "worlds"
+WORLDS = Path(__file__).resolve().parent.parent / "collect" / "worlds"
 SCENARIO = "workflow_automation_1"
 WORLD_NOW = 1749729600  # 2025-06-12T12:00:00Z, the demo worlds' clock.txt
 DEPTH = 1300
@@ -257,7 +257,7 @@ def test_sweep_removes_a_dead_workers_deep_tree_and_skips_what_it_cannot(tmp_pat
     # beyond the removal's budget: left in place, renamed, reported once, skipped after
     stuck = root / f"{_SCRATCH_PREFIX}{dead}-stuck"
     _deep_tree(stuck, 50)
-    import helpdp.collect.scratch as scratch
+    import collect.scratch as scratch
 
     real = scratch.remove_tree
     scratch.remove_tree = lambda p: real(p, max_depth=10)
@@ -313,7 +313,7 @@ def test_every_episode_gets_an_app_no_earlier_episode_touched(tmp_path):
 
 
 def test_only_the_shipped_apps_keep_their_worker_between_episodes(tmp_path):
-    from helpdp.collect.awm.app import is_shipped_app
+    from collect.awm.app import is_shipped_app
 
     shipped = _world(tmp_path / "shipped", "")  # byte-identical but for one newline
     dataset = AWMDataset(shipped)
@@ -465,7 +465,7 @@ def test_killed_workers_leave_no_faketime_segments(tmp_path, isolation):
 
 
 def test_cgroups_of_killed_runs_are_swept(tmp_path):
-    from helpdp.collect.awm.sandbox.limits import sweep_stale
+    from collect.awm.sandbox.limits import sweep_stale
 
     kind, parents, why = backend()
     if kind == "none":

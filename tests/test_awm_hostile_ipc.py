@@ -20,10 +20,10 @@ import httpx
 import pytest
 from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world, served
 
-from helpdp.collect.awm.client import EnvClient
-from helpdp.collect.awm.env import EnvConfig, EnvPool
-from helpdp.collect.awm.sandbox import SandboxLimits, VerifierPool
-from helpdp.collect.awm.serve import ServeConfig, check_bind, create_app, uvicorn_config
+from collect.awm.client import EnvClient
+from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.sandbox import SandboxLimits, VerifierPool
+from collect.awm.serve import ServeConfig, check_bind, create_app, uvicorn_config
 
 VLIMITS = SandboxLimits(memory_mb=512, call_timeout_s=30.0)
 

@@ -13,12 +13,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 import helpdp
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.llm import ChatClient, EndpointConfig, EndpointError
-from helpdp.collect.awm.protocol import format_call_tool, format_tool_call
-from helpdp.collect.collector import collect, collect_config
-from helpdp.collect.interventions import CRITERIA_SYSTEM
-from helpdp.collect.worlds import WORLDS_DIR
+from collect.awm.dataset import AWMDataset
+from collect.awm.llm import ChatClient, EndpointConfig, EndpointError
+from collect.awm.protocol import format_call_tool, format_tool_call
+from collect.collector import collect, collect_config
+from collect.interventions import CRITERIA_SYSTEM
+from collect.worlds import WORLDS_DIR
 
 SCENARIO = "workflow_automation_1"
 

@@ -1,4 +1,4 @@
-"""The real AWM sample records (tests/fixtures/awm) through the sandboxed runtime and helpdp.collect.awm.check."""
+"""The real AWM sample records (tests/fixtures/awm) through the sandboxed runtime and collect.awm.check."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from helpdp.collect.awm.check import CheckConfig, check_dataset, run_check
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvConfig
-from helpdp.collect.awm.protocol import Failure, format_call_tool
-from helpdp.collect.awm.sandbox import SandboxLimits
+from collect.awm.check import CheckConfig, check_dataset, run_check
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig
+from collect.awm.protocol import Failure, format_call_tool
+from collect.awm.sandbox import SandboxLimits
 
 FIXTURES = Path(__file__).parent / "fixtures" / "awm"
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,8 +85,8 @@ def test_reset_restores_the_seeded_database(content_env):
 
 
 def test_sample_code_verifiers_run_sandboxed_on_the_untouched_database(tmp_path):
-    from helpdp.collect.awm.app import build_scenario_database
-    from helpdp.collect.awm.sandbox import VerifierPool
+    from collect.awm.app import build_scenario_database
+    from collect.awm.sandbox import VerifierPool
 
     scenario = AWMDataset(FIXTURES).get("e_commerce_33")
     db, report = build_scenario_database(scenario, tmp_path / "db")
@@ -190,7 +190,7 @@ def test_check_command_line_exit_status(tmp_path):
         [
             sys.executable,
             "-m",
-            "helpdp.collect.awm.check",
+            "collect.awm.check",
             f"data={FIXTURES}",
             "scenarios=[e_commerce_33,marketplace_1]",
         ],

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from helpdp.collect.awm.app import build_scenario_database
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvConfig
-from helpdp.collect.awm.protocol import Failure, format_call_tool
-from helpdp.collect.awm.sandbox import SandboxError, SandboxLimits, VerifierPool
+from collect.awm.app import build_scenario_database
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig
+from collect.awm.protocol import Failure, format_call_tool
+from collect.awm.sandbox import SandboxError, SandboxLimits, VerifierPool
 
 HOSTILE_APP = """
 import os

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from helpdp.collect.awm.app import build_scenario_database
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import AWMEnv, EnvConfig
-from helpdp.collect.awm.protocol import format_call_tool
-from helpdp.collect.awm.sandbox import (
+from collect.awm.app import build_scenario_database
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvConfig
+from collect.awm.protocol import format_call_tool
+from collect.awm.sandbox import (
     SandboxError,
     SandboxLimits,
     UnsafeDirectory,
@@ -32,7 +32,7 @@ from helpdp.collect.awm.sandbox import (
     ensure_private_dir,
 )
 
-WORLDS = Path(__file__).resolve().parent.parent / "helpdp" / "collect" / "worlds"
+WORLDS = Path(__file__).resolve().parent.parent / "collect" / "worlds"
 SCENARIO = "workflow_automation_1"
 SECRET = "canary-secret-4f1c0a9e"
 # generous wall clocks: a loaded CI machine must not turn a slow call into a failed test
@@ -528,7 +528,7 @@ def test_verifier_time_is_a_budget_per_episode(tmp_path):
     ids=["recursive_cte", "huge_randomblob", "grows_past_fsize"],
 )
 def test_sql_bombs_in_seed_data_fail_the_build_cleanly(tmp_path, insert, message):
-    from helpdp.collect.awm.check import CheckConfig, check_dataset
+    from collect.awm.check import CheckConfig, check_dataset
 
     data = _world(tmp_path / "data", extra_inserts=[insert])
     limits = SandboxLimits(build_timeout_s=2.0, build_file_mb=16, build_value_mb=4)
@@ -536,7 +536,7 @@ def test_sql_bombs_in_seed_data_fail_the_build_cleanly(tmp_path, insert, message
     with pytest.raises(SandboxError) as err:
         build_scenario_database(scenario, tmp_path / "db", limits=limits)
     assert err.value.kind == "build_limit" and message in err.value.message, err.value.message
-    if message == "time limit of the build":  # helpdp.collect.awm.check reports it and goes on
+    if message == "time limit of the build":  # collect.awm.check reports it and goes on
         report = check_dataset(
             CheckConfig(data=str(data), sandbox=limits, run_verifiers=False), out=None
         )
@@ -570,7 +570,7 @@ def test_scratch_directories_of_someone_else_or_symlinks_are_refused(tmp_path):
 
 
 def test_no_silent_downgrade_when_os_isolation_is_unavailable(tmp_path, monkeypatch):
-    from helpdp.collect.awm.sandbox import confine
+    from collect.awm.sandbox import confine
 
     monkeypatch.setattr(confine.shutil, "which", lambda name: None)
     confine.probe.cache_clear()
@@ -603,10 +603,10 @@ def test_collect_without_bubblewrap_is_one_line_not_a_broken_process_pool(tmp_pa
     empty = tmp_path / "bin"  # a PATH with no bwrap on it
     empty.mkdir()
     out = subprocess.run(
-        [sys.executable, "-m", "helpdp.collect", f"out={tmp_path / 'out'}", "progress=false"],
+        [sys.executable, "-m", "collect", f"out={tmp_path / 'out'}", "progress=false"],
         capture_output=True, text=True, env={**os.environ, "PATH": str(empty)}, timeout=120,
     )  # fmt: skip
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1, out.stderr[-2000:]
-    assert lines[0].startswith("helpdp.collect: error: OS isolation is not available")
+    assert lines[0].startswith("collect: error: OS isolation is not available")
     assert not (tmp_path / "out").exists()

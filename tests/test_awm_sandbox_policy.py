@@ -1,4 +1,4 @@
-"""The Python-level rules of a worker (helpdp/collect/awm/sandbox/policy.py), as plain functions."""
+"""The Python-level rules of a worker (collect/awm/sandbox/policy.py), as plain functions."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from helpdp.collect.awm.sandbox import framing, policy
-from helpdp.collect.awm.sandbox.policy import Policy
+from collect.awm.sandbox import framing, policy
+from collect.awm.sandbox.policy import Policy
 
 ROOTS = Policy(
     role="env",

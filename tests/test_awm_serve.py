@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world, served
 
-from helpdp.collect.awm.client import AsyncEnvClient, EnvClient
-from helpdp.collect.awm.env import EnvConfig, EnvPool
-from helpdp.collect.awm.protocol import format_call_tool
-from helpdp.collect.awm.serve import ServeConfig, create_app
+from collect.awm.client import AsyncEnvClient, EnvClient
+from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.protocol import format_call_tool
+from collect.awm.serve import ServeConfig, create_app
 
 APP = (
     NOTES_APP

@@ -20,10 +20,10 @@ import pytest
 import websockets
 from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world, served
 
-from helpdp.collect.awm.client import AsyncEnvClient, EnvClient
-from helpdp.collect.awm.env import EnvConfig, EnvPool
-from helpdp.collect.awm.http_guard import is_loopback
-from helpdp.collect.awm.serve import (
+from collect.awm.client import AsyncEnvClient, EnvClient
+from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.http_guard import is_loopback
+from collect.awm.serve import (
     ServeConfig,
     _Server,
     check_bind,
@@ -31,7 +31,7 @@ from helpdp.collect.awm.serve import (
     serve,
     uvicorn_config,
 )
-from helpdp.collect.awm.wire import public_info
+from collect.awm.wire import public_info
 
 TOKEN = "test-" + secrets.token_urlsafe(16)
 CANARY = "canary-" + secrets.token_hex(8)  # a secret in the server's environment
@@ -228,7 +228,7 @@ def test_per_client_session_cap(url):
 
 def test_global_and_per_client_caps_count_clients_apart():
     server = _Server(pool=None, config=ServeConfig(max_sessions=4, max_sessions_per_client=2))
-    from helpdp.collect.awm.wire import SessionError
+    from collect.awm.wire import SessionError
 
     server.open("10.0.0.1", "http")
     server.open("10.0.0.1", "ws")

@@ -19,18 +19,18 @@ from pathlib import Path
 import pytest
 from awm_helpers import notes_world
 
-from helpdp.collect.awm.check import CheckConfig, check_dataset
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import EnvConfig, EnvPool
-from helpdp.collect.awm.sandbox import AppWorker, SandboxError, SandboxLimits
-from helpdp.collect.awm.tools import OpenAPIError, format_tools, tools_from_openapi
-from helpdp.collect.worlds import WORLDS_DIR
+from collect.awm.check import CheckConfig, check_dataset
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.sandbox import AppWorker, SandboxError, SandboxLimits
+from collect.awm.tools import OpenAPIError, format_tools, tools_from_openapi
+from collect.worlds import WORLDS_DIR
 
 FIXTURES = Path(__file__).parent / "fixtures" / "awm"
 
 # sha256 of (the tools' fields, format_tools) with describe_responses off / on, captured
 # with the unbudgeted expansion before the budget was added. If a world's app changes,
-# recapture them; a change of helpdp/collect/awm/tools.py alone must never change them.
+# recapture them; a change of collect/awm/tools.py alone must never change them.
 EXPECTED = {
     "workflow_automation_1": (
         34,
@@ -248,6 +248,6 @@ def test_hostile_app_fails_its_scenario_and_the_next_one_runs(tmp_path):
 
 
 def honest_action():
-    from helpdp.collect.awm.protocol import Action
+    from collect.awm.protocol import Action
 
     return Action("call_tool", tool_name="list_notes", arguments={})

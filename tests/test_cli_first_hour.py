@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from collect.collector import CollectConfig
 from helpdp.cliconf import Interrupted, check_argv, guard
-from helpdp.collect.collector import CollectConfig
 
 
 def _run(argv, tmp_path, **kw):
@@ -22,20 +22,20 @@ def _run(argv, tmp_path, **kw):
     "argv, message",
     [
         (["helpdp.search", "gamma=abc"], "helpdp.search: error: 'gamma' takes a float or null, not 'abc'"),
-        (["helpdp.collect", "schedule.seeds=abc"],
-         "helpdp.collect: error: 'schedule.seeds' takes a list of ints (e.g. [1,2] or a range START:STOP), not 'abc'"),
-        (["helpdp.collect", "schedule.seeds=[1000,...,1029]"],
-         "helpdp.collect: error: 'schedule.seeds' takes a list of ints"),
-        (["helpdp.collect", "schedule.seeds=9:3"],
-         "helpdp.collect: error: 'schedule.seeds=9:3': an empty range (START:STOP needs STOP > START)"),
-        (["helpdp.prm.train", "prm=tni", "data=x", "out=y"],
-         "helpdp.prm.train: error: 'prm=tni': no such option; options: minilm, qwen3_0_6b, qwen3_4b, "
+        (["collect", "schedule.seeds=abc"],
+         "collect: error: 'schedule.seeds' takes a list of ints (e.g. [1,2] or a range START:STOP), not 'abc'"),
+        (["collect", "schedule.seeds=[1000,...,1029]"],
+         "collect: error: 'schedule.seeds' takes a list of ints"),
+        (["collect", "schedule.seeds=9:3"],
+         "collect: error: 'schedule.seeds=9:3': an empty range (START:STOP needs STOP > START)"),
+        (["prm.train", "prm=tni", "data=x", "out=y"],
+         "prm.train: error: 'prm=tni': no such option; options: minilm, qwen3_0_6b, qwen3_4b, "
          "tabular, tiny (did you mean 'prm=tiny'?)"),
         (["helpdp.train", "train=cpu_smok"],
          "helpdp.train: error: 'train=cpu_smok': no such option; options: b200, cpu_smoke "
          "(did you mean 'train=cpu_smoke'?)"),
-        (["helpdp.collect", "collect/actor=opnai"],
-         "helpdp.collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
+        (["collect", "collect/actor=opnai"],
+         "collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
          "qwen_coder_0_5b, simulated, vllm, vllm_cpu (did you mean 'collect/actor=openai'?)"),
         (["helpdp.helper.train", "helper=tni", "labels=x"],
          "helpdp.helper.train: error: 'helper=tni': no such option; options: minilm, qwen3_0_6b, "
@@ -72,10 +72,10 @@ def test_ctrl_c_is_one_line_with_what_was_kept(capsys):
         raise Interrupted("3 shards kept; rerun the same command to resume")
 
     with pytest.raises(SystemExit) as e:
-        guard("helpdp.collect", body)
+        guard("collect", body)
     assert e.value.code == 130
     err = capsys.readouterr().err.strip()
-    assert err == "helpdp.collect: interrupted: 3 shards kept; rerun the same command to resume"
+    assert err == "collect: interrupted: 3 shards kept; rerun the same command to resume"
 
     def plain():
         raise KeyboardInterrupt
@@ -143,10 +143,10 @@ def test_a_missing_optional_package_is_one_line_with_what_installs_it(capsys):
         import helpdp_no_such_package  # noqa: F401
 
     with pytest.raises(SystemExit) as e:
-        guard("helpdp.collect", body)
+        guard("collect", body)
     assert e.value.code == 2
     assert capsys.readouterr().err.strip() == (
-        "helpdp.collect: error: this command needs the package 'helpdp_no_such_package', which is not "
+        "collect: error: this command needs the package 'helpdp_no_such_package', which is not "
         "installed: `make full` installs the whole pipeline into .venv"
     )
 
@@ -158,10 +158,10 @@ def test_help_needs_only_the_core_packages(tmp_path):
     (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'openai'\")")
     env = {**__import__("os").environ, "PYTHONPATH": str(blocker.parent)}
     for command in (
-        "helpdp.collect",
+        "collect",
         "helpdp.evaluate",
         "helpdp.train",
-        "helpdp.collect.awm.check",
+        "collect.awm.check",
     ):
         run = _run([command, "--help"], tmp_path, env=env)
         assert run.returncode == 0 and "Traceback" not in run.stderr, (command, run.stderr[-2000:])

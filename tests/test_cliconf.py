@@ -7,8 +7,8 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
+from collect.collector import CollectConfig
 from helpdp.cliconf import UsageError, check_argv, parse_budgets
-from helpdp.collect.collector import CollectConfig
 from helpdp.config import SearchConfig
 
 
@@ -41,7 +41,7 @@ def test_known_keys_pass_and_dict_keys_open_up():
 
 
 def test_typed_values_are_checked_before_hydra(capsys):
-    from helpdp.prm.config import TrainConfig
+    from prm.config import TrainConfig
 
     assert _fails(["tol=abc"], capsys=capsys) == "cmd: error: 'tol' takes a float, not 'abc'"
     assert _fails(["quiet=maybe"], capsys=capsys) == (
@@ -107,23 +107,23 @@ COMMANDS = {  # module: (schema "module:Class", conf name, a nested typo, its su
     "helpdp.helper.train": ("helpdp.helper.config:HelperTrainConfig", "helper_train"),
     "helpdp.evaluate.calibrate": ("helpdp.helper.config:HelperCalibrateConfig", "helper_calibrate"),
     "helpdp.train": ("helpdp.train.config:TrainConfig", "train"),
-    "helpdp.prm.train": ("helpdp.prm.config:TrainConfig", "prm_train"),
-    "helpdp.prm.score": ("helpdp.prm.config:ScoreConfig", "prm_score"),
-    "helpdp.prm.report": ("helpdp.prm.config:ReportConfig", "prm_report"),
-    "helpdp.prm.selfreg": ("helpdp.prm.config:SelfRegConfig", "prm_selfreg"),
-    "helpdp.collect": ("helpdp.collect.collector:CollectConfig", "collect"),
-    "helpdp.collect.awm.check": ("helpdp.collect.awm.check:CheckConfig", "check"),
-    "helpdp.collect.awm.serve": ("helpdp.collect.awm.serve:ServeConfig", "serve"),
-    "helpdp.collect.awm.openenv_server": ("helpdp.collect.awm.serve:ServeConfig", "serve_openenv"),
-    "helpdp.collect.realmodel": ("helpdp.collect.realmodel:FetchConfig", "realmodel"),
+    "prm.train": ("prm.config:TrainConfig", "prm_train"),
+    "prm.score": ("prm.config:ScoreConfig", "prm_score"),
+    "prm.report": ("prm.config:ReportConfig", "prm_report"),
+    "prm.selfreg": ("prm.config:SelfRegConfig", "prm_selfreg"),
+    "collect": ("collect.collector:CollectConfig", "collect"),
+    "collect.awm.check": ("collect.awm.check:CheckConfig", "check"),
+    "collect.awm.serve": ("collect.awm.serve:ServeConfig", "serve"),
+    "collect.awm.openenv_server": ("collect.awm.serve:ServeConfig", "serve_openenv"),
+    "collect.realmodel": ("collect.realmodel:FetchConfig", "realmodel"),
     "helpdp.select": ("helpdp.select:SelectConfig", "select"),
 }
 
 
 def _node(command):
     """What run_app registers for the command (schema or instance, config groups)."""
-    if command == "helpdp.collect":
-        from helpdp.collect.config import schema_node as _schema_node
+    if command == "collect":
+        from collect.config import schema_node as _schema_node
 
         return _schema_node(), None
     if command == "helpdp.helper.train":
@@ -164,18 +164,18 @@ def test_help_exits_0_writes_nothing_and_lists_the_resolved_fields(command, tmp_
     "command, key, shown",
     [
         (
-            "helpdp.collect.awm.check",
+            "collect.awm.check",
             "sandbox.call_timeout_s",
             "20.0",
         ),  # the instance's, not the class's
-        ("helpdp.collect.awm.check", "verifier_sandbox.call_timeout_s", "30.0"),
+        ("collect.awm.check", "verifier_sandbox.call_timeout_s", "30.0"),
         (
-            "helpdp.prm.train",
+            "prm.train",
             "prm.max_length",
             "128",
-        ),  # helpdp/conf/prm/tiny.yaml's, not the schema's
-        ("helpdp.prm.train", "prm.lr", "0.003"),
-        ("helpdp.prm.train", "prm.epochs", "8"),
+        ),  # conf/prm/tiny.yaml's, not the schema's
+        ("prm.train", "prm.lr", "0.003"),
+        ("prm.train", "prm.epochs", "8"),
     ],
 )
 def test_help_shows_the_values_the_command_runs_with(command, key, shown):
@@ -190,10 +190,10 @@ def test_help_shows_the_values_the_command_runs_with(command, key, shown):
 
 def test_help_follows_the_command_line(capsys):
     from helpdp.cliconf import compose_config, help_text
-    from helpdp.prm.config import TrainConfig
+    from prm.config import TrainConfig
 
     cfg = compose_config("prm_train", ["prm=tabular"], node=TrainConfig)
-    assert "  prm.kind=tabular\n" in help_text("helpdp.prm.train", TrainConfig, cfg)
+    assert "  prm.kind=tabular\n" in help_text("prm.train", TrainConfig, cfg)
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -217,10 +217,10 @@ PATH_FIELDS = [
     ("helpdp.label", "data"), ("helpdp.forecast", "data"), ("helpdp.evaluate", "data"),
     ("helpdp.evaluate", "helper_dir"), ("helpdp.synthetic", "out"),
     ("helpdp.helper.train", "labels"), ("helpdp.evaluate.calibrate", "helper_dir"),
-    ("helpdp.prm.train", "data"), ("helpdp.prm.score", "prm_dir"),
-    ("helpdp.prm.score", "data"), ("helpdp.prm.report", "prm_dir"), ("helpdp.prm.selfreg", "prm_dir"),
-    ("helpdp.collect", "policy"), ("helpdp.collect", "out"), ("helpdp.collect.awm.check", "data"),
-    ("helpdp.collect.awm.serve", "data"),
+    ("prm.train", "data"), ("prm.score", "prm_dir"),
+    ("prm.score", "data"), ("prm.report", "prm_dir"), ("prm.selfreg", "prm_dir"),
+    ("collect", "policy"), ("collect", "out"), ("collect.awm.check", "data"),
+    ("collect.awm.serve", "data"),
 ]  # fmt: skip
 
 
@@ -258,12 +258,12 @@ def test_a_positional_argument_is_refused_with_a_hint(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["helpdp.prm.score", "data=/nonexistent", "prm_dir=/x"],
-         "helpdp.prm.score: error: /nonexistent: not a dataset directory"),
-        (["helpdp.prm.train", "data=/nonexistent", "out=/x", "kind=tabular"],
-         "helpdp.prm.train: error: /nonexistent: not a dataset directory"),
-        (["helpdp.collect.awm.check", "data=/nonexistent"],
-         "helpdp.collect.awm.check: error: AWM data directory not found: /nonexistent"),
+        (["prm.score", "data=/nonexistent", "prm_dir=/x"],
+         "prm.score: error: /nonexistent: not a dataset directory"),
+        (["prm.train", "data=/nonexistent", "out=/x", "kind=tabular"],
+         "prm.train: error: /nonexistent: not a dataset directory"),
+        (["collect.awm.check", "data=/nonexistent"],
+         "collect.awm.check: error: AWM data directory not found: /nonexistent"),
         (["helpdp.frontier", "budget=-1"],
          "helpdp.frontier: error: budget=-1: a budget is a number of calls, at least 0"),
         (["helpdp.forecast", "budget=abc"], "helpdp.forecast: error: budget='abc': not a number"),
@@ -274,8 +274,8 @@ def test_a_positional_argument_is_refused_with_a_hint(capsys):
          "helpdp.evaluate: error: 'budget' takes a float, not 'abc'"),
         (["helpdp.frontier", "max_solves=1.5"],
          "helpdp.frontier: error: 'max_solves' takes an int, not '1.5'"),
-        (["helpdp.prm.train", "data=x", "out=y", "prm.lora.r=abc"],
-         "helpdp.prm.train: error: 'prm.lora.r' takes an int, not 'abc'"),
+        (["prm.train", "data=x", "out=y", "prm.lora.r=abc"],
+         "prm.train: error: 'prm.lora.r' takes an int, not 'abc'"),
         (["helpdp.helper.train", "labels=x", "helper.lr=fast"],
          "helpdp.helper.train: error: 'helper.lr' takes a float, not 'fast'"),
     ],

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpdp.collect.collector import collect, collect_config
-from helpdp.collect.policy import coverage, evaluation_line
+from collect.collector import collect, collect_config
+from collect.policy import coverage, evaluation_line
 from helpdp.policies import StateView, TablePolicy
 
 SMALL = ["schedule.scenarios=[smart_home_1]", "schedule.max_tasks=3", "schedule.probabilities=[0.0]",
@@ -73,8 +73,8 @@ def test_mixture_is_drawn_per_episode(tmp_path):
 
 
 def test_the_candidates_design_runs_each_candidate_on_its_own_episodes(tmp_path, capsys):
-    from helpdp.collect.cli import run_cli
-    from helpdp.collect.policy import candidate_rates, load_help_policy
+    from collect.cli import run_cli
+    from collect.policy import candidate_rates, load_help_policy
     from helpdp.policies import AtTurns, Never
     from helpdp.select import policy_json
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from helpdp.collect.actors import SimulatedActor
-from helpdp.collect.awm.protocol import parse_turn
-from helpdp.collect.interventions import InterventionConfig, Oracle
-from helpdp.collect.rollout import RunContext, TextRenderer, TurnReply, episode_tables, run_episodes
-from helpdp.collect.schedule import ScheduleConfig, SplitConfig, build_schedule
-from helpdp.collect.statekey import make_keys
+from collect.actors import SimulatedActor
+from collect.awm.protocol import parse_turn
+from collect.interventions import InterventionConfig, Oracle
+from collect.rollout import RunContext, TextRenderer, TurnReply, episode_tables, run_episodes
+from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
+from collect.statekey import make_keys
 
 
 @dataclass
@@ -218,7 +218,7 @@ def test_terminal_keys_depend_on_the_outcome(key):
     ],
 )
 def test_bad_configs_are_refused_before_any_work(tmp_path, overrides, message):
-    from helpdp.collect.collector import collect, collect_config
+    from collect.collector import collect, collect_config
 
     cfg = collect_config([f"out={tmp_path / 'ds'}", "progress=false", *overrides])
     with pytest.raises(ValueError, match=message):

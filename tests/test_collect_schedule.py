@@ -7,7 +7,7 @@ import collections
 import numpy as np
 import pytest
 
-from helpdp.collect.schedule import (
+from collect.schedule import (
     EpisodeSpec,
     ScheduleConfig,
     SplitConfig,

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import helpdp
-from helpdp.collect.collector import collect, collect_config
-from helpdp.collect.statekey import (
+from collect.collector import collect, collect_config
+from collect.statekey import (
     DbHelpKeys,
     DbKeys,
     HistoryKeys,

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import helpdp
-from helpdp.collect.collector import collect, collect_config, collect_demo
+from collect.collector import collect, collect_config, collect_demo
 
 TABLES = ("states", "transitions", "episodes", "steps")
 

@@ -36,7 +36,7 @@ def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
     m = re.fullmatch(
-        r"helpdp.collect: interrupted: (\d+) of 28 shards kept in (.+); rerun the same command to "
+        r"collect: interrupted: (\d+) of 28 shards kept in (.+); rerun the same command to "
         r"resume",
         lines[0],
     )  # fmt: skip
@@ -62,7 +62,7 @@ def test_a_worker_stopped_by_ctrl_c_is_an_interrupt_in_the_parent():
     import pytest
     from proc_helpers import stopped_by_ctrl_c
 
-    from helpdp.collect.executors import ExecutorConfig, execute
+    from collect.executors import ExecutorConfig, execute
 
     got = []
     with pytest.raises(KeyboardInterrupt):

@@ -24,7 +24,7 @@ ARGS = [
 
 
 def _command(out: Path, work: Path) -> list[str]:
-    return [sys.executable, "-m", "helpdp.collect", f"out={out}", f"env.work_root={work}", *ARGS]
+    return [sys.executable, "-m", "collect", f"out={out}", f"env.work_root={work}", *ARGS]
 
 
 def _descendants(pid: int) -> set[int]:
@@ -93,10 +93,10 @@ def test_the_fingerprint_names_the_shipped_worlds_as_shards_first_recorded_them(
     """Shards written before the package moved under helpdp/ resume: the manifest says
     the new label, the shards' fingerprint keeps the first one; any other worlds
     directory enters as its path."""
-    from helpdp.collect.collector import collect_config
-    from helpdp.collect.config import source_config
-    from helpdp.collect.plan import fingerprint_config
-    from helpdp.collect.worlds import SHIPPED_LABEL, is_shipped_label
+    from collect.collector import collect_config
+    from collect.config import source_config
+    from collect.plan import fingerprint_config
+    from collect.worlds import SHIPPED_LABEL, is_shipped_label
 
     cfg = collect_config([f"out={tmp_path / 'out'}"])
     assert source_config(cfg)["worlds"] == SHIPPED_LABEL

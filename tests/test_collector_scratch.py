@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from helpdp.collect.collector import collect, collect_config
-from helpdp.collect.scratch import SCRATCH_PREFIX as _SCRATCH_PREFIX
-from helpdp.collect.scratch import scratch_root, sweep_scratch
-from helpdp.collect.worker import _Worker
+from collect.collector import collect, collect_config
+from collect.scratch import SCRATCH_PREFIX as _SCRATCH_PREFIX
+from collect.scratch import scratch_root, sweep_scratch
+from collect.worker import _Worker
 
 OTHER_UID = 65534  # nobody
 

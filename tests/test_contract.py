@@ -298,7 +298,7 @@ def _quick(out: Path, work: Path) -> list[str]:
 
 
 def test_the_collector_checks_its_output_with_the_loader(tmp_path, monkeypatch):
-    from helpdp.collect.collector import collect, collect_config
+    from collect.collector import collect, collect_config
 
     cfg = collect_config(_quick(tmp_path / "ds", tmp_path / "work"))
     real = contract._write_parquet

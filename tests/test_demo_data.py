@@ -27,9 +27,9 @@ def test_demo_is_collected_from_the_demo_worlds():
 
 @pytest.mark.slow
 def test_demo_regenerates_byte_identically(tmp_path):
-    from helpdp.collect.collector import collect_demo
+    from collect.collector import collect_demo
 
-    args = DEMO_COMMAND.split()[3:]  # the overrides after `python -m helpdp.collect`
+    args = DEMO_COMMAND.split()[3:]  # the overrides after `python -m collect`
     overrides = [a for a in args if not a.startswith("out=")]
     collect_demo(tmp_path / "demo", overrides)
     shipped = demo_dataset_path()

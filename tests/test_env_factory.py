@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from helpdp.collect.awm.env import EnvConfig, EnvPool
-from helpdp.collect.interventions import InterventionConfig, build_interventions
-from helpdp.collect.worlds import WORLDS_DIR
+from collect.awm.env import EnvConfig, EnvPool
+from collect.interventions import InterventionConfig, build_interventions
+from collect.worlds import WORLDS_DIR
 from helpdp.policies import Always, Never
 from helpdp.train.env_factory import AWMEnvironmentFactory
 
@@ -104,9 +104,9 @@ def test_the_factory_runs_on_an_openenv_server(tmp_path, monkeypatch):
     import uvicorn
     from awm_helpers import served
 
-    from helpdp.collect.awm.openenv_server import create_openenv_app
-    from helpdp.collect.awm.remote_env import OpenEnvPool
-    from helpdp.collect.awm.serve import ServeConfig
+    from collect.awm.openenv_server import create_openenv_app
+    from collect.awm.remote_env import OpenEnvPool
+    from collect.awm.serve import ServeConfig
 
     config = EnvConfig(expert_enabled=False, work_root=str(tmp_path / "server"))
     with EnvPool(WORLDS_DIR, config, scenarios=[SCENARIO]) as server_pool:

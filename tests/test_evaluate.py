@@ -90,7 +90,7 @@ def test_rerun_keeps_only_the_baselines_runs(tmp_path, monkeypatch):
     """A rerun into the same out= hands the collector a baseline's run directory as it
     was (to resume its shards), but a fitted policy's, or a baseline's whose fields
     changed, is emptied first: nothing is resumed under another policy's name."""
-    import helpdp.collect.collector as collector
+    import collect.collector as collector
     from helpdp.evaluate import EvaluateConfig, evaluate
 
     seen = {}
@@ -248,8 +248,8 @@ def _record_scheduled_tasks(monkeypatch) -> tuple[list, list]:
     """Replace the collector by one that records the task ids its config schedules and
     the actor object it is handed, and writes one successful episode per (task, seed):
     what evaluate hands the environments."""
-    import helpdp.collect.collector as collector
-    from helpdp.collect.plan import plan_episodes
+    import collect.collector as collector
+    from collect.plan import plan_episodes
 
     seen, actors = [], []
 
@@ -291,7 +291,7 @@ def test_a_real_model_loads_once_per_evaluation_and_each_run_gets_a_fresh_actor(
 ):
     """The real actor's weights load once (tens of seconds on CPU); every policy's run gets
     an actor of its own on them, so no KV cache carries from one run into the next."""
-    import helpdp.collect.actors as actors
+    import collect.actors as actors
     from helpdp.evaluate import EvaluateConfig, evaluate
 
     loads = []

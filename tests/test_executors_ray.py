@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import helpdp
-from helpdp.collect.collector import collect, collect_config
+from collect.collector import collect, collect_config
 
 ray = pytest.importorskip("ray")
 

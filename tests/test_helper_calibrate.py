@@ -90,7 +90,7 @@ def test_set_threshold_overrides_the_budget(tiny_helper):
 def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
     tiny_helper, tmp_path, monkeypatch
 ):
-    import helpdp.collect.collector as collector
+    import collect.collector as collector
     from helpdp.evaluate.calibrate import run_calibrate
     from helpdp.helper.config import HelperCalibrateConfig
     from helpdp.helper.policy import HelperPolicy

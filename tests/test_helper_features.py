@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from helper_helpers import TINY as TINY_BASE
 
-from helpdp.collect.rollout import TextRenderer
+from collect.rollout import TextRenderer
 from helpdp.helper.features import help_age, helper_input, state_header
 from helpdp.policies import StateView
 

@@ -12,23 +12,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 COLLECTION_SIDE = (
-    "helpdp.collect.actors",
-    "helpdp.collect.cli",
-    "helpdp.collect.config",
-    "helpdp.collect.plan",
-    "helpdp.collect.publish",
-    "helpdp.collect.scratch",
-    "helpdp.collect.worker",
-    "helpdp.collect.collector",
-    "helpdp.collect.executors",
-    "helpdp.collect.interventions",
-    "helpdp.collect.policy",
-    "helpdp.collect.rollout",
-    "helpdp.collect.schedule",
-    "helpdp.collect.shards",
-    "helpdp.collect.statekey",
-    "helpdp.collect.types",
+    "collect.actors",
+    "collect.cli",
+    "collect.config",
+    "collect.plan",
+    "collect.publish",
+    "collect.scratch",
+    "collect.worker",
+    "collect.collector",
+    "collect.executors",
+    "collect.interventions",
+    "collect.policy",
+    "collect.rollout",
+    "collect.schedule",
+    "collect.shards",
+    "collect.statekey",
+    "collect.types",
 )
+
+
+def _under(module: str, packages: tuple[str, ...]) -> bool:
+    """Whether ``module`` is one of ``packages`` or inside one ("collect" is not "collections")."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
 
 
 def _modules_after(statement: str) -> set[str]:
@@ -40,28 +45,28 @@ def _modules_after(statement: str) -> set[str]:
 @pytest.mark.parametrize(
     "statement",
     [
-        "import helpdp.collect.awm",
-        "import helpdp.collect.awm.env, helpdp.collect.awm.serve, helpdp.collect.awm.check, helpdp.collect.awm.llm",
+        "import collect.awm",
+        "import collect.awm.env, collect.awm.serve, collect.awm.check, collect.awm.llm",
     ],
 )
 def test_the_awm_runtime_never_imports_the_collector(statement):
     loaded = _modules_after(statement)
-    assert "helpdp.collect.awm.env" in loaded or statement == "import helpdp.collect.awm"
+    assert "collect.awm.env" in loaded or statement == "import collect.awm"
     assert not loaded & set(COLLECTION_SIDE), sorted(loaded & set(COLLECTION_SIDE))
 
 
 def test_the_dp_core_imports_neither_collect_nor_torch():
     loaded = _modules_after("import helpdp, helpdp.search, helpdp.budget, helpdp.contract")
-    above = ("helpdp.collect", "helpdp.models", "helpdp.prm", "helpdp.helper", "helpdp.evaluate")
-    heavy = {m for m in loaded if m.startswith(above) or m.split(".")[0] in ("torch", "trl")}
+    above = ("collect", "helpdp.models", "prm", "helpdp.helper", "helpdp.evaluate")
+    heavy = {m for m in loaded if _under(m, above) or m.split(".")[0] in ("torch", "trl")}
     assert not heavy, sorted(heavy)
 
 
 def test_the_collector_imports_no_layer_above_it():
     """collect uses helpdp's contract, DP and policies, never the layers built on it."""
-    loaded = _modules_after("import helpdp.collect.collector")
-    above = ("helpdp.train", "helpdp.helper", "helpdp.evaluate", "helpdp.models", "helpdp.prm")
-    bad = {m for m in loaded if m.startswith(above)}
+    loaded = _modules_after("import collect.collector")
+    above = ("helpdp.train", "helpdp.helper", "helpdp.evaluate", "helpdp.models", "prm")
+    bad = {m for m in loaded if _under(m, above)}
     assert "helpdp.contract" in loaded and not bad, sorted(bad)
 
 

@@ -1,4 +1,4 @@
-"""Collections of disjoint tasks merge into one dataset (``helpdp.collect.merge``):
+"""Collections of disjoint tasks merge into one dataset (``collect.merge``):
 the demo cut in two by scenario and merged again is the demo, for the DP too."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
+from collect.merge import MergeConfig, merge_collections, run_merge
 from helpdp import demo_dataset_path, load_dataset, search_budget
-from helpdp.collect.merge import MergeConfig, merge_collections, run_merge
 from helpdp.data import DatasetError, write_dataset
 from helpdp.subset import task_subset
 

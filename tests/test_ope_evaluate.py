@@ -34,7 +34,7 @@ def test_ope_summary_by_hand():
 def test_evaluate_adds_ope_and_selected_policies(tmp_path, monkeypatch):
     """With a fake collector: policy_files adds the selected policy, baselines=false and
     skip leave the others out, and ope.parquet holds one row per policy run."""
-    import helpdp.collect.collector as collector
+    import collect.collector as collector
     from helpdp.evaluate import EvaluateConfig, evaluate
     from helpdp.policies import AtTurns
     from helpdp.select import policy_json

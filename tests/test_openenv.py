@@ -14,12 +14,12 @@ from awm_helpers import served  # noqa: E402
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction  # noqa: E402
 from openenv.core.mcp_client import MCPToolClient  # noqa: E402
 
-from helpdp.collect.awm.env import EnvConfig, EnvPool  # noqa: E402
-from helpdp.collect.awm.openenv_server import create_openenv_app  # noqa: E402
-from helpdp.collect.awm.remote_env import OpenEnvPool  # noqa: E402
-from helpdp.collect.awm.serve import ServeConfig  # noqa: E402
-from helpdp.collect.collector import collect, collect_config  # noqa: E402
-from helpdp.collect.worlds import WORLDS_DIR  # noqa: E402
+from collect.awm.env import EnvConfig, EnvPool  # noqa: E402
+from collect.awm.openenv_server import create_openenv_app  # noqa: E402
+from collect.awm.remote_env import OpenEnvPool  # noqa: E402
+from collect.awm.serve import ServeConfig  # noqa: E402
+from collect.collector import collect, collect_config  # noqa: E402
+from collect.worlds import WORLDS_DIR  # noqa: E402
 
 TOKEN = "openenv-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -144,7 +144,7 @@ def test_remote_runtime_episode_matches_local(server, tmp_path, monkeypatch):
     url, _ = server
     monkeypatch.setenv("HELPDP_TEST_OPENENV_TOKEN", TOKEN)
     config = EnvConfig(expert_enabled=False, work_root=str(tmp_path / "local"))
-    from helpdp.collect.awm.protocol import format_call_tool, format_tool_call
+    from collect.awm.protocol import format_call_tool, format_tool_call
 
     with (
         OpenEnvPool(url, WORLDS_DIR, config, token_env="HELPDP_TEST_OPENENV_TOKEN") as remote,

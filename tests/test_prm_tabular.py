@@ -5,8 +5,8 @@ import pytest
 from toy_prm import write_episodes
 
 from helpdp import load_dataset
-from helpdp.prm import ActorMismatchError, TabularPRM, build_examples, load_prm, task_splits
-from helpdp.prm.train import fit_prm
+from prm import ActorMismatchError, TabularPRM, build_examples, load_prm, task_splits
+from prm.train import fit_prm
 
 STATES = {
     "s0": {"task_id": "A", "depth": 0, "text": "start"},

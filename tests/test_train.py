@@ -14,9 +14,9 @@ import pytest
 
 import helpdp.train.gate
 import helpdp.train.rewards
-from helpdp.collect.awm.episode import ResetResult, StepResult
-from helpdp.collect.awm.protocol import parse_turn
-from helpdp.collect.rollout import Help
+from collect.awm.episode import ResetResult, StepResult
+from collect.awm.protocol import parse_turn
+from collect.rollout import Help
 from helpdp.policies import Always, StateView
 from helpdp.train.config import RewardConfig
 from helpdp.train.gate import Gate, SplitSchedule

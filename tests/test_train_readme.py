@@ -23,8 +23,8 @@ def test_readme_plug_in_example_runs_one_step(tmp_path, monkeypatch):
     import torch
     from trl import GRPOConfig
 
-    from helpdp.collect.awm.env import EnvConfig, EnvPool
-    from helpdp.collect.interventions import InterventionConfig, build_interventions
+    from collect.awm.env import EnvConfig, EnvPool
+    from collect.interventions import InterventionConfig, build_interventions
     from helpdp.policies import Always
     from helpdp.train.config import ModelConfig
     from helpdp.train.envs import worlds_dir

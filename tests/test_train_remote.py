@@ -1,4 +1,4 @@
-"""The GRPO rollout against a real `helpdp.collect.awm.serve` server (uvicorn on 127.0.0.1, a
+"""The GRPO rollout against a real `collect.awm.serve` server (uvicorn on 127.0.0.1, a
 bearer token) equals the same rollout on local sandboxes: scripted turns, the demo
 worlds, the oracle (without its verifier shortcut) gated by `always`."""
 
@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from helpdp.collect.awm.env import EnvConfig, EnvPool
-from helpdp.collect.awm.protocol import format_call_tool
-from helpdp.collect.awm.tools import format_tools
-from helpdp.collect.interventions import InterventionConfig, build_interventions
+from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.protocol import format_call_tool
+from collect.awm.tools import format_tools
+from collect.interventions import InterventionConfig, build_interventions
 from helpdp.policies import Always
 from helpdp.train.envs import RemotePool, build_pool, worlds_dir
 from helpdp.train.gate import SplitSchedule
@@ -35,7 +35,7 @@ def _config(root) -> EnvConfig:
 def server(tmp_path_factory):
     import uvicorn
 
-    from helpdp.collect.awm.serve import ServeConfig, create_app
+    from collect.awm.serve import ServeConfig, create_app
 
     root = tmp_path_factory.mktemp("serve")
     pool = EnvPool(worlds_dir(None), _config(root / "work"), scenarios=[SCENARIO])

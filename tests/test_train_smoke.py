@@ -1,4 +1,4 @@
-"""The CPU smoke GRPO run (helpdp/conf/train/cpu_smoke.yaml): a tiny Qwen3 from config, the
+"""The CPU smoke GRPO run (conf/train/cpu_smoke.yaml): a tiny Qwen3 from config, the
 demo worlds, the oracle expert behind the gate, TRL's GRPOTrainer with our rollout_func."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from collect.interventions import InterventionConfig, Oracle  # noqa: E402
 from helpdp.cliconf import compose_config  # noqa: E402
-from helpdp.collect.interventions import InterventionConfig, Oracle  # noqa: E402
 from helpdp.train.config import TrainConfig  # noqa: E402
 from helpdp.train.trainer import build_trainer  # noqa: E402
 

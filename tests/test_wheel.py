@@ -1,6 +1,6 @@
 """The package installs: a wheel built from this tree, installed into a fresh venv (not
-editable), runs the contract's command from another directory (its Hydra configs and the
-demo dataset ship inside the package)."""
+editable), runs the contract's command from another directory (the Hydra configs, the
+``collect`` and ``prm`` packages and the demo dataset ship inside the wheel)."""
 
 import json
 import os
@@ -55,4 +55,11 @@ def test_the_wheel_installs_and_runs_the_search_from_elsewhere(tmp_path):
         out.stdout
     )
     res = json.loads((where / "res" / "search.json").read_text())
+    # the other two packages and the configs are the wheel's too: the collector composes
+    # its config (conf/collect.yaml and its groups) from the installed copy
+    for pkg in ("collect", "prm", "conf"):
+        probe = _run([str(py), "-c", f"import {pkg}; print({pkg}.__file__)"], cwd=where, env=env)
+        assert Path(probe.stdout.strip()).is_relative_to(site), probe.stdout
+    out = _run([str(py), "-m", "collect", "--help"], cwd=where, env=env)
+    assert "schedule.seeds" in out.stdout and "collect/actor" in out.stdout, out.stdout[-2000:]
     assert res["expected_usage"] <= 1.0 + 1e-9

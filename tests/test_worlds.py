@@ -1,4 +1,4 @@
-"""Tests of the AWM-format demo worlds in helpdp/collect/worlds.
+"""Tests of the AWM-format demo worlds in collect/worlds.
 
 Only FastAPI's TestClient and sqlite3 are used: for every scenario a fresh SQLite DB is
 built from gen_db + gen_sample, the app's full_code is executed as a new module bound to
@@ -19,7 +19,7 @@ import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
-from helpdp.collect.worlds import SCENARIOS, WORLDS_DIR, build
+from collect.worlds import SCENARIOS, WORLDS_DIR, build
 
 READ_METHODS = {"GET", "HEAD"}
 
@@ -216,7 +216,7 @@ def test_task(scenario, idx, template_dbs, tmp_path, monkeypatch):
             assert run_verifier(scenario, idx, initial, final, final_answer) == "others"
 
         # obviously wrong actions (kept in the sources, not shipped) are not complete
-        source = importlib.import_module(f"helpdp.collect.worlds.src.{scenario}.tasks").TASKS[idx]
+        source = importlib.import_module(f"collect.worlds.src.{scenario}.tasks").TASKS[idx]
         for wrong in source.get("negatives", []):
             shutil.copy(template_dbs[scenario], final)
             replay(module, wrong)

@@ -32,7 +32,7 @@ def trigger_action_probs(p: np.ndarray, available: np.ndarray | None = None) -> 
     """``(J, K + 1)``: P(action) under each trigger vector ``p[j]`` (``(J, K)``).
 
     Every available intervention fires independently with its probability; when
-    several fire one is chosen uniformly (``helpdp.collect.schedule.draw_action``); none
+    several fire one is chosen uniformly (``collect.schedule.draw_action``); none
     firing is action 0. ``available`` (``(K,)`` bool) masks interventions out of calls.
     """
     p = np.asarray(p, np.float64)

@@ -2,7 +2,7 @@
 
 Every ``python -m ...`` command of the repository is a dataclass schema (each field
 documented where it is declared, :func:`cliconf.doc_field`), a primary config
-``helpdp/conf/<config_name>.yaml`` that picks values and config groups, and a body that takes
+``conf/<config_name>.yaml`` that picks values and config groups, and a body that takes
 the composed config::
 
     def main() -> None:
@@ -12,12 +12,13 @@ the composed config::
 ``<config_name>_schema`` (the primary YAML's first default), answers ``--help``/``-h``
 itself (the fields with the values the command line resolves to, one truth; nothing is
 written), checks the arguments (:func:`cliconf.check_argv`), and runs the body under
-:func:`cliconf.guard` with ``helpdp/conf/`` on Hydra's search path.
+:func:`cliconf.guard` with ``conf/`` on Hydra's search path.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
 import re
 import sys
@@ -29,7 +30,9 @@ from helpdp.cliconf.argv import check_argv, guard
 
 __all__ = ["CONF_DIR", "compose_config", "help_text", "register", "run_app"]
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+# the top-level ``conf`` package (the repository's conf/, or the wheel's copy): found by
+# import, never by path arithmetic from this file
+CONF_DIR = Path(importlib.util.find_spec("conf").origin).resolve().parent
 
 
 def register(config_name: str, node: Any, groups: Mapping[str, type | None] | None = None) -> None:
@@ -51,7 +54,7 @@ def compose_config(
     node: Any = None,
     groups: Mapping[str, type | None] | None = None,
 ):
-    """The config ``helpdp/conf/<config_name>.yaml`` composes to with ``overrides`` (what the
+    """The config ``conf/<config_name>.yaml`` composes to with ``overrides`` (what the
     command's body would receive), outside any running Hydra app. ``node``, ``groups``:
     what to :func:`register` first (already registered when None)."""
     from hydra import compose, initialize_config_dir
@@ -94,7 +97,7 @@ def help_text(
         *_field_lines(schema, cfg, "", "  "),
         *extra,
         "",
-        f"Primary config: helpdp/conf/{config_name or command}.yaml ('???': required). "
+        f"Primary config: conf/{config_name or command}.yaml ('???': required). "
         "Use --hydra-help for Hydra's own options.",
     ]
     return "\n".join(lines)
@@ -211,7 +214,7 @@ def run_app(
     """Run ``body`` as the command ``python -m <command>``.
 
     ``schema``: the config dataclass (``node``: what to register instead, e.g. an
-    instance with other defaults); ``config_name``: the primary YAML in ``helpdp/conf/``;
+    instance with other defaults); ``config_name``: the primary YAML in ``conf/``;
     ``groups``: its config groups (``prm=tiny``), or a mapping from each group to the
     schema its options name as ``<group>_schema`` in their defaults; ``extra_help``: lines after the
     fields in ``--help``; ``errors``: the command's own exception types that become

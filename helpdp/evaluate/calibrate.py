@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from collect import collector  # collector.collect: patchable in tests
 from helpdp.cliconf import run_app
-from helpdp.collect import collector  # collector.collect: patchable in tests
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.evaluate.harness import (

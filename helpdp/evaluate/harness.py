@@ -18,7 +18,7 @@ Policies (fitted on the train tasks of ``data`` only):
 * the DP's pi* at ``budget`` (searched on the train tasks; unseen states: nohelp);
 * the helper (``helper_dir=DIR``, from ``python -m helpdp.helper.train``), deployed at
   ``budget`` (or at each of ``helper_budgets``: one helper, several budgets);
-* with a text PRM (``prm_dir=DIR``, ``kind=lm``; ``helpdp.prm.policy``): help at the top
+* with a text PRM (``prm_dir=DIR``, ``kind=lm``; ``prm.policy``): help at the top
   ``prm_q`` of the validation states' predicted gain of help (``prm_score``),
   task-wise help for the ``prm_task_q`` of episodes with the lowest predicted
   start-state success, and ``table_fallback=prm``: the DP table with that PRM
@@ -57,14 +57,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collect import collector  # collector.collect: patchable in tests
+from collect.awm.dataset import AWMDataset
+from collect.awm.sandbox import COMMAND_ERRORS
+from collect.schedule import SplitConfig, split_tasks
+from collect.worlds import WORLDS_DIR, is_shipped_label
 from helpdp.budget import search_budget, write_result
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import parse_budgets, run_app
-from helpdp.collect import collector  # collector.collect: patchable in tests
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.sandbox import COMMAND_ERRORS
-from helpdp.collect.schedule import SplitConfig, split_tasks
-from helpdp.collect.worlds import WORLDS_DIR, is_shipped_label
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.evaluate.report import (
@@ -88,9 +88,9 @@ from helpdp.policies import (
     TurnZero,
     TurnZeroOrAfterFailure,
 )
-from helpdp.prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
 from helpdp.splits import task_splits
 from helpdp.subset import task_subset
+from prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
 
 #: outcomes without a verdict on the agent (the environment or verifier failed); a
 #: format error is the agent's own failure and counts as one
@@ -127,7 +127,7 @@ class EvaluateConfig:
     )
     prm_dir: Any = _f(
         None,
-        "a trained text PRM (python -m helpdp.prm.train prm=tiny|minilm, kind=lm): adds the PRM-threshold "
+        "a trained text PRM (python -m prm.train prm=tiny|minilm, kind=lm): adds the PRM-threshold "
         "policies (prm_q, prm_task_q, table_fallback=prm); null: none",
     )
     prm_score: str = _f(
@@ -372,10 +372,10 @@ def _collect_config(
 
 def shared_actor(collect_config: dict) -> Callable[[], dict]:
     """``collect(**shared_actor(c)())``: each run gets a fresh actor on one loaded model
-    (:func:`helpdp.collect.actors.shared_model_actors`, loaded at the first run), so a
+    (:func:`collect.actors.shared_model_actors`, loaded at the first run), so a
     real model loads once per evaluation, not once per policy; nothing for the actors
     that are cheap to build (the collector builds those)."""
-    from helpdp.collect.actors import shared_model_actors
+    from collect.actors import shared_model_actors
 
     made: list = []  # [the factory, or None for a kind the collector builds], at the first run
 

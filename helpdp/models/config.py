@@ -3,7 +3,7 @@
 :class:`TextModelConfig`.
 
 The helper's model config (``helpdp.helper.config.HelperModelConfig``, group ``helper``)
-and the PRM's (``helpdp.prm.config.PRMModelConfig``, group ``prm``) derive from it: each
+and the PRM's (``prm.config.PRMModelConfig``, group ``prm``) derive from it: each
 adds its own fields and, where its default differs from the base's, redeclares the
 shared field with :func:`override` (the help stays the base's, written once here).
 A model saved with its config dict reads it back through

@@ -1,5 +1,5 @@
 """LoRA settings, declared once for every model that takes them (the helper,
-``helpdp/helper/config.py``, and the PRM, ``helpdp/prm/config.py``): a nested field ``lora.*``
+``helpdp/helper/config.py``, and the PRM, ``prm/config.py``): a nested field ``lora.*``
 (``helper.lora.r=16``, ``prm.lora.r=8``) whose defaults each app picks with
 :func:`lora_field`. No torch import here.
 """

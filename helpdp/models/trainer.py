@@ -3,7 +3,7 @@
 ``fit_with_trainer`` runs AdamW with a linear schedule after a linear warm-up,
 gradient clipping, bf16 autocast on GPU and progress bars, nothing written to
 disk (no checkpoints: a caller that keeps a best epoch does it in memory with a
-callback, see ``helpdp.prm.lm``). The loss is the model's own (``HelperNet`` returns it)
+callback, see ``prm.lm``). The loss is the model's own (``HelperNet`` returns it)
 unless ``loss(model, inputs) -> (loss, outputs)`` is given (the PRM's per-example
 weighted cross-entropy). ``group_by_length`` batches examples of similar length
 (``LengthGroupedSampler``: less padding). Imports torch and transformers only

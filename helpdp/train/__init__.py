@@ -2,10 +2,10 @@
 called only where a :class:`~helpdp.policies.HelpPolicy` says, within caps.
 
 * :mod:`helpdp.train.rollout`: ``AWMRollout``, the ``rollout_func`` (episodes run by
-  ``helpdp.collect.rollout``'s turn loop), and ``TokenActor``;
+  ``collect.rollout``'s turn loop), and ``TokenActor``;
 * :mod:`helpdp.train.gate`: the gate (caps, expert/solo roles) and the split schedules;
 * :mod:`helpdp.train.rewards`: the reward callables (verifier, graduated, format);
-* :mod:`helpdp.train.trainer`: ``python -m helpdp.train`` (``helpdp/conf/train.yaml``, ``helpdp/conf/train/``);
+* :mod:`helpdp.train.trainer`: ``python -m helpdp.train`` (``conf/train.yaml``, ``conf/train/``);
 * :mod:`helpdp.train.env_factory`: the same worlds, expert gate and graduated reward as
   TRL's ``environment_factory`` (tools as methods; docs/openenv.md says when to pick it).
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collect.awm.sandbox import COMMAND_ERRORS
 from helpdp.cliconf import run_app
-from helpdp.collect.awm.sandbox import COMMAND_ERRORS
 from helpdp.train.config import TrainConfig
 from helpdp.train.trainer import run_cli
 

@@ -1,6 +1,6 @@
 """Schemas of ``python -m helpdp.train``; every field is documented here, once.
 
-``helpdp/conf/train.yaml`` is :class:`TrainConfig`; the presets ``helpdp/conf/train/*.yaml``
+``conf/train.yaml`` is :class:`TrainConfig`; the presets ``conf/train/*.yaml``
 (``train=cpu_smoke|b200``, package ``_global_``) set fields of it. No torch import.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from collect.interventions import InterventionConfig
 from helpdp.cliconf import doc_field as _f
-from helpdp.collect.interventions import InterventionConfig
 from helpdp.models.lora import LoRAConfig, lora_field
 
 __all__ = [
@@ -121,7 +121,7 @@ class RolloutConfig:
     )
     server_url: str = _f(
         "",
-        "a `python -m helpdp.collect.awm.serve` server (http://host:port); empty: local sandboxes",
+        "a `python -m collect.awm.serve` server (http://host:port); empty: local sandboxes",
     )
     server_token_env: str = _f("HELPDP_SERVE_TOKEN", "environment variable holding its token")
     threads: int = _f(8, "threads stepping environments and experts of one batch")

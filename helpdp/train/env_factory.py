@@ -7,16 +7,16 @@ typed from the tool's JSON schema, its description as the docstring TRL renders)
 ``ask_expert``, gated by a :class:`~helpdp.policies.HelpPolicy` within
 ``max_per_episode`` calls. TRL makes one instance per rollout: ``reset(**example)``
 starts the episode of the example's ``scenario``/``task_idx`` on an environment of the
-runtime, a tool call is one turn of :mod:`helpdp.collect.awm.protocol` (``call_tool`` with the
+runtime, a tool call is one turn of :mod:`collect.awm.protocol` (``call_tool`` with the
 method's arguments), and ``get_reward()`` ends the episode (the verifier judges the
 world) and returns the graduated reward (:class:`~helpdp.train.rewards.GraduatedReward`:
 solo completion 2.0, recovery after an error with the expert 1.3, blind expert call
 0.8, incomplete 0.1; an episode the infrastructure broke: None, left out of the group).
 
-The runtime is any pool with :class:`helpdp.collect.awm.env.EnvPool`'s interface: local
-sandboxes (``EnvPool``), a ``helpdp.collect.awm.serve`` server
+The runtime is any pool with :class:`collect.awm.env.EnvPool`'s interface: local
+sandboxes (``EnvPool``), a ``collect.awm.serve`` server
 (:class:`helpdp.train.envs.RemotePool`) or an OpenEnv AWM server
-(:class:`helpdp.collect.awm.remote_env.OpenEnvPool`). With several scenarios,
+(:class:`collect.awm.remote_env.OpenEnvPool`). With several scenarios,
 :meth:`~AWMEnvironmentFactory.environments` is TRL's ``{name: factory}`` form and every
 dataset row names its scenario in ``environment`` (:meth:`~AWMEnvironmentFactory.rows`).
 
@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from helpdp.collect.awm.protocol import format_call_tool
-from helpdp.collect.schedule import EpisodeSpec, stable_int64
-from helpdp.collect.types import EpisodeView, Turn
+from collect.awm.protocol import format_call_tool
+from collect.schedule import EpisodeSpec, stable_int64
+from collect.types import EpisodeView, Turn
 from helpdp.policies import HelpPolicy, Never, StateView
 from helpdp.train.gate import Gate
 from helpdp.train.rewards import GraduatedReward
@@ -221,7 +221,7 @@ class AWMToolEnvironment:
         try:
             result = self.env.step(text)
         except Exception as e:  # noqa: BLE001 - the runtime failed: a broken episode
-            from helpdp.collect.awm.episode import StepResult
+            from collect.awm.episode import StepResult
 
             result = StepResult(f"Error: server error ({type(e).__name__})", None, True,
                                 {"outcome": "server_error", "valid": False})  # fmt: skip

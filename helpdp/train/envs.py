@@ -1,6 +1,6 @@
-"""Where the rollout's episodes run: local sandboxed workers (``helpdp.collect.awm.EnvPool``)
-or a ``python -m helpdp.collect.awm.serve`` server (:class:`RemotePool`), behind the one
-interface :class:`helpdp.collect.rollout.EpisodeRunner` uses (``scenario``, ``acquire``,
+"""Where the rollout's episodes run: local sandboxed workers (``collect.awm.EnvPool``)
+or a ``python -m collect.awm.serve`` server (:class:`RemotePool`), behind the one
+interface :class:`collect.rollout.EpisodeRunner` uses (``scenario``, ``acquire``,
 ``release``; an environment's ``reset``, ``step``, ``tools``, ``close``)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from helpdp.collect.awm.client import EnvClient
-from helpdp.collect.awm.dataset import AWMDataset
-from helpdp.collect.awm.env import EnvConfig, EnvPool
-from helpdp.collect.awm.episode import ResetResult, StepResult
+from collect.awm.client import EnvClient
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.episode import ResetResult, StepResult
 
 __all__ = ["RemoteEnv", "RemotePool", "build_pool", "check_remote", "worlds_dir"]
 
@@ -24,13 +24,13 @@ def worlds_dir(worlds: Any) -> Path:
     """The AWM directory ``worlds`` (null: the shipped demo worlds)."""
     if worlds:
         return Path(worlds)
-    import helpdp.collect as collect
+    import collect as collect
 
     return Path(collect.__file__).resolve().parent / "worlds"
 
 
 class RemoteEnv:
-    """One server session as an environment of :class:`helpdp.collect.rollout.EpisodeRunner`.
+    """One server session as an environment of :class:`collect.rollout.EpisodeRunner`.
 
     Offered remotely: ``reset``, ``step`` (a turn's text), ``tools`` (names,
     descriptions, schemas: ``format_tools`` works), ``scenario`` (the local copy:
@@ -73,7 +73,7 @@ class RemoteEnv:
         return StepResult(observation, reply.get("reward"), bool(reply.get("done")), info)
 
     def trajectory_text(self, final_answer: str | None = None) -> str:
-        """:meth:`helpdp.collect.awm.env.AWMEnv.trajectory_text` from the client's side."""
+        """:meth:`collect.awm.env.AWMEnv.trajectory_text` from the client's side."""
         lines = []
         for entry in self.trajectory:
             action = entry["action"]
@@ -102,13 +102,13 @@ class RemoteEnv:
 
 
 REMOTE_NO_VERIFY = (
-    "the helpdp.collect.awm.serve server does not offer verification to its clients (the "
+    "the collect.awm.serve server does not offer verification to its clients (the "
     "verifier's result stays on the server until the episode ends)"
 )
 
 
 class RemotePool:
-    """Sessions on a ``helpdp.collect.awm.serve`` server (one per episode; the server reuses
+    """Sessions on a ``collect.awm.serve`` server (one per episode; the server reuses
     its environments); scenarios (tasks, reference solutions) are read from the local
     copy of the worlds. The token is read from ``$token_env``."""
 

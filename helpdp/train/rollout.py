@@ -7,8 +7,8 @@ back, per rollout, ``prompt_ids``, ``completion_ids``, ``logprobs``, an
 chat markup between turns, which the loss skips) and the episode facts the
 reward functions read (see :mod:`helpdp.train.rewards`).
 
-An episode is run by the collector's own turn loop (:class:`helpdp.collect.rollout.EpisodeRunner`
-via :func:`helpdp.collect.rollout.run_episodes`: the ``<tool_call>`` protocol, the
+An episode is run by the collector's own turn loop (:class:`collect.rollout.EpisodeRunner`
+via :func:`collect.rollout.run_episodes`: the ``<tool_call>`` protocol, the
 environment step, interventions, records). The only new piece is the actor,
 :class:`TokenActor`: it keeps every episode as one token sequence and extends it
 turn by turn (the feedback between turns is tokenized as a chat-template suffix,
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpdp.collect.rollout import RunContext, TextRenderer, TurnReply, TurnRequest, run_episodes
-from helpdp.collect.schedule import EpisodeSpec, stable_int64
-from helpdp.collect.statekey import HistoryKeys
+from collect.rollout import RunContext, TextRenderer, TurnReply, TurnRequest, run_episodes
+from collect.schedule import EpisodeSpec, stable_int64
+from collect.statekey import HistoryKeys
 from helpdp.train.gate import Gate, SplitSchedule
 
 __all__ = ["AWMRollout", "HFBackend", "TokenActor", "Timings", "VLLMBackend", "task_prompts"]
@@ -128,7 +128,7 @@ class _Seq:
 
 
 class TokenActor:
-    """An actor for :func:`helpdp.collect.rollout.run_episodes` that keeps each episode's tokens.
+    """An actor for :func:`collect.rollout.run_episodes` that keeps each episode's tokens.
 
     The first request of an episode is its prompt (the chat template of the
     system prompt and the task, plus help given before turn 0). Each later request

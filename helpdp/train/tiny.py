@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from helpdp.collect.awm.protocol import system_prompt
-from helpdp.collect.simulate import tool_call_text
+from collect.awm.protocol import system_prompt
+from collect.simulate import tool_call_text
 
 __all__ = ["CHAT_TEMPLATE", "build_tiny", "world_texts", "warm_start"]
 

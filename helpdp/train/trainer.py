@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from collect.interventions import build_interventions
+from collect.schedule import SplitConfig, split_tasks, task_id
 from helpdp.cliconf import as_config
-from helpdp.collect.interventions import build_interventions
-from helpdp.collect.schedule import SplitConfig, split_tasks, task_id
 from helpdp.train.config import TrainConfig
 from helpdp.train.envs import build_pool
 from helpdp.train.gate import SplitSchedule, build_policy
@@ -189,7 +189,7 @@ def _load_model(cfg: Any, pool: Any, tasks: list[tuple[str, int]]) -> tuple[Any,
 def _gguf_weights(model_cfg: Any) -> tuple[str, dict[str, Any]]:
     """The directory and ``gguf_file=`` of the real model ``model_cfg.gguf`` (installed
     by ``make real-actor``; size, GGUF metadata and sha256 checked against the pins)."""
-    from helpdp.collect.realmodel import MODELS, ensure_model
+    from collect.realmodel import MODELS, ensure_model
 
     if model_cfg.gguf not in MODELS:
         raise ValueError(

@@ -1,0 +1,495 @@
+"""Episodes in an AWM scenario: ``reset(task) -> observation``, ``step(text)``, ``verify``.
+
+:class:`AWMEnv` owns one sandboxed app worker (:class:`~collect.awm.sandbox.AppWorker`)
+and uses a shared :class:`~collect.awm.sandbox.VerifierPool`. Typical collector loop::
+
+    pool = EnvPool("collect/worlds")            # or AWMEnv(dataset.get(name))
+    env = pool.acquire("smart_home_1")
+    first = env.reset(task_idx=3)               # first.system_prompt, first.task
+    while True:
+        result = env.step(model_turn_text)      # StepResult(observation, reward, done, info)
+        if result.info["action"]["kind"] == "ask_expert": ...   # harness answers
+        if result.done: break                   # result.reward, result.info["outcome"]
+    pool.release(env)
+
+Async callers use ``await env.astep(text)`` (the blocking work runs in a thread;
+nothing here runs an event loop).
+
+Outcomes: ``complete``/``incomplete``/``others`` (verified), ``format_error``
+(ended on a protocol violation), ``server_error`` (the app's worker died: the
+episode is not the agent's fault and ``info["valid"]`` is False),
+``verifier_error`` and ``no_verifier`` (also invalid). Rewards come from
+:class:`~collect.awm.protocol.RewardConfig`.
+
+The steps live in their own modules: :mod:`~collect.awm.app` (the scenario's
+database and app worker: start, reuse, prestart), :mod:`~collect.awm.tool_calls`
+(dispatching a tool call), :mod:`~collect.awm.episode` (the results, counters and
+trajectory of an episode) and :mod:`~collect.awm.verification` (verifiers and the
+judge). This module holds the episode loop (:class:`AWMEnv`) and :class:`EnvPool`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import itertools
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collect.awm.app import AppLifecycle, build_scenario_database, is_shipped_app
+from collect.awm.clock import WorldClock
+from collect.awm.database import BuildReport
+from collect.awm.dataset import AWMDataset, Scenario
+from collect.awm.episode import EpisodeRecord, ResetResult, StepResult
+from collect.awm.protocol import (
+    Action,
+    Failure,
+    RewardConfig,
+    parse_turn,
+    system_prompt,
+)
+from collect.awm.sandbox import (
+    AppWorker,
+    SandboxLimits,
+    VerifierPool,
+    check_isolation,
+    default_work_root,
+    ensure_private_dir,
+)
+from collect.awm.sandbox.rmtree import remove_tree
+from collect.awm.tool_calls import ToolCalls
+from collect.awm.tools import DEFAULT_HIDDEN_TOOLS, Tool
+from collect.awm.verification import EpisodeVerifier, Judge, JudgeConfig, Verification
+from helpdp.cliconf import doc_field as _f
+
+__all__ = ["AWMEnv", "EnvConfig", "EnvPool"]
+
+
+@dataclass
+class EnvConfig:
+    """Episode rules, sandbox limits, rewards and verification of :class:`AWMEnv`."""
+
+    max_turns: int = _f(30, "turns per episode; the last one ends it and the database is verified")
+    terminate_on_format_error: bool = _f(
+        True, "a format error ends the episode with rewards.format_error (AWM)"
+    )
+    strict_arguments: bool = _f(
+        False, "unknown tool arguments are an invalid_arguments error (else dropped)"
+    )
+    describe_responses: bool = _f(
+        False, "tool descriptions include the success response example (fastapi_mcp)"
+    )
+    max_observation_chars: int = _f(
+        16000, "longest tool-call result returned to the agent, characters"
+    )
+    expert_enabled: bool = _f(
+        True, "ask_expert is a meta-function (in the system prompt and parser)"
+    )
+    hidden_tools: list[str] = _f(
+        list(DEFAULT_HIDDEN_TOOLS), "tool names the agent can never list or call"
+    )
+    verifier_mode: str = _f(
+        "auto", "auto (sql when a judge is configured and a SQL verifier exists), code or sql"
+    )
+    verifier_workers: int = _f(1, "verifier worker processes of a pool created by the environment")
+    max_idle_envs: int | None = _f(
+        None,
+        "an EnvPool keeps at most this many idle app workers across scenarios and stops the "
+        "least recently released beyond it (AWM's 1,000 scenarios); null: keeps every one",
+    )
+    sandbox: SandboxLimits = _f(SandboxLimits(), "limits of the app worker")
+    verifier_sandbox: SandboxLimits = _f(
+        SandboxLimits(memory_mb=1024, call_timeout_s=30.0), "limits of verifier workers"
+    )
+    verify_budget_s: float = _f(
+        60.0,
+        "wall-clock seconds all verifier runs of one episode may take together "
+        "(each run also stops at verifier_sandbox.call_timeout_s)",
+    )
+    tool_budget_s: float = _f(
+        120.0,
+        "wall-clock seconds all tool calls of one episode may take together; once spent the "
+        "episode ends as server_error (each call also stops at sandbox.call_timeout_s)",
+    )
+    fresh_app: bool = _f(
+        True,
+        "every episode runs on an app worker no earlier episode touched (a fresh process "
+        "and run directory); false: only the database is restored between episodes, so an "
+        "app's in-memory state and files carry over (faster, not isolated)",
+    )
+    prestart_app: bool = _f(
+        True, "with fresh_app, start the next episode's app in the background during an episode"
+    )
+    reuse_shipped_apps: bool = _f(
+        True,
+        "an app whose code is byte-identical to a shipped demo world's (this repository's own "
+        "code, which keeps nothing between episodes) keeps its worker between episodes, its "
+        "database restored, instead of a fresh one per episode (about 0.85 s each); every "
+        "other app follows fresh_app",
+    )
+    rewards: RewardConfig = _f(RewardConfig(), "reward of each episode outcome")
+    judge: JudgeConfig = _f(JudgeConfig(timeout_s=60.0), "LLM judge for SQL-mode verifiers")
+    work_root: str | None = _f(
+        None, "directory for databases and workers; null: a fresh one on /dev/shm or /tmp"
+    )
+
+
+def _trim(text: str, limit: int) -> str:
+    if limit and len(text) > limit:
+        return text[:limit] + f"\n... (truncated, {len(text) - limit} more characters)"
+    return text
+
+
+class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
+    """One scenario's environment: a sandboxed app, its database and the agent protocol.
+
+    Its steps come from :class:`~collect.awm.app.AppLifecycle` (the app worker),
+    :class:`~collect.awm.tool_calls.ToolCalls` (tool calls),
+    :class:`~collect.awm.verification.EpisodeVerifier` (verification) and
+    :class:`~collect.awm.episode.EpisodeRecord` (the episode's record)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        config: EnvConfig | None = None,
+        *,
+        verifier_pool: VerifierPool | None = None,
+        judge: Judge | None = None,
+        initial_db: Path | None = None,
+        build_report: BuildReport | None = None,
+        work_root: Path | None = None,
+        clock: WorldClock | None = None,
+    ):
+        missing = [p for p in ("env", "db", "tasks") if not scenario.has(p)]
+        if missing:
+            raise ValueError(f"scenario {scenario.name!r} cannot run: missing {', '.join(missing)}")
+        self.scenario = scenario
+        self.config = config or EnvConfig()
+        check_isolation(self.config.sandbox)
+        check_isolation(self.config.verifier_sandbox)
+        root = work_root or (Path(self.config.work_root) if self.config.work_root else None)
+        self._own_root = root is None
+        self.work_root = Path(root) if root is not None else default_work_root()
+        ensure_private_dir(self.work_root)
+        self._instance = uuid.uuid4().hex[:8]
+        self.clock = clock if clock is not None else WorldClock.resolve(None, None)
+        if initial_db is None:
+            initial_db, build_report = build_scenario_database(
+                scenario,
+                self.work_root / f"db-{scenario.name}-{self._instance}",
+                clock=self.clock,
+                limits=self.config.sandbox,
+            )
+        self.initial_db = Path(initial_db)
+        self.build_report = build_report
+        self._own_pool = verifier_pool is None
+        self.verifier_pool = verifier_pool or VerifierPool(
+            self.config.verifier_workers,
+            self.config.verifier_sandbox,
+            work_root=self.work_root / f"verify-{self._instance}",
+            clock=self.clock,
+        )
+        self.judge = judge or Judge(self.config.judge)
+        #: fresh_app as it applies to this scenario's app (see reuse_shipped_apps)
+        self.fresh_app = self.config.fresh_app and not (
+            self.config.reuse_shipped_apps and is_shipped_app(scenario.env_code)
+        )
+        self.app: AppWorker | None = None
+        self.tools: list[Tool] = []
+        self._tools_by_name: dict[str, Tool] = {}
+        self.restarts = 0
+        self._workers_started = 0
+        self._app_numbers = itertools.count(1)
+        self._spare: concurrent.futures.Future | None = None
+        self.app_starts = 0  # app workers started (with fresh_app: one per episode)
+        self.app_start_seconds = 0.0
+        self._lock = threading.RLock()
+        self._closed = False
+        self._new_episode_state()
+        self.done = True
+
+    @classmethod
+    def from_dir(cls, data: str | Path, scenario: str, config: EnvConfig | None = None) -> AWMEnv:
+        """The environment of ``scenario`` in the AWM-format directory ``data``."""
+        dataset = AWMDataset(data)
+        return cls(dataset.get(scenario), config, clock=dataset.clock())
+
+    # -- episode API --------------------------------------------------------------
+    def reset(
+        self, task_idx: int = 0, *, task: str | None = None, episode_id: str | None = None
+    ) -> ResetResult:
+        """Restore the initial database and start an episode on task ``task_idx``.
+
+        ``task`` overrides the task text (the verifier of ``task_idx`` still applies).
+        """
+        with self._lock:
+            text = task if task is not None else self.scenario.task(task_idx).text
+            self._app_for_episode()
+            self._new_episode_state()
+            self.episode_id = episode_id or uuid.uuid4().hex
+            self.task_idx = task_idx
+            self.task_text = text
+            return ResetResult(
+                self.episode_id,
+                self.scenario.name,
+                task_idx,
+                text,
+                system_prompt(expert_enabled=self.config.expert_enabled),
+            )
+
+    def step(self, text: str) -> StepResult:
+        """Apply one model turn (see :mod:`collect.awm.protocol`)."""
+        action = parse_turn(text, expert_enabled=self.config.expert_enabled)
+        return self.act(action, turn_text=text)
+
+    def act(self, action: Action, *, turn_text: str | None = None) -> StepResult:
+        """Apply an already-parsed :class:`~collect.awm.protocol.Action` (structured clients)."""
+        with self._lock:
+            if self.done or not self.episode_id:
+                raise RuntimeError("episode is over: call reset() first")
+            started = time.perf_counter()
+            self.turn += 1
+            info: dict[str, Any] = {"turn": self.turn, "action": action.as_dict(), "failure": None}
+            observation = ""
+            status: int | None = None
+            failure: Failure | None = action.failure
+            fatal_message = None
+            if action.kind == "final":
+                return self._finish(action.text, info, started, turn_text, action)
+            if action.kind == "invalid":
+                observation = f"Error: {action.message}"
+            elif action.kind == "list_tools":
+                observation = self._tools_text
+            elif action.kind == "ask_expert":
+                self.expert_calls += 1
+                info["ask_expert"] = action.arguments
+            elif action.kind == "call_tool":
+                self.tool_calls += 1
+                result = self.call_tool(action.tool_name or "", action.arguments)
+                observation, status, failure = result.text, result.status, result.failure
+                info["app_ms"] = result.app_ms
+                if result.fatal:
+                    fatal_message = result.text
+            info["status_code"] = status
+            if failure is not None:
+                self.failures[failure.value] += 1
+                info["failure"] = failure.value
+                if failure.is_format_error:
+                    self.format_errors += 1
+            info["format_error"] = bool(failure and failure.is_format_error)
+            if action.kind == "call_tool":
+                observation = _trim(observation, self.config.max_observation_chars)
+            self.trajectory.append(
+                {
+                    "turn": self.turn,
+                    "text": turn_text,
+                    "action": info["action"],
+                    "observation": observation,
+                }
+            )
+            info["latency_ms"] = (time.perf_counter() - started) * 1000
+            if fatal_message is not None:
+                return self._end(
+                    Verification(
+                        "server_error", "none", status="server_error", message=fatal_message
+                    ),
+                    observation,
+                    info,
+                )
+            if (
+                failure is not None
+                and failure.is_format_error
+                and self.config.terminate_on_format_error
+            ):
+                return self._end(
+                    Verification(
+                        "format_error", "none", status="format_error", message=action.message
+                    ),
+                    observation,
+                    info,
+                )
+            if self.turn >= self.config.max_turns:
+                info["truncated"] = True
+                return self._end(self.verify(None), observation, info)
+            return StepResult(observation, None, False, info)
+
+    def _finish(
+        self, answer: str, info: dict, started: float, turn_text: str | None, action: Action
+    ):
+        self.trajectory.append(
+            {"turn": self.turn, "text": turn_text, "action": action.as_dict(), "observation": ""}
+        )
+        info["format_error"] = False
+        info["final_answer"] = answer
+        verification = self.verify(answer)
+        info["latency_ms"] = (time.perf_counter() - started) * 1000
+        return self._end(verification, "", info)
+
+    # -- async wrappers --------------------------------------------------------------------
+    async def areset(self, task_idx: int = 0, **kwargs: Any) -> ResetResult:
+        return await asyncio.to_thread(self.reset, task_idx, **kwargs)
+
+    async def astep(self, text: str) -> StepResult:
+        return await asyncio.to_thread(self.step, text)
+
+    async def aact(self, action: Action) -> StepResult:
+        return await asyncio.to_thread(self.act, action)
+
+    async def averify(self, final_answer: str | None = None) -> Verification:
+        return await asyncio.to_thread(self.verify, final_answer)
+
+    # -- cleanup ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._drop_spare()
+            self._discard_app()
+            if self._own_pool:
+                self.verifier_pool.close()
+            if self._own_root:
+                remove_tree(self.work_root)
+
+    def __enter__(self) -> AWMEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort: never leave workers behind
+        with contextlib.suppress(Exception):
+            if not self._closed and self.app is not None:
+                self.app.close()
+
+
+_BUILD_LOCK = threading.Lock()  # one scenario database is built at a time
+
+
+class EnvPool:
+    """Environments for many scenarios of one dataset, sharing databases and verifiers.
+
+    ``acquire(name)`` hands out an idle :class:`AWMEnv` of that scenario (starting
+    one if needed); ``release(env)`` returns it. Databases are built once per
+    scenario; all environments share one :class:`VerifierPool`.
+    """
+
+    def __init__(
+        self,
+        dataset: AWMDataset | str | Path,
+        config: EnvConfig | None = None,
+        *,
+        scenarios: list[str] | None = None,
+        judge: Judge | None = None,
+        clock: WorldClock | None = None,
+    ):
+        self.dataset = dataset if isinstance(dataset, AWMDataset) else AWMDataset(dataset)
+        self.config = config or EnvConfig()
+        check_isolation(self.config.sandbox)  # refused here, once, with what to do
+        check_isolation(self.config.verifier_sandbox)
+        self.clock = clock if clock is not None else self.dataset.clock()
+        self._own_root = not self.config.work_root
+        self.work_root = (
+            Path(self.config.work_root) if self.config.work_root else default_work_root()
+        )
+        ensure_private_dir(self.work_root)
+        self.verifier_pool = VerifierPool(
+            self.config.verifier_workers,
+            self.config.verifier_sandbox,
+            work_root=self.work_root / "verify",
+            clock=self.clock,
+        )
+        self.judge = judge or Judge(self.config.judge)
+        self.allowed = set(scenarios) if scenarios else None
+        self._scenarios: dict[str, Scenario] = {}
+        self._assets: dict[str, tuple[Path, BuildReport]] = {}
+        self._idle: dict[str, list[AWMEnv]] = {}
+        self._all: list[AWMEnv] = []
+        self._released: dict[int, AWMEnv] = {}  # idle environments, least recently released first
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        names = self.dataset.names()
+        return [n for n in names if self.allowed is None or n in self.allowed]
+
+    def scenario(self, name: str) -> Scenario:
+        with self._lock:
+            if self.allowed is not None and name not in self.allowed:
+                raise KeyError(f"scenario {name!r} is not served")
+            if name not in self._scenarios:
+                self._scenarios[name] = self.dataset.get(name)
+            return self._scenarios[name]
+
+    def _database(self, scenario: Scenario) -> tuple[Path, BuildReport]:
+        with _BUILD_LOCK:
+            if scenario.name not in self._assets:
+                self._assets[scenario.name] = build_scenario_database(
+                    scenario,
+                    self.work_root / "db" / scenario.name,
+                    clock=self.clock,
+                    limits=self.config.sandbox,
+                )
+            return self._assets[scenario.name]
+
+    def acquire(self, name: str) -> AWMEnv:
+        scenario = self.scenario(name)
+        with self._lock:
+            idle = self._idle.get(scenario.name)
+            if idle:
+                env = idle.pop()
+                del self._released[id(env)]
+                return env
+        initial_db, report = self._database(scenario)
+        env = AWMEnv(
+            scenario,
+            self.config,
+            verifier_pool=self.verifier_pool,
+            judge=self.judge,
+            initial_db=initial_db,
+            build_report=report,
+            work_root=self.work_root / "envs",
+            clock=self.clock,
+        )
+        with self._lock:
+            self._all.append(env)
+        return env
+
+    def release(self, env: AWMEnv) -> None:
+        """Return ``env`` for reuse; beyond ``config.max_idle_envs`` idle environments,
+        the least recently released one is stopped."""
+        evicted: list[AWMEnv] = []
+        with self._lock:
+            if env._closed:
+                return
+            self._idle.setdefault(env.scenario.name, []).append(env)
+            self._released[id(env)] = env
+            cap = self.config.max_idle_envs
+            while cap is not None and len(self._released) > max(int(cap), 0):
+                old = self._released.pop(next(iter(self._released)))
+                self._idle[old.scenario.name].remove(old)
+                self._all.remove(old)
+                evicted.append(old)
+        for old in evicted:  # outside the lock: stopping a worker takes a while
+            old.close()
+
+    def close(self) -> None:
+        with self._lock:
+            envs, self._all = self._all, []
+            self._idle.clear()
+            self._released.clear()
+        for env in envs:
+            env.close()
+        self.verifier_pool.close()
+        if self._own_root:
+            remove_tree(self.work_root)
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,143 @@
+"""An episode's record: what ``reset`` and ``step`` return, and what an episode keeps.
+
+:class:`ResetResult` and :class:`StepResult` are the answers of the episode API.
+:class:`EpisodeRecord` (a part of :class:`~collect.awm.env.AWMEnv`) keeps the
+episode's counters and trajectory, ends an episode with its verification and reward,
+and reports its state. :func:`trajectory_text` renders a trajectory as the expert (and
+the SQL-mode judge) reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from collect.awm.observation import render_observation
+from collect.awm.protocol import episode_reward
+from collect.awm.verification import Verification
+
+__all__ = ["EpisodeRecord", "ResetResult", "StepResult", "trajectory_text"]
+
+
+@dataclass
+class ResetResult:
+    """The start of an episode."""
+
+    episode_id: str
+    scenario: str
+    task_idx: int
+    task: str
+    system_prompt: str
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.task},
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "messages": self.messages}
+
+
+@dataclass
+class StepResult:
+    """One turn's effect. ``reward`` is set when ``done``."""
+
+    observation: str
+    reward: float | None
+    done: bool
+    info: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def trajectory_text(trajectory: list[dict[str, Any]], final_answer: str | None = None) -> str:
+    """An episode's actions and observations as the expert reads them (world output
+    rendered as data, :func:`collect.awm.observation.render_observation`)."""
+    lines = []
+    for entry in trajectory:
+        action = entry["action"]
+        if action["kind"] == "call_tool":
+            lines.append(
+                f"[{entry['turn']}] call {action['tool_name']} {json.dumps(action['arguments'], default=str)}"
+            )
+        elif action["kind"] == "final":
+            continue
+        else:
+            lines.append(
+                f"[{entry['turn']}] {action['kind']} {action.get('message') or ''}".rstrip()
+            )
+        if entry["observation"]:
+            obs = entry["observation"]
+            if action["kind"] in ("call_tool", "list_tools"):  # the world's: as data
+                obs = render_observation(obs)
+            lines.append(f"  -> {obs[:1500]}")
+    if final_answer:
+        lines.append(f"[final answer] {final_answer}")
+    return "\n".join(lines)
+
+
+class EpisodeRecord:
+    """The bookkeeping of an :class:`~collect.awm.env.AWMEnv`'s episode (part of the
+    environment)."""
+
+    def _new_episode_state(self) -> None:
+        self.episode_id = ""
+        self.task_idx = -1
+        self.task_text = ""
+        self.turn = 0
+        self.done = False
+        self.failures: Counter[str] = Counter()
+        self.format_errors = 0
+        self.expert_calls = 0
+        self.tool_calls = 0
+        self.trajectory: list[dict[str, Any]] = []
+        self.outcome: str | None = None
+        self.last_verification: Verification | None = None
+        self.verify_seconds = 0.0  # spent by this episode's verifier runs
+        self.tool_seconds = 0.0  # spent by this episode's tool calls
+
+    def _end(self, verification: Verification, observation: str, info: dict) -> StepResult:
+        self.done = True
+        self.outcome = verification.outcome
+        self.last_verification = verification
+        reward = episode_reward(verification.outcome, self.config.rewards)
+        info.update(
+            {
+                "outcome": verification.outcome,
+                "valid": verification.valid,
+                "verification": asdict(verification),
+                "format_errors": self.format_errors,
+                "failures": dict(self.failures),
+                "turns": self.turn,
+                "tool_calls": self.tool_calls,
+                "expert_calls": self.expert_calls,
+                "episode_id": self.episode_id,
+                "scenario": self.scenario.name,
+                "task_idx": self.task_idx,
+            }
+        )
+        return StepResult(observation, reward, True, info)
+
+    def trajectory_text(self, final_answer: str | None = None) -> str:
+        return trajectory_text(self.trajectory, final_answer)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id or None,
+            "step_count": self.turn,
+            "scenario": self.scenario.name,
+            "task_idx": self.task_idx,
+            "done": self.done,
+            "outcome": self.outcome,
+            "format_errors": self.format_errors,
+            "failures": dict(self.failures),
+            "tool_calls": self.tool_calls,
+            "expert_calls": self.expert_calls,
+            "worker_restarts": self.restarts,
+            "verifier_protocol_violations": self.verifier_pool.protocol_violations,
+        }

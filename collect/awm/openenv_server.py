@@ -1,0 +1,509 @@
+"""``python -m collect.awm.openenv_server``: our confined AWM worlds as an OpenEnv environment.
+
+The same :class:`~collect.awm.env.EnvPool` that :mod:`collect.awm.serve` serves, behind
+OpenEnv's own server (``openenv.core.env_server.HTTPEnvServer``, production mode: the
+``/ws`` and ``/mcp`` routes that ``openenv.core.mcp_client.MCPToolClient`` speaks), with
+the tools and rewards of OpenEnv's Agent World Model environment
+(``envs/agent_world_model_env``). Needs the ``openenv`` extra (``pip install -e
+'.[openenv]'``); nothing else in the project imports ``openenv``.
+
+Episode (``MCPToolClient`` or OpenEnv's ``AWMEnv`` client)::
+
+    reset(scenario=, task_idx=, task=?, verifier_mode=?)   reward_type reset_ok | reset_error
+    step(ListToolsAction())                      the scenario's visible tools
+    step(CallToolAction(tool_name=T, arguments)) tool_result (or error); reward_type
+        tool_call_ok | tool_not_found | invalid_args | tool_error | server_error
+    CallToolAction("verify", {verifier_mode?, final_answer?})   verifies, episode goes on
+    CallToolAction("done", {final_answer?})      ends the episode; right after ``verify``
+                                                 as OpenEnv's does (episode_done, 0.0), else
+                                                 it verifies first (reward_type: the outcome)
+    CallToolAction("__list_scenarios__")         the served scenarios and their tasks
+
+Rewards are OpenEnv AWM's, from ``env.rewards``: a verified episode's reward_type is its
+outcome (complete 1.0, incomplete 0.1, others 0.0; verifier_error, no_verifier,
+server_error 0.0), a tool_not_found / invalid_args call is a format error (-1.0, the
+episode goes on, as in OpenEnv), other calls 0.0. ``metadata`` carries the step's public
+info (:func:`collect.awm.wire.public_info`: failure class, turn, outcome, validity).
+
+Differences from OpenEnv's AWM server, all on the side of confinement: scenario code runs
+in our sandboxed app workers and verifiers in sandboxed verifier workers (not in the
+container's own processes); ``verify_result`` says how an episode was verified (outcome,
+mode, status), never the verifier's output; the LLM judge is the server's
+(``env.judge``), never an endpoint or key sent by a client (``llm_*`` reset arguments
+and ``reward_config`` are ignored); the bearer token, body size limit and session cap of
+:class:`~collect.awm.serve.ServeConfig` hold (``max_sessions`` sessions; idle ones are
+closed after ``session_idle_s``); the max_turns of ``env`` ends an episode as locally.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from typing import Any
+
+from openenv.core.env_server.http_server import HTTPEnvServer
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.mcp_types import (
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+    ListToolsObservation,
+    Tool,
+)
+from openenv.core.env_server.types import ConcurrencyConfig, Observation, State
+from pydantic import Field
+
+from collect.awm.dataset import AWMDataset
+from collect.awm.env import AWMEnv, EnvPool
+from collect.awm.http_guard import _Guard
+from collect.awm.protocol import Action, Failure, RewardConfig, episode_reward
+from collect.awm.sandbox import COMMAND_ERRORS
+from collect.awm.serve import ServeConfig, _read_token, check_bind, uvicorn_config
+from collect.awm.verification import Verification
+from collect.awm.wire import _kind, public_info
+from collect.worlds import WORLDS_DIR
+from helpdp.cliconf import run_app
+
+__all__ = [
+    "AWMObservation",
+    "AWMToolObservation",
+    "AWMToolsObservation",
+    "ConfinedAWMEnvironment",
+    "REWARD_TYPES",
+    "create_openenv_app",
+    "serve_openenv",
+]
+
+_log = logging.getLogger("collect.awm.openenv_server")
+
+#: our failure classes as OpenEnv AWM's reward types of a tool call
+REWARD_TYPES = {
+    None: "tool_call_ok",
+    Failure.UNKNOWN_TOOL.value: "tool_not_found",
+    Failure.INVALID_ARGUMENTS.value: "invalid_args",
+    Failure.TOOL_ERROR.value: "tool_error",
+    Failure.SERVER_ERROR.value: "server_error",
+}
+#: reward types OpenEnv's AWM server counts as format errors (rewards.format_error)
+FORMAT_ERROR_TYPES = frozenset({"tool_not_found", "invalid_args", "invalid_action"})
+VERIFIER_MODES = ("code", "sql")
+
+
+# ---------------------------------------------------------------------------
+# the wire format: OpenEnv AWM's observation fields (envs/agent_world_model_env/models.py
+# is not part of the ``openenv`` package, so its field names are declared here; None
+# fields are left out of the JSON, as there)
+# ---------------------------------------------------------------------------
+
+
+def _dump_without_none(kwargs: dict[str, Any]) -> dict[str, Any]:
+    kwargs.setdefault("exclude_none", True)
+    return kwargs
+
+
+class AWMObservation(Observation):
+    """Reset, ``verify``, ``done`` and ``__list_scenarios__`` (no ``tool_name``)."""
+
+    reward_type: str | None = Field(default=None, description="outcome class of this step")
+    scenario: str | None = None
+    task: str | None = None
+    task_idx: int | None = None
+    has_verifier: dict | None = Field(default=None, description="{sql: bool, code: bool}")
+    num_tools: int | None = None
+    tool_name: str | None = None
+    tool_result: Any = None
+    error: str | None = None
+    warning: str | None = None
+    verify_result: dict | None = Field(
+        default=None, description="outcome, mode and status of a verification (no verifier output)"
+    )
+    steps_taken: int | None = None
+    scenarios: list | None = None
+    total: int | None = None
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        return super().model_dump(**_dump_without_none(kwargs))
+
+
+class AWMToolObservation(CallToolObservation):
+    """A tool call: OpenEnv AWM's fields (``tool_result`` or ``error`` text); a
+    ``CallToolObservation``, so that ``/mcp`` ``tools/call`` answers it too."""
+
+    tool_name: str | None = None  # type: ignore[assignment]
+    error: str | None = None  # type: ignore[assignment]
+    reward_type: str | None = None
+    tool_result: Any = None
+    verify_result: dict | None = None
+    scenario: str | None = None
+    task: str | None = None
+    task_idx: int | None = None
+    steps_taken: int | None = None
+    scenarios: list | None = None
+    total: int | None = None
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        return super().model_dump(**_dump_without_none(kwargs))
+
+
+class AWMToolsObservation(ListToolsObservation):
+    """``ListToolsAction``'s answer (``error`` when no episode is running)."""
+
+    error: str | None = None
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        return super().model_dump(**_dump_without_none(kwargs))
+
+
+# ---------------------------------------------------------------------------
+# the environment: one per OpenEnv session, an AWMEnv of the pool per episode
+# ---------------------------------------------------------------------------
+
+
+class ConfinedAWMEnvironment(Environment):
+    """OpenEnv ``Environment`` over an :class:`~collect.awm.env.EnvPool`: a session holds
+    one sandboxed app worker from its first reset to its close."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, pool: EnvPool):
+        super().__init__()
+        self.pool = pool
+        self.env: AWMEnv | None = None
+        self._base_config = None
+        self._over = True  # no episode running
+        self._verified: Verification | None = None
+        self._mode: str | None = None
+        self._state = State(episode_id=None, step_count=0)
+
+    @property
+    def rewards(self) -> RewardConfig:
+        return self.pool.config.rewards
+
+    # -- reset ------------------------------------------------------------------------
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        scenario: str | None = None,
+        task_idx: int | None = None,
+        task: str | None = None,
+        verifier_mode: str | None = None,
+        **kwargs: Any,
+    ) -> AWMObservation:
+        self._over, self._verified = True, None
+        if not isinstance(scenario, str) or not scenario:
+            return _reset_error("Parameter 'scenario' is required")
+        if scenario not in self.pool.names():
+            return _reset_error(f"Scenario {scenario[:100]!r} not found")
+        if verifier_mode is not None and verifier_mode not in VERIFIER_MODES:
+            return _reset_error(f"verifier_mode must be one of {', '.join(VERIFIER_MODES)}")
+        if task is not None and not isinstance(task, str):
+            return _reset_error("task must be a string")
+        if episode_id is not None and not isinstance(episode_id, str):
+            return _reset_error("episode_id must be a string")
+        try:
+            sc = self.pool.scenario(scenario)
+            if task_idx is None and task is None:
+                task_idx = 0
+            if task_idx is not None:
+                task_idx = int(task_idx)
+                if not 0 <= task_idx < sc.n_tasks:
+                    return _reset_error(f"task_idx {task_idx} out of range (0..{sc.n_tasks - 1})")
+        except (TypeError, ValueError):
+            return _reset_error("task_idx must be an integer")
+        try:
+            if self.env is not None and self.env.scenario.name != scenario:
+                self._release()
+            if self.env is None:
+                self.env = self.pool.acquire(scenario)
+                self._base_config = self.env.config
+            self._mode = verifier_mode
+            self.env.config = self._base_config
+            if verifier_mode is not None:
+                self.env.config = dataclasses.replace(
+                    self._base_config, verifier_mode=verifier_mode
+                )
+            first = self.env.reset(
+                -1 if task_idx is None else task_idx, task=task, episode_id=episode_id
+            )
+        except Exception as e:  # noqa: BLE001 - told by kind only; details go to the log
+            _log.warning("reset of %s failed: %r", scenario, e)
+            return _reset_error(f"Sub-environment start failed{_kind(e)}")
+        self._over = False
+        self._state = State(episode_id=first.episode_id, step_count=0)
+        has = None
+        if task_idx is not None:
+            has = {"sql": task_idx in sc.sql_verifiers, "code": task_idx in sc.verifiers}
+            has = has if any(has.values()) else None
+        return AWMObservation(
+            reward_type="reset_ok",
+            scenario=scenario,
+            task=first.task,
+            task_idx=task_idx,
+            has_verifier=has,
+            num_tools=len(self.env.tools),
+            metadata={"system_prompt": first.system_prompt, "episode_id": first.episode_id},
+        )
+
+    # -- step -------------------------------------------------------------------------
+    def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+        try:
+            return self._step(action)
+        except Exception as e:  # noqa: BLE001 - never a traceback or worker output to clients
+            _log.warning("step failed: %r", e)
+            return AWMObservation(
+                reward=self.rewards.server_error,
+                reward_type="server_error",
+                error=f"server error{_kind(e)}",
+            )
+
+    def _step(self, action: Any) -> Observation:
+        if isinstance(action, CallToolAction) and action.tool_name == "__list_scenarios__":
+            return self._list_scenarios()
+        if self._over or self.env is None:
+            done = self._state.episode_id is not None
+            message = (
+                "Episode has ended. Call reset() to start a new episode."
+                if done
+                else "No episode: call reset() first."
+            )
+            if isinstance(action, ListToolsAction):
+                return AWMToolsObservation(tools=[], error=message)
+            return AWMObservation(
+                done=done, reward_type="episode_already_done" if done else "reset_error",
+                error=message,
+            )  # fmt: skip
+        self._state.step_count += 1
+        if isinstance(action, ListToolsAction):
+            self._verified = None
+            result = self.env.act(Action("list_tools"))
+            tools = [
+                Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+                for t in self.env.tools
+            ]
+            obs = AWMToolsObservation(tools=tools, metadata=public_info(result.info))
+            if result.done:  # the turn limit: verified as locally
+                self._over = True
+                obs.done, obs.reward = True, result.reward
+            return obs
+        if not isinstance(action, CallToolAction):
+            return AWMObservation(
+                reward=self.rewards.format_error,
+                reward_type="invalid_action",
+                error=f"Unknown action type: {type(action).__name__}. "
+                "Use ListToolsAction or CallToolAction.",
+            )
+        args = action.arguments or {}
+        if action.tool_name == "verify":
+            return self._verify(args)
+        if action.tool_name == "done":
+            return self._done(args)
+        self._verified = None  # the world may change: `done` verifies again
+        result = self.env.act(Action("call_tool", tool_name=action.tool_name, arguments=args))
+        info = public_info(result.info)
+        failure = result.info.get("failure")
+        if result.done:  # a dead worker or the turn limit
+            self._over = True
+            outcome = str(result.info.get("outcome"))
+            return AWMToolObservation(
+                tool_name=action.tool_name,
+                done=True,
+                reward=result.reward,
+                reward_type=outcome,
+                verify_result=info.get("verification"),
+                **({"error": result.observation} if failure else {"tool_result": result.observation}),
+                metadata=info,
+            )  # fmt: skip
+        reward_type = REWARD_TYPES.get(failure, "server_error")
+        reward = self.rewards.format_error if reward_type in FORMAT_ERROR_TYPES else 0.0
+        if failure is None:
+            return AWMToolObservation(
+                tool_name=action.tool_name, tool_result=result.observation, reward=reward,
+                reward_type=reward_type, metadata=info,
+            )  # fmt: skip
+        return AWMToolObservation(
+            tool_name=action.tool_name, error=result.observation, reward=reward,
+            reward_type=reward_type, metadata=info,
+        )  # fmt: skip
+
+    def _set_mode(self, mode: Any) -> str | None:
+        if mode is None:
+            return None
+        if mode not in VERIFIER_MODES:
+            return f"Invalid verifier_mode {str(mode)[:20]!r}. Must be one of: code, sql"
+        self.env.config = dataclasses.replace(self._base_config, verifier_mode=mode)
+        return None
+
+    def _verification(self, v: Verification) -> dict[str, Any]:
+        return {"outcome": v.outcome, "mode": v.mode, "status": v.status, "valid": v.valid}
+
+    def _verify(self, args: dict[str, Any]) -> Observation:
+        problem = self._set_mode(args.get("verifier_mode", self._mode))
+        if problem:
+            return AWMObservation(
+                reward=self.rewards.format_error, reward_type="invalid_args", error=problem
+            )
+        answer = args.get("final_answer")
+        v = self.env.verify(answer if isinstance(answer, str) else None)
+        self._verified = v
+        return AWMObservation(
+            reward=episode_reward(v.outcome, self.rewards),
+            reward_type=v.outcome,
+            verify_result=self._verification(v),
+            scenario=self.env.scenario.name,
+            task=self.env.task_text,
+            task_idx=self.env.task_idx,
+            steps_taken=self._state.step_count,
+        )
+
+    def _done(self, args: dict[str, Any]) -> Observation:
+        env = self.env
+        if self._verified is not None:  # right after verify, as OpenEnv's: no reward
+            self._over = True
+            return AWMObservation(
+                done=True,
+                reward=0.0,
+                reward_type="episode_done",
+                scenario=env.scenario.name,
+                task=env.task_text,
+                task_idx=env.task_idx,
+                steps_taken=self._state.step_count,
+            )
+        problem = self._set_mode(args.get("verifier_mode", self._mode))
+        if problem:
+            return AWMObservation(
+                reward=self.rewards.format_error, reward_type="invalid_args", error=problem
+            )
+        answer = args.get("final_answer")
+        result = env.act(Action("final", text=answer if isinstance(answer, str) else ""))
+        self._over = True
+        info = public_info(result.info)
+        return AWMObservation(
+            done=True,
+            reward=result.reward,
+            reward_type=str(result.info.get("outcome")),
+            verify_result={
+                "outcome": result.info.get("outcome"),
+                **info.get("verification", {}),
+                "valid": bool(result.info.get("valid")),
+            },
+            scenario=env.scenario.name,
+            task=env.task_text,
+            task_idx=env.task_idx,
+            steps_taken=self._state.step_count,
+            metadata=info,
+        )
+
+    def _list_scenarios(self) -> AWMObservation:
+        out = []
+        for name in self.pool.names():
+            if {"env", "db", "tasks"} <= self.pool.dataset.pieces(name):
+                sc = self.pool.scenario(name)
+                tasks = [sc.task(i).text for i in range(sc.n_tasks)]
+                out.append({"name": name, "num_tasks": sc.n_tasks, "tasks": tasks})
+        return AWMObservation(reward_type="tool_call_ok", scenarios=out, total=len(out))
+
+    # -- the rest -----------------------------------------------------------------------
+    @property
+    def state(self) -> State:
+        if self.env is not None and not self._over:
+            return State(
+                episode_id=self._state.episode_id,
+                step_count=self._state.step_count,
+                scenario=self.env.scenario.name,
+                task_idx=self.env.task_idx,
+            )
+        return self._state
+
+    def _release(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            if self._base_config is not None:
+                env.config = self._base_config
+            self.pool.release(env)
+
+    def close(self) -> None:
+        self._over = True
+        self._release()
+
+
+def _reset_error(message: str) -> AWMObservation:
+    return AWMObservation(reward_type="reset_error", error=message)
+
+
+# ---------------------------------------------------------------------------
+# the app
+# ---------------------------------------------------------------------------
+
+
+def create_openenv_app(
+    pool: EnvPool, config: ServeConfig | None = None, *, token: str | None = None
+):
+    """The ASGI app serving ``pool`` through OpenEnv's ``HTTPEnvServer`` in production
+    mode (``/ws``, ``/mcp``, ``/health``, ``/schema``, ``/metadata``), behind
+    :mod:`collect.awm.serve`'s guard (bearer token, body limit). The caller owns the pool.
+
+    ``token``: the bearer token clients must send; None: read from ``config.token_env``.
+    """
+    from fastapi import FastAPI
+
+    config = config or ServeConfig()
+    token = token if token is not None else _read_token(config)
+    server = HTTPEnvServer(
+        lambda: ConfinedAWMEnvironment(pool),
+        CallToolAction,
+        AWMToolObservation,
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=config.max_sessions, session_timeout=config.session_idle_s
+        ),
+        env_name="helpdp_awm",
+        reset_observation_cls=AWMObservation,
+    )
+    app = FastAPI(title="helpdp AWM environment (OpenEnv)", version="1.0")
+    server.register_routes(app, mode="production")
+    app.add_middleware(_Guard, token=token, max_bytes=config.max_body_bytes)
+    app.state.openenv_server = server
+    return app
+
+
+def serve_openenv(config: ServeConfig) -> None:
+    """Run the OpenEnv-mode server until interrupted (blocking)."""
+    import signal
+
+    import uvicorn
+
+    token = check_bind(config)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    dataset = AWMDataset(config.data or WORLDS_DIR)
+    pool = EnvPool(
+        dataset, config.env, scenarios=config.scenarios or None, clock=dataset.clock(config.clock)
+    )
+    try:
+        app = create_openenv_app(pool, config, token=token or "")
+        print(
+            f"serving {len(pool.names())} scenarios as an OpenEnv environment on "
+            f"http://{config.host}:{config.port}"
+            + (" (bearer token required)" if token else " (no token: loopback only)"),
+            flush=True,
+        )
+        uvicorn.Server(uvicorn_config(app, config)).run()
+    finally:
+        pool.close()
+
+
+def main() -> None:
+    """``python -m collect.awm.openenv_server``."""
+
+    run_app(
+        "collect.awm.openenv_server",
+        ServeConfig,
+        serve_openenv,
+        config_name="serve_openenv",
+        errors=COMMAND_ERRORS,
+        instance=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

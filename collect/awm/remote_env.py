@@ -1,0 +1,462 @@
+"""An OpenEnv AWM server as the collector's runtime: ``python -m collect runtime=openenv
+env_url=http://HOST:PORT ...``.
+
+:class:`OpenEnvPool` offers what :class:`collect.rollout.EpisodeRunner` and the
+interventions use of :class:`~collect.awm.env.EnvPool` (``names``, ``scenario``,
+``acquire``, ``release``, ``close``; an environment's ``reset``, ``step``, ``tools``,
+``verify``, ``trajectory_text``, ``close``). Each environment is one session of
+``openenv``'s :class:`~openenv.core.mcp_client.MCPToolClient` on a server that speaks
+OpenEnv's Agent World Model protocol: OpenEnv's own ``envs/agent_world_model_env``
+(AWM-1K in its container) or ``python -m collect.awm.openenv_server`` (our worlds,
+confined).
+
+The agent protocol stays on this side, as in :class:`~collect.awm.env.AWMEnv`: a turn's
+text is parsed here (:func:`~collect.awm.protocol.parse_turn`); ``list_tools`` and tool
+calls go to the server (``ListToolsAction`` / ``CallToolAction``); ``ask_expert`` never
+leaves the client (the intervention answers it, as in OpenEnv's expert-in-the-loop
+example); a final answer, or the last turn (``env.max_turns``), calls the hidden
+``verify`` tool with the answer, then ``done``; a format error ends the episode here
+(``env.terminate_on_format_error``). Outcomes and rewards are those of
+:class:`~collect.awm.env.AWMEnv` (``env.rewards`` of the collection, from the server's
+``reward_type``), so a collection on our server in OpenEnv mode gives the tables of a
+local one.
+
+Scenarios (tasks, reference solutions, verifier code for the LLM expert's criteria) are
+read from the local copy of the worlds (``worlds=``): the server gives only the task
+text. Not offered: ``db_digest`` (``state_key=db`` needs the local runtime).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from collect.awm.dataset import AWMDataset, Scenario
+from collect.awm.env import EnvConfig
+from collect.awm.episode import ResetResult, StepResult, trajectory_text
+from collect.awm.protocol import Action, Failure, episode_reward, parse_turn, system_prompt
+from collect.awm.tools import (
+    canonical_tool_name,
+    format_tools,
+    is_hidden_tool,
+    validate_arguments,
+)
+from collect.awm.verification import Verification
+
+__all__ = ["DEFAULT_TOKEN_ENV", "OpenEnvAWMEnv", "OpenEnvPool", "outcome_of"]
+
+DEFAULT_TOKEN_ENV = "OPENENV_AWM_TOKEN"
+
+#: OpenEnv AWM's reward types of a tool call, as our failure classes
+_FAILURES = {
+    "tool_call_ok": None,
+    "tool_not_found": Failure.UNKNOWN_TOOL.value,
+    "invalid_args": Failure.INVALID_ARGUMENTS.value,
+    "tool_error": Failure.TOOL_ERROR.value,
+    "server_error": Failure.SERVER_ERROR.value,
+    "timeout": Failure.SERVER_ERROR.value,
+}
+_VERDICTS = ("complete", "incomplete", "others")
+
+
+def outcome_of(reward_type: Any) -> str:
+    """Our episode outcome for the ``reward_type`` of a verification (OpenEnv's
+    verifier and judge labels included: ``judge_error`` is a verifier error, a label
+    we do not know is a verdict of ``others``)."""
+    value = str(reward_type or "")
+    if value in (*_VERDICTS, "server_error", "no_verifier", "verifier_error", "format_error"):
+        return value
+    if value in ("judge_error", "timeout", "invalid_args", "reset_error"):
+        return "verifier_error"
+    return "others"
+
+
+def _client_class():
+    """``MCPToolClient`` whose results keep every field of the observation (OpenEnv's
+    AWM client does the same with its own observation model)."""
+    from openenv.core.client_types import StepResult as OEStepResult
+    from openenv.core.mcp_client import GenericMCPObservation, MCPToolClient
+
+    class AWMToolClient(MCPToolClient):
+        def _parse_result(self, payload: dict[str, Any]) -> OEStepResult:
+            fields = dict(payload.get("observation") or {})
+            for key in ("done", "reward"):
+                fields.pop(key, None)
+            fields["metadata"] = fields.get("metadata") or payload.get("metadata") or {}
+            return OEStepResult(
+                observation=GenericMCPObservation(
+                    done=bool(payload.get("done", False)), reward=payload.get("reward"), **fields
+                ),
+                reward=payload.get("reward"),
+                done=bool(payload.get("done", False)),
+            )
+
+    return AWMToolClient
+
+
+def _field(obs: Any, name: str, default: Any = None) -> Any:
+    value = getattr(obs, name, None)
+    if value is None and obs.model_extra:
+        value = obs.model_extra.get(name)
+    return default if value is None else value
+
+
+def _trim(text: str, limit: int) -> str:
+    if limit and len(text) > limit:
+        return text[:limit] + f"\n... (truncated, {len(text) - limit} more characters)"
+    return text
+
+
+class OpenEnvAWMEnv:
+    """One session on an OpenEnv AWM server, with the episode API of
+    :class:`~collect.awm.env.AWMEnv` (rules of ``config``)."""
+
+    def __init__(self, url: str, scenario: Scenario, config: EnvConfig, token: str | None, **kw):
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self.client = _client_class()(base_url=url, headers=headers, **kw).sync()
+        self.client.connect()
+        self.scenario = scenario
+        self.config = config
+        self.app = None
+        self.tools: list[Any] = []
+        self._closed = False
+        self._new_episode()
+        self.done = True
+
+    def _new_episode(self) -> None:
+        self.episode_id = ""
+        self.task_idx = -1
+        self.task_text = ""
+        self.turn = 0
+        self.done = False
+        self.format_errors = self.expert_calls = self.tool_calls = 0
+        self.failures: dict[str, int] = {}
+        self.trajectory: list[dict[str, Any]] = []
+        self.outcome: str | None = None
+
+    def _mode(self) -> dict[str, Any]:
+        mode = self.config.verifier_mode
+        return {} if mode == "auto" else {"verifier_mode": mode}
+
+    def _step(self, action: Any) -> Any:
+        result = self.client.step(action)
+        return result.observation
+
+    # -- episode API ------------------------------------------------------------------
+    def reset(
+        self, task_idx: int = 0, *, task: str | None = None, episode_id: str | None = None
+    ) -> ResetResult:
+        from openenv.core.env_server.mcp_types import ListToolsAction
+
+        kwargs: dict[str, Any] = {"scenario": self.scenario.name, "task_idx": task_idx}
+        if task is not None:
+            kwargs["task"] = task
+        if episode_id:
+            kwargs["episode_id"] = episode_id
+        obs = self.client.reset(**kwargs, **self._mode()).observation
+        if _field(obs, "reward_type") == "reset_error":
+            raise RuntimeError(f"reset failed: {str(_field(obs, 'error', ''))[:500]}")
+        if not self.tools:  # listed once per session, before its first episode
+            listed = self.client.step(ListToolsAction()).observation
+            self.tools = [
+                SimpleNamespace(
+                    name=t.get("name", ""),
+                    description=t.get("description") or "",
+                    input_schema=t.get("input_schema") or t.get("inputSchema") or {},
+                )
+                for t in (_field(listed, "tools", []))
+            ]
+            obs = self.client.reset(**kwargs, **self._mode()).observation
+        self._new_episode()
+        self.episode_id = str(episode_id or _field(obs, "metadata", {}).get("episode_id") or "")
+        self.task_idx = task_idx
+        self.task_text = str(task if task is not None else _field(obs, "task", ""))
+        return ResetResult(
+            self.episode_id,
+            self.scenario.name,
+            task_idx,
+            self.task_text,
+            system_prompt(expert_enabled=self.config.expert_enabled),
+        )
+
+    def step(self, text: str) -> StepResult:
+        return self.act(parse_turn(text, expert_enabled=self.config.expert_enabled), text)
+
+    def act(self, action: Action, turn_text: str | None = None) -> StepResult:
+        if self.done or not self.episode_id:
+            raise RuntimeError("episode is over: call reset() first")
+        self.turn += 1
+        info: dict[str, Any] = {"turn": self.turn, "action": action.as_dict(), "failure": None}
+        observation, status, failure = "", None, action.failure
+        if action.kind == "final":
+            self._record(turn_text, info, "")
+            info["format_error"] = False
+            info["final_answer"] = action.text
+            return self._end(self.verify(action.text), "", info, close=True)
+        if action.kind == "invalid":
+            observation = f"Error: {action.message}"
+        elif action.kind == "list_tools":
+            from openenv.core.env_server.mcp_types import ListToolsAction
+
+            obs = self._step(ListToolsAction())
+            listed = _field(obs, "tools", [])
+            tools = [
+                SimpleNamespace(
+                    name=t.get("name", ""),
+                    description=t.get("description") or "",
+                    input_schema=t.get("input_schema") or t.get("inputSchema") or {},
+                )
+                for t in listed
+            ]
+            observation = format_tools(tools)
+            if obs.done:
+                return self._server_end(obs, observation, info, turn_text)
+        elif action.kind == "ask_expert":
+            self.expert_calls += 1
+            info["ask_expert"] = action.arguments
+        elif action.kind == "call_tool":
+            self.tool_calls += 1
+            reply = self._call(action.tool_name or "", action.arguments)
+            if isinstance(reply, tuple):
+                observation, failure = reply
+            else:
+                obs = reply
+                meta = _field(obs, "metadata", {})
+                reward_type = str(_field(obs, "reward_type", ""))
+                failure = meta.get("failure") if "failure" in meta else _FAILURES.get(reward_type)
+                if failure is not None:
+                    failure = Failure(failure)
+                status = meta.get("status_code")
+                result = _field(obs, "tool_result")
+                error = _field(obs, "error")
+                if failure is None and result is not None:
+                    observation = result if isinstance(result, str) else json.dumps(result)
+                else:
+                    observation = str(error if error is not None else result or "")
+                    if failure is None:
+                        failure = Failure.SERVER_ERROR
+                observation = _trim(observation, self.config.max_observation_chars)
+                if obs.done:
+                    info["status_code"] = status
+                    self._count(failure, info)
+                    return self._server_end(obs, observation, info, turn_text)
+        info["status_code"] = status
+        self._count(failure, info)
+        self._record(turn_text, info, observation)
+        if (
+            failure is not None
+            and failure.is_format_error
+            and self.config.terminate_on_format_error
+        ):
+            v = Verification("format_error", "none", status="format_error", message=action.message)
+            return self._end(v, observation, info, close=False)
+        if self.turn >= self.config.max_turns:
+            info["truncated"] = True
+            return self._end(self.verify(None), observation, info, close=True)
+        return StepResult(observation, None, False, info)
+
+    def _call(self, name: str, arguments: Any) -> Any:
+        """The server's observation of a tool call, or ``(text, failure)`` for a call
+        refused here (a hidden name, arguments that are not an object)."""
+        from openenv.core.env_server.mcp_types import CallToolAction
+
+        missing = (
+            f"Error: tool {name!r} does not exist. Call list_tools to see the available tools."
+        )
+        if is_hidden_tool(name, self.config.hidden_tools) or name == "__list_scenarios__":
+            return missing, Failure.UNKNOWN_TOOL
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            key = canonical_tool_name(name)
+            tools = [t for t in self.tools if t.name == key] or [
+                t for t in self.tools if t.name.lower() == key.lower()
+            ]
+            if len(tools) != 1:
+                return missing, Failure.UNKNOWN_TOOL
+            _, errors = validate_arguments(tools[0], arguments)
+            text = f"Error: invalid arguments for {tools[0].name}: {'; '.join(errors)}"
+            return text, Failure.INVALID_ARGUMENTS
+        return self._step(CallToolAction(tool_name=name, arguments=arguments))
+
+    def _count(self, failure: Failure | None, info: dict[str, Any]) -> None:
+        if failure is not None:
+            self.failures[failure.value] = self.failures.get(failure.value, 0) + 1
+            info["failure"] = failure.value
+            if failure.is_format_error:
+                self.format_errors += 1
+        info["format_error"] = bool(failure and failure.is_format_error)
+
+    def _record(self, text: str | None, info: dict[str, Any], observation: str) -> None:
+        self.trajectory.append(
+            {"turn": self.turn, "text": text, "action": info["action"], "observation": observation}
+        )
+
+    def _server_end(self, obs: Any, observation: str, info: dict, text: str | None) -> StepResult:
+        """The server ended the episode (its turn limit, or its worker died)."""
+        self._record(text, info, observation)
+        meta = _field(obs, "metadata", {})
+        outcome = outcome_of(meta.get("outcome") or _field(obs, "reward_type"))
+        verification = meta.get("verification") or {}
+        if meta.get("truncated"):
+            info["truncated"] = True
+        v = Verification(
+            outcome,
+            str(verification.get("mode") or "none"),
+            status=str(verification.get("status") or outcome),
+            message=str(_field(obs, "error", "") or ""),
+        )
+        return self._end(v, observation, info, close=False)
+
+    def _end(self, v: Verification, observation: str, info: dict, *, close: bool) -> StepResult:
+        from openenv.core.env_server.mcp_types import CallToolAction
+
+        if close:  # OpenEnv's end of an episode (after verify: no reward of its own)
+            self._step(CallToolAction(tool_name="done", arguments={}))
+        self.done = True
+        self.outcome = v.outcome
+        info.update(
+            {
+                "outcome": v.outcome,
+                "valid": v.valid,
+                "verification": {"mode": v.mode, "status": v.status, "message": v.message},
+                "format_errors": self.format_errors,
+                "failures": dict(self.failures),
+                "turns": self.turn,
+                "tool_calls": self.tool_calls,
+                "expert_calls": self.expert_calls,
+                "episode_id": self.episode_id,
+                "scenario": self.scenario.name,
+                "task_idx": self.task_idx,
+            }
+        )
+        return StepResult(observation, episode_reward(v.outcome, self.config.rewards), True, info)
+
+    def verify(self, final_answer: str | None = None) -> Verification:
+        """The server's ``verify`` tool (the episode goes on)."""
+        from openenv.core.env_server.mcp_types import CallToolAction
+
+        args: dict[str, Any] = dict(self._mode())
+        if final_answer is not None:
+            args["final_answer"] = final_answer
+        obs = self._step(CallToolAction(tool_name="verify", arguments=args))
+        outcome = outcome_of(_field(obs, "reward_type"))
+        result = _field(obs, "verify_result", {}) or {}
+        mode = result.get("mode") if isinstance(result.get("mode"), str) else None
+        return Verification(
+            outcome,
+            mode or args.get("verifier_mode") or "code",
+            status=str(result.get("status") or ("ok" if outcome in _VERDICTS else outcome)),
+            message=str(_field(obs, "error", "") or "")[:2000],
+        )
+
+    def trajectory_text(self, final_answer: str | None = None) -> str:
+        """:meth:`collect.awm.env.AWMEnv.trajectory_text`, from this side."""
+        return trajectory_text(self.trajectory, final_answer)
+
+    def db_digest(self) -> str:
+        raise RuntimeError("an OpenEnv AWM server does not offer database digests")
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id or None,
+            "step_count": self.turn,
+            "scenario": self.scenario.name,
+            "task_idx": self.task_idx,
+            "done": self.done,
+            "outcome": self.outcome,
+            "format_errors": self.format_errors,
+            "failures": dict(self.failures),
+            "tool_calls": self.tool_calls,
+            "expert_calls": self.expert_calls,
+        }
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self.client.close()
+            except Exception:  # noqa: BLE001 - best effort: the server reaps idle sessions
+                pass
+
+
+class OpenEnvPool:
+    """Sessions on an OpenEnv AWM server at ``url``, behind the interface of
+    :class:`~collect.awm.env.EnvPool` (a released session is kept for the next episode
+    of its scenario). ``worlds``: the local AWM directory the tasks and reference
+    solutions are read from; ``token_env``: the environment variable holding the
+    server's bearer token (unset or empty: none is sent)."""
+
+    def __init__(
+        self,
+        url: str,
+        worlds: Any,
+        config: EnvConfig | None = None,
+        *,
+        scenarios: list[str] | None = None,
+        token_env: str = DEFAULT_TOKEN_ENV,
+        timeout_s: float = 120.0,
+    ):
+        if not str(url).startswith(("http://", "https://", "ws://", "wss://")):
+            raise ValueError(f"env_url must be an http(s):// or ws(s):// URL, got {url!r}")
+        self.url = str(url).rstrip("/")
+        self.dataset = worlds if isinstance(worlds, AWMDataset) else AWMDataset(worlds)
+        self.config = config or EnvConfig()
+        self.allowed = set(scenarios) if scenarios else None
+        self.token = (os.environ.get(token_env, "") if token_env else "").strip() or None
+        self.timeout_s = float(timeout_s)
+        self._scenarios: dict[str, Scenario] = {}
+        self._idle: dict[str, list[OpenEnvAWMEnv]] = {}
+        self._all: list[OpenEnvAWMEnv] = []
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return [n for n in self.dataset.names() if self.allowed is None or n in self.allowed]
+
+    def scenario(self, name: str) -> Scenario:
+        with self._lock:
+            if self.allowed is not None and name not in self.allowed:
+                raise KeyError(f"scenario {name!r} is not served")
+            if name not in self._scenarios:
+                self._scenarios[name] = self.dataset.get(name)
+            return self._scenarios[name]
+
+    def acquire(self, name: str) -> OpenEnvAWMEnv:
+        scenario = self.scenario(name)
+        with self._lock:
+            idle = self._idle.get(name)
+            if idle:
+                return idle.pop()
+        env = OpenEnvAWMEnv(
+            self.url,
+            scenario,
+            self.config,
+            self.token,
+            message_timeout_s=self.timeout_s,
+            connect_timeout_s=min(self.timeout_s, 30.0),
+        )
+        with self._lock:
+            self._all.append(env)
+        return env
+
+    def release(self, env: OpenEnvAWMEnv) -> None:
+        if env._closed:
+            return
+        with self._lock:
+            self._idle.setdefault(env.scenario.name, []).append(env)
+
+    def close(self) -> None:
+        with self._lock:
+            envs, self._all = self._all, []
+            self._idle.clear()
+        for env in envs:
+            env.close()
+
+    def __enter__(self) -> OpenEnvPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

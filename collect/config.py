@@ -1,0 +1,224 @@
+"""The configuration of a collection (``python -m collect``): :class:`CollectConfig`
+and the parts it names, how it is composed from the command line, checked before
+anything runs, and recorded in the manifest.
+
+Every field is declared and documented once, in the dataclasses of this module and of
+the modules they name; ``python -m collect --help`` lists them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collect.actors import (
+    ActorConfig,
+    SimulatedActorConfig,
+    actor_config,
+    check_actor,
+    register_actor_schemas,
+)
+from collect.awm.clock import clock_field
+from collect.awm.env import EnvConfig
+from collect.awm.sandbox import check_isolation
+from collect.executors import ExecutorConfig
+from collect.interventions import INTERVENTION_KINDS, InterventionConfig
+from collect.schedule import ScheduleConfig, SplitConfig
+from collect.scratch import scratch_root
+from collect.statekey import make_keys
+from collect.worlds import SHIPPED_LABEL, WORLDS_DIR
+from helpdp.cliconf import as_config as _as_config
+from helpdp.cliconf import compose_config, to_dict
+from helpdp.cliconf import doc_field as _f
+
+__all__ = [
+    "CollectConfig",
+    "TextConfig",
+    "as_config",
+    "collect_config",
+    "schema_node",
+    "source_config",
+    "validate",
+    "worlds_dir",
+]
+
+
+def _default_env() -> EnvConfig:
+    env = EnvConfig()
+    env.expert_enabled = False
+    return env
+
+
+@dataclass
+class TextConfig:
+    """The ``text`` of a state: the rendered history a PRM or helper model is given."""
+
+    max_tokens: int = _f(
+        2048, "token budget of a state's text: the task plus the latest turns (0: all)"
+    )
+    tokenizer: Any = _f(
+        None,
+        "Hugging Face tokenizer (local id or directory) counting tokens; null: ceil(chars / 4)",
+    )
+
+
+@dataclass
+class CollectConfig:
+    """`python -m collect out=DIR`: collect transitions of an actor with random interventions."""
+
+    out: str = _f("outputs/collect", "output dataset directory (shards/ inside while collecting)")
+    worlds: Any = _f(None, "AWM-format directory of the scenarios; null: the shipped demo worlds")
+    actor: Any = _f(
+        SimulatedActorConfig(),
+        "the agent being taught: the config class of its kind (collect/actors.py), selected by "
+        "the config group collect/actor=simulated|openai|hf|vllm",
+    )
+    interventions: dict[str, InterventionConfig] = field(
+        default_factory=lambda: {"oracle": InterventionConfig()},
+        metadata={
+            "help": "name -> intervention, in action order (action k = the k-th; config group "
+            "collect/interventions)"
+        },
+    )
+    schedule: ScheduleConfig = _f(
+        ScheduleConfig(), "tasks, trigger probabilities, seeds (group collect/schedule)"
+    )
+    split: SplitConfig = _f(SplitConfig(), "train/validation/test split of the tasks")
+    state_key: str = _f(
+        "history",
+        "history: a state is the task and its canonical history (a tree); db: the task, a "
+        "digest of the database and the last observation (same world states merge); db_help: "
+        "db plus the age of the latest expert message the actor remembers (help_window)",
+    )
+    help_window: int = _f(
+        3,
+        "state_key=db_help: turns an expert's message stays in the state (its age, 1 = the "
+        "previous turn); older messages count as forgotten. Set it to how long the actor's "
+        "behaviour changes after advice",
+    )
+    text: TextConfig = _f(TextConfig(), "state texts")
+    env: EnvConfig = _f(
+        _default_env(), "episode rules, sandbox limits, rewards (collect/awm/env.py)"
+    )
+    runtime: str = _f(
+        "local",
+        "where episodes run: local (sandboxed app workers in this process) or openenv (an "
+        "OpenEnv AWM server at env_url, e.g. OpenEnv's container or python -m "
+        "collect.awm.openenv_server; tasks and solutions still come from worlds; "
+        "docs/openenv.md)",
+    )
+    env_url: str = _f("", "runtime=openenv: the server's URL, e.g. http://HOST:8000")
+    env_token_env: str = _f(
+        "OPENENV_AWM_TOKEN",
+        "runtime=openenv: name of the environment variable holding the server's bearer "
+        "token (unset or empty: none is sent)",
+    )
+    executor: ExecutorConfig = _f(ExecutorConfig(), "processes, shards, Ray")
+    clock: str = clock_field()
+    gamma: float = _f(1.0, "discount written to the manifest")
+    invalid_episodes: str = _f(
+        "count",
+        "count: episodes without a valid verdict (server errors, verifier failures) count as "
+        "failures in the tables; skip: they are listed in episodes.parquet only",
+    )
+    overwrite: bool = _f(False, "start over when out/ holds shards of a different collection")
+    keep_shards: bool = _f(
+        True, "keep out/shards after aggregating (a rerun then only re-aggregates)"
+    )
+    progress: bool = _f(True, "show a progress bar (stderr)")
+    policy: Any = _f(
+        None,
+        "evaluate a help policy: the out= directory of `python -m helpdp.search` (solved on data "
+        "collected with the same state_key; states it never saw get nohelp) or a selected.json "
+        "of `python -m helpdp.select`; the expert is called where it says, not at random. A "
+        "list of them is the candidates design (collect/schedule=candidates): each episode runs "
+        "one, drawn uniformly by episode id, and each is measured on its own episodes. Use "
+        "fresh seeds and one probability in schedule",
+    )
+
+
+def as_config(config: Any) -> CollectConfig:
+    """A :class:`CollectConfig` from itself, an OmegaConf node or a plain dict (an
+    ``interventions`` given replaces the default oracle)."""
+    if isinstance(config, CollectConfig):
+        actor = actor_config(config.actor)
+        return config if actor is config.actor else dataclasses.replace(config, actor=actor)
+    data = to_dict(config)
+    actor = actor_config(data.pop("actor", None))  # its kind picks its class
+    cfg = _as_config(CollectConfig, data, instance=True)
+    cfg.actor = actor
+    return cfg
+
+
+def collect_config(overrides: list[str] | None = None) -> CollectConfig:
+    """The configuration ``python -m collect`` would use with these overrides (Hydra compose)."""
+    return as_config(compose_config("collect", list(overrides or []), node=schema_node()))
+
+
+def _config_dict(cfg: CollectConfig) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+
+
+def worlds_dir(cfg: CollectConfig) -> Path:
+    """The AWM directory of the scenarios: ``worlds``, else the shipped demo worlds."""
+    return Path(cfg.worlds) if cfg.worlds else WORLDS_DIR
+
+
+def source_config(cfg: CollectConfig) -> dict[str, Any]:
+    """The config as recorded in the manifest: no output or scratch paths, shipped worlds by name."""
+    d = _config_dict(cfg)
+    d.pop("out", None)
+    d["worlds"] = str(cfg.worlds) if cfg.worlds else SHIPPED_LABEL
+    d["env"]["work_root"] = None
+    for key in ("overwrite", "progress", "keep_shards"):
+        d.pop(key, None)
+    if d.get("runtime") == "local":  # local collections record no runtime (as before it)
+        for key in ("runtime", "env_url", "env_token_env"):
+            d.pop(key, None)
+    if d.get("policy") is None:
+        d.pop("policy", None)  # collections with random help record no policy
+    return d
+
+
+def schema_node() -> CollectConfig:
+    """What conf/collect.yaml builds on: no interventions, so the group
+    ``collect/interventions`` chosen names all of them (not those plus the oracle), and
+    the bare :class:`~collect.actors.ActorConfig`, into which ``collect/actor=KIND``
+    merges its kind's class (``collect/actor_schema/KIND``, registered here)."""
+    register_actor_schemas()
+    return CollectConfig(interventions={}, actor=ActorConfig())
+
+
+def validate(cfg: CollectConfig) -> None:
+    """Refuse a config that cannot run, before anything is built or written."""
+    make_keys(cfg.state_key, cfg.help_window)  # names a bad state_key or help_window
+    if cfg.invalid_episodes not in ("count", "skip"):
+        raise ValueError(f"invalid_episodes must be count or skip, got {cfg.invalid_episodes!r}")
+    if not 0 < float(cfg.gamma) <= 1:
+        raise ValueError(f"gamma must lie in (0, 1], got {cfg.gamma}")
+    if cfg.executor.batch_size < 1:
+        raise ValueError("executor.batch_size must be >= 1")
+    check_actor(cfg.actor)
+    for name, iv in cfg.interventions.items():
+        if iv.kind not in INTERVENTION_KINDS:
+            raise ValueError(f"interventions.{name}.kind must be one of {INTERVENTION_KINDS}")
+        if iv.kind == "expert_llm" and not (iv.base_url and iv.model):
+            raise ValueError(f"interventions.{name}: expert_llm needs base_url and model")
+    if cfg.runtime not in ("local", "openenv"):
+        raise ValueError(f"runtime must be local or openenv, got {cfg.runtime!r}")
+    if cfg.runtime == "openenv":
+        if not str(cfg.env_url).startswith(("http://", "https://", "ws://", "wss://")):
+            raise ValueError(f"runtime=openenv needs env_url=http://HOST:PORT, got {cfg.env_url!r}")
+        if make_keys(cfg.state_key, cfg.help_window).needs_digest:
+            raise ValueError(
+                f"state_key={cfg.state_key} needs database digests, which an OpenEnv AWM "
+                "server does not offer: use state_key=history or runtime=local"
+            )
+        return  # the server confines the worlds' code, not this process
+    scratch_root(cfg.env.work_root)  # a work_root that is not ours alone: refused up front
+    check_isolation(cfg.env.sandbox)  # refused here, once, not in every worker process
+    check_isolation(cfg.env.verifier_sandbox)

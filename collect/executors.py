@@ -1,0 +1,146 @@
+"""Where shards run: in this process, a local process pool, or Ray tasks on a cluster.
+
+An executor calls a module-level function ``fn(task)`` for every task and hands
+each result to ``on_result`` in the calling process as soon as it is ready (the
+caller writes the shard: workers never touch the output directory, so Ray
+workers need no shared filesystem, only the worlds directory at the same path).
+
+* ``local`` with ``workers=1``: in this process (an actor object may be passed).
+* ``local`` with ``workers>1`` (``0``: one per CPU core): a ``spawn`` process pool;
+  each worker builds its environments and actor once and keeps them for all its
+  shards, and exits when the parent dies (even by SIGKILL).
+* ``ray``: one Ray task per shard (``ray.init(address=...)`` unless Ray is already
+  initialized); Ray reuses worker processes, so each also keeps its environments.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from collect.awm.sandbox.parentwatch import watch_parent
+from helpdp.cliconf import doc_field as _f
+
+__all__ = ["EXECUTOR_KINDS", "ExecutorConfig", "execute", "resolve_workers"]
+
+EXECUTOR_KINDS = ("local", "ray")
+
+
+@dataclass
+class ExecutorConfig:
+    """How the collection is spread over processes and machines."""
+
+    kind: str = _f("local", "local (process pool on this machine) | ray (Ray tasks on a cluster)")
+    workers: int = _f(0, "local: worker processes (0: one per CPU core; 1: in this process)")
+    shard_size: int = _f(
+        10, "episodes per shard (the unit of work, of atomic writes and of resumption)"
+    )
+    batch_size: int = _f(
+        1, "episodes one worker advances in lock step (one batched actor call per turn)"
+    )
+    ray_address: Any = _f(None, "ray: cluster address (null: start or join a local instance)")
+    ray_num_cpus: float = _f(1.0, "ray: CPUs reserved per shard task")
+    ray_num_gpus: float = _f(0.0, "ray: GPUs reserved per shard task (vllm/hf actors on GPU)")
+    ray_max_retries: int = _f(2, "ray: retries of a shard task whose worker died")
+
+
+def resolve_workers(config: ExecutorConfig, n_tasks: int) -> int:
+    """Worker processes for ``n_tasks`` tasks (at least 1, at most one per task)."""
+    workers = int(config.workers) or (os.cpu_count() or 1)
+    return max(1, min(workers, max(1, n_tasks)))
+
+
+def _quiet_interrupt(signum: int, frame: Any) -> None:
+    raise SystemExit(130)
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit this worker (status 1) when its parent process is gone (no orphans after a SIGKILL).
+    Ctrl-C reaches every process of the terminal's group: a worker ends with SystemExit
+    (its sandboxes closed by their ``finally`` blocks, no traceback printed), and the
+    parent alone says what was kept."""
+    signal.signal(signal.SIGINT, _quiet_interrupt)
+    watch_parent(parent, interval=0.5, exit_code=1, name="watch-parent")
+
+
+def execute(
+    fn: Callable[..., Any],
+    tasks: Sequence[Any],
+    config: ExecutorConfig,
+    on_result: Callable[[Any], None],
+    *,
+    inline_kwargs: dict[str, Any] | None = None,
+    force_inline: bool = False,
+) -> bool:
+    """Run ``fn(task)`` for every task; ``on_result(result)`` in this process as each ends.
+
+    ``inline_kwargs`` are passed to ``fn`` only when it runs in this process (which
+    ``force_inline`` demands, e.g. for an actor object that cannot be sent to workers).
+    Returns whether the tasks ran in this process. The first failure cancels what
+    has not started and is raised.
+    """
+    if force_inline and config.kind == "ray":
+        raise ValueError("an actor object can only run in this process (executor.kind=local)")
+    if config.kind == "ray":
+        if tasks:
+            _execute_ray(fn, tasks, config, on_result)
+        return False
+    if config.kind != "local":
+        raise ValueError(f"executor.kind must be one of {EXECUTOR_KINDS}, got {config.kind!r}")
+    workers = resolve_workers(config, len(tasks))
+    if workers == 1 or force_inline:
+        for task in tasks:
+            on_result(fn(task, **(inline_kwargs or {})))
+        return True
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_watch_parent, initargs=(os.getpid(),)
+    )
+    try:
+        pending = {pool.submit(fn, task) for task in tasks}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                try:
+                    result = fut.result()
+                except SystemExit as e:
+                    # a worker stopped by Ctrl-C (_quiet_interrupt) before this process
+                    # raised it (or where it ignores SIGINT): the same interrupt here
+                    if e.code == 130:
+                        raise KeyboardInterrupt from None
+                    raise
+                on_result(result)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return False
+
+
+def _execute_ray(
+    fn: Callable[..., Any], tasks: Sequence[Any], config: ExecutorConfig, on_result
+) -> None:
+    import ray  # optional dependency (extra "dist")
+
+    if not ray.is_initialized():
+        ray.init(address=config.ray_address or None, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(
+        num_cpus=config.ray_num_cpus,
+        num_gpus=config.ray_num_gpus,
+        max_retries=config.ray_max_retries,
+    )(fn)
+    pending = [remote.remote(task) for task in tasks]
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                on_result(ray.get(ref))
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise

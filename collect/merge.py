@@ -1,0 +1,193 @@
+"""Merge collections of disjoint tasks into one dataset: ``python -m collect.merge``.
+
+A collection grows by task: collect more tasks later (``schedule.tasks=[...]``, a new
+``out``, its own shards and fingerprint) and merge. The sources must be the same
+experiment on different tasks: the same actions, discount, actor, interventions,
+environment, state key and trigger probabilities (everything of
+``source.config`` but the schedule's tasks, splits and seeds and the run's own
+output options), with no task, state or episode in two of them. The merged
+manifest is the first source's, with the schedule's tasks and splits the union of
+the sources', a fresh ``summary``, and ``source.merged_from`` saying what each
+source held (its directory name, episodes, tasks, fingerprint-relevant schedule,
+``partial`` where it was one).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from collect.publish import summarize
+from helpdp.cliconf import doc_field as _f
+from helpdp.cliconf import run_app
+from helpdp.data import DatasetError, load_dataset, write_dataset
+
+__all__ = ["MergeConfig", "merge_collections"]
+
+# config keys that may differ between the sources: what each run collected and where
+# it wrote, not how (the schedule's own keys are compared apart)
+RUN_KEYS = ("out", "overwrite", "keep_shards", "progress", "executor", "schedule")
+SCHEDULE_UNION = ("tasks", "splits")  # merged as the sorted union
+SCHEDULE_FREE = ("seeds", "max_tasks", "scenarios")  # may differ; recorded per source
+
+
+@dataclass
+class MergeConfig:
+    """`python -m collect.merge`: one dataset from collections of disjoint tasks."""
+
+    sources: list = _f([], "dataset directories to merge (at least two), in this order")
+    out: str = _f("", "directory of the merged dataset")
+    overwrite: bool = _f(False, "replace the dataset files of an existing out")
+
+
+def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(set(a) | set(b))
+        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{where}.{k}")]
+    return [] if a == b else [where.lstrip(".")]
+
+
+def _union(values: list) -> list | None:
+    if any(v is None for v in values):
+        return None  # one source took every task (or split): so does the union
+    return sorted({x for v in values for x in v}, key=lambda x: (str(type(x)), x))
+
+
+def _check_same_experiment(names: list[str], manifests: list[dict]) -> None:
+    first = manifests[0]
+    for name, m in zip(names[1:], manifests[1:]):
+        for key in ("format", "actions", "gamma"):
+            if m.get(key) != first.get(key):
+                raise DatasetError(
+                    f"{name}/manifest.json: {key} is {m.get(key)!r}, {names[0]} has "
+                    f"{first.get(key)!r}: not the same experiment"
+                )
+        src, src0 = m.get("source", {}), first.get("source", {})
+        conf = {k: v for k, v in src.get("config", {}).items() if k not in RUN_KEYS}
+        conf0 = {k: v for k, v in src0.get("config", {}).items() if k not in RUN_KEYS}
+        sched = src.get("config", {}).get("schedule", {})
+        sched0 = src0.get("config", {}).get("schedule", {})
+        skip = SCHEDULE_UNION + SCHEDULE_FREE
+        diff = _differences(conf, conf0) + [
+            f"schedule.{d}"
+            for d in _differences(
+                {k: v for k, v in sched.items() if k not in skip},
+                {k: v for k, v in sched0.items() if k not in skip},
+            )
+        ]
+        diff += [f"source.{k}" for k in ("generator", "state_key") if src.get(k) != src0.get(k)]
+        if diff:
+            raise DatasetError(
+                f"{name}/manifest.json: source.config differs from {names[0]}'s in "
+                f"{', '.join(diff[:5])}: not the same experiment (only the tasks, splits "
+                "and seeds may differ)"
+            )
+
+
+def _check_disjoint(names: list[str], frames: list[dict[str, pd.DataFrame]]) -> None:
+    for table, col in (("states", "task_id"), ("states", "state_id"), ("episodes", "episode_id")):
+        seen: dict[Any, str] = {}
+        for name, f in zip(names, frames):
+            if f.get(table) is None:
+                continue
+            for v in pd.unique(f[table][col]):
+                if v in seen:
+                    raise DatasetError(
+                        f"{name}/{table}.parquet: {col} {v!r} is also in {seen[v]}: merged "
+                        "collections must hold disjoint tasks"
+                    )
+                seen[v] = name
+        # (a task's states and episodes belong to one source, so this is enough)
+
+
+def _concat(names: list[str], frames: list[dict], table: str) -> pd.DataFrame | None:
+    parts = [f.get(table) for f in frames]
+    if all(p is None for p in parts):
+        return None
+    if any(p is None for p in parts):
+        missing = names[[p is None for p in parts].index(True)]
+        raise DatasetError(f"{missing}/{table}.parquet: missing, other sources have it")
+    cols = list(parts[0].columns)
+    for name, p in zip(names[1:], parts[1:]):
+        if list(p.columns) != cols:
+            raise DatasetError(
+                f"{name}/{table}.parquet: columns {list(p.columns)} differ from {names[0]}'s {cols}"
+            )
+    return pd.concat(parts, ignore_index=True)
+
+
+def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
+    """Write the merged dataset of ``sources`` (dataset directories) to ``out``."""
+    paths = [Path(s) for s in sources]
+    if len(paths) < 2:
+        raise ValueError(f"sources: merge needs at least two datasets, got {len(paths)}")
+    names = [p.name for p in paths]
+    dss = [load_dataset(p) for p in paths]  # each validated on its own first
+    manifests = [ds.manifest for ds in dss]
+    _check_same_experiment(names, manifests)
+    frames = [
+        {"states": d.states, "transitions": d.transitions, "scores": d.scores,
+         "episodes": d.episodes, "steps": d.steps}
+        for d in dss
+    ]  # fmt: skip
+    _check_disjoint(names, frames)
+    tables = {t: _concat(names, frames, t) for t in frames[0]}
+    tables = {t: v for t, v in tables.items() if v is not None}
+    man = copy.deepcopy(manifests[0])
+    src = man.setdefault("source", {})
+    scheds = [m.get("source", {}).get("config", {}).get("schedule") for m in manifests]
+    if all(isinstance(s, dict) for s in scheds):
+        for key in SCHEDULE_UNION:
+            src["config"]["schedule"][key] = _union([s.get(key) for s in scheds])
+    src.pop("partial", None)
+    merged_from = []
+    for name, m, d in zip(names, manifests, dss):
+        s = m.get("source", {})
+        entry = {
+            "name": name,
+            "episodes": 0 if d.episodes is None else len(d.episodes),
+            "tasks": sorted(map(str, pd.unique(d.states["task_id"]))),
+            "schedule": s.get("config", {}).get("schedule"),
+            "git_sha": s.get("git_sha"),
+        }
+        if "partial" in s:
+            entry["partial"] = s["partial"]
+        merged_from.append(entry)
+    src["merged_from"] = merged_from
+    if "episodes" in tables and "steps" in tables and "summary" in src:
+        arrow = {t: pa.Table.from_pandas(v, preserve_index=False) for t, v in tables.items()}
+        src["summary"] = summarize(arrow)
+    json.dumps(man)  # a manifest that cannot be written fails before anything is
+    return write_dataset(Path(out), man, tables, overwrite=overwrite, check=True)
+
+
+def run_merge(cfg: MergeConfig) -> Path:
+    if not cfg.out:
+        raise ValueError("out: the merged dataset's directory is required")
+    out = merge_collections(list(cfg.sources), cfg.out, overwrite=cfg.overwrite)
+    ds = load_dataset(out)
+    n_ep = 0 if ds.episodes is None else len(ds.episodes)
+    n_tasks = ds.states["task_id"].nunique()
+    print(f"merged {len(cfg.sources)} collections -> {out}: {n_tasks} tasks, {n_ep} episodes")
+    return out
+
+
+def main() -> None:
+    run_app(
+        "collect.merge",
+        MergeConfig,
+        run_merge,
+        config_name="merge",
+        instance=True,
+        errors=(DatasetError,),
+    )
+
+
+if __name__ == "__main__":
+    main()

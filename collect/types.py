@@ -1,0 +1,149 @@
+"""What the episode loop (:mod:`collect.rollout`), actors and interventions exchange.
+
+* :class:`TurnRequest` -> an :class:`Actor` -> :class:`TurnReply`: one generation per
+  live episode of a lock-step round (``generate`` gets the whole batch).
+* :class:`EpisodeView` -> an :class:`Intervention` -> :class:`Help`: the message put
+  into the actor's context at a step where help is triggered.
+* A help policy (:class:`helpdp.policies.HelpPolicy`, re-exported here) decides that
+  step instead of the random schedule when a policy is evaluated.
+
+:class:`Actor` and :class:`Intervention` are structural (``typing.Protocol``): any
+object with these members works; :mod:`collect.actors` and
+:mod:`collect.interventions` hold the shipped kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from collect.schedule import EpisodeSpec
+from helpdp.policies import HelpPolicy
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from collect.awm.dataset import Solution
+    from collect.awm.env import AWMEnv
+
+__all__ = [
+    "Actor",
+    "EpisodeView",
+    "Help",
+    "HelpPolicy",
+    "Intervention",
+    "Turn",
+    "TurnReply",
+    "TurnRequest",
+]
+
+
+@dataclass
+class Help:
+    """What an intervention gives: ``text`` goes into the actor's context.
+
+    ``call``/``final``: the oracle's structured advice (next call, or "answer now"),
+    read only by the simulated actor.
+    """
+
+    name: str
+    kind: str
+    text: str
+    call: dict[str, Any] | None = None
+    final: bool = False
+    tokens: int = 0
+
+
+@dataclass
+class Turn:
+    """One past turn as the actor experienced it."""
+
+    t: int
+    action: int
+    help: Help | None
+    text: str
+    parsed: dict[str, Any]
+    failure: str | None
+    observation: str
+
+
+@dataclass
+class EpisodeView:
+    """Structured facts about an episode; the simulated actor and the oracle read them."""
+
+    spec: EpisodeSpec
+    task: str
+    tools: list[str]
+    solution: Solution | None
+    history: list[Turn]
+    help: Help | None = None
+
+    @property
+    def turn(self) -> int:
+        return len(self.history)
+
+
+@dataclass
+class TurnRequest:
+    """One generation: the chat ``messages``, a sampling ``seed`` and the episode's view."""
+
+    messages: list[dict[str, str]]
+    seed: int
+    view: EpisodeView
+
+
+@dataclass
+class TurnReply:
+    """The actor's turn text; ``error`` when the actor could not produce one."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+
+@runtime_checkable
+class Actor(Protocol):
+    """The agent being taught: one turn of text per request.
+
+    ``name`` is recorded as the manifest's ``source.actor`` (a PRM refuses data of
+    another actor); ``needs_solutions``: it reads the tasks' reference solutions (only
+    tasks with one are scheduled).
+    """
+
+    name: str
+    needs_solutions: bool
+
+    def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
+        """One reply per request, in order (a failed one carries ``error``)."""
+        ...
+
+    def close(self) -> None:
+        """Release the model or its connections."""
+        ...
+
+
+@runtime_checkable
+class Intervention(Protocol):
+    """What "help" does: intervention k is action k of the collected MDP.
+
+    ``name`` is its entry in the manifest's ``actions``; ``kind`` its implementation.
+    """
+
+    name: str
+    kind: str
+    needs_solutions: bool
+
+    def available(self, calls_so_far: int) -> bool:
+        """Whether it may be called again in an episode that called it ``calls_so_far``
+        times (else the step takes nohelp)."""
+        ...
+
+    def help(self, view: EpisodeView, env: AWMEnv, rng: np.random.Generator) -> Help:
+        """The help at the view's state (``env``: the episode's environment)."""
+        ...
+
+    def close(self) -> None:
+        """Release clients (HTTP connections)."""
+        ...

@@ -1,0 +1,160 @@
+"""Weighted classification and calibration metrics (numpy only), temperature
+scaling, and the reliability diagram.
+
+All functions take binary labels ``y``, predicted probabilities ``p`` and
+optional non-negative weights ``w`` (the number of visits a row stands for).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from prm.base import logit, sigmoid
+
+
+def _w(y, w) -> np.ndarray:
+    return np.ones(len(y)) if w is None else np.asarray(w, np.float64)
+
+
+def auroc(y, p, w=None) -> float:
+    """Area under the ROC curve: the probability that a random positive scores above
+    a random negative (ties count one half), with weights. NaN with one class only."""
+    y = np.asarray(y, np.float64)
+    p = np.asarray(p, np.float64)
+    w = _w(y, w)
+    pos_w, neg_w = w * (y > 0.5), w * (y <= 0.5)
+    total_pos, total_neg = pos_w.sum(), neg_w.sum()
+    if total_pos <= 0 or total_neg <= 0:
+        return float("nan")
+    order = np.argsort(p, kind="mergesort")
+    ps = p[order]
+    starts = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])
+    pos_g = np.add.reduceat(pos_w[order], starts)
+    neg_g = np.add.reduceat(neg_w[order], starts)
+    neg_below = np.cumsum(neg_g) - neg_g
+    return float((pos_g * (neg_below + 0.5 * neg_g)).sum() / (total_pos * total_neg))
+
+
+def brier(y, p, w=None) -> float:
+    """Weighted mean squared error of the probabilities."""
+    y = np.asarray(y, np.float64)
+    w = _w(y, w)
+    return float((w * (np.asarray(p, np.float64) - y) ** 2).sum() / w.sum())
+
+
+def reliability_bins(y, p, w=None, n_bins: int = 10):
+    """Per equal-width bin of p: (total weight, mean p, observed success rate)."""
+    y = np.asarray(y, np.float64)
+    p = np.asarray(p, np.float64)
+    w = _w(y, w)
+    b = np.clip((p * n_bins).astype(np.int64), 0, n_bins - 1)
+    wt = np.bincount(b, w, n_bins)
+    sp = np.bincount(b, w * p, n_bins)
+    sy = np.bincount(b, w * y, n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return wt, sp / wt, sy / wt
+
+
+def ece(y, p, w=None, n_bins: int = 10) -> float:
+    """Expected calibration error: sum over equal-width bins of
+    (bin weight / total) * |mean p - observed rate|."""
+    wt, mp, my = reliability_bins(y, p, w, n_bins)
+    m = wt > 0
+    return float((wt[m] * np.abs(mp[m] - my[m])).sum() / wt.sum())
+
+
+def nll(y, z, w=None) -> float:
+    """Weighted binary cross-entropy of logits ``z``."""
+    y = np.asarray(y, np.float64)
+    z = np.asarray(z, np.float64)
+    w = _w(y, w)
+    loss = np.logaddexp(0.0, z) - y * z
+    return float((w * loss).sum() / w.sum())
+
+
+def fit_temperature(y, z, w=None) -> float:
+    """The temperature T > 0 minimizing the weighted NLL of ``sigmoid(z / T)``."""
+    from scipy.optimize import minimize_scalar
+
+    y = np.asarray(y, np.float64)
+    z = np.asarray(z, np.float64)
+    if len(y) == 0 or not np.any(z != 0):
+        return 1.0
+    res = minimize_scalar(
+        lambda lt: nll(y, z / np.exp(lt), w), bounds=(-6.0, 6.0), method="bounded"
+    )
+    return float(np.exp(res.x))
+
+
+def summarize(y, p, w=None, temperature: float = 1.0, n_bins: int = 10) -> dict:
+    """AUROC, Brier, ECE, and Brier/ECE after dividing the logits by ``temperature``."""
+    p_scaled = sigmoid(logit(p) / temperature)
+    return {
+        "auroc": auroc(y, p, w),
+        "brier": brier(y, p, w),
+        "ece": ece(y, p, w, n_bins),
+        "ece_scaled": ece(y, p_scaled, w, n_bins),
+        "brier_scaled": brier(y, p_scaled, w),
+        "temperature": float(temperature),
+        "n_rows": int(len(y)),
+        "weight": float(_w(y, w).sum()),
+    }
+
+
+def reliability_diagram(
+    curves: dict, path, *, n_bins: int = 10, title: str = "PRM reliability"
+) -> Path:
+    """Write a reliability diagram PNG: for each name -> (y, p, w) in ``curves``, the
+    observed success rate against the mean predicted probability per bin, each
+    point labelled with its bin's weight (visits), above a histogram of the
+    predictions. The title is wrapped to the figure's width and the legend sits
+    outside the axes, right of them, so that it covers no point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, (ax, axh) = plt.subplots(
+        2,
+        1,
+        figsize=(9.0, 6.5),
+        sharex=True,
+        gridspec_kw={"height_ratios": [3, 1]},
+        constrained_layout=True,
+    )
+    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
+    edges = np.linspace(0, 1, n_bins + 1)
+    for i, (name, (y, p, w)) in enumerate(curves.items()):
+        wt, mp, my = reliability_bins(y, p, w, n_bins)
+        m = wt > 0
+        (line,) = ax.plot(
+            mp[m], my[m], marker="o", label=f"{name} (ECE {ece(y, p, w, n_bins):.3f})"
+        )
+        for x, yy, n in zip(mp[m], my[m], wt[m], strict=True):
+            # toward the middle of the plot (inside the axes), one row further per
+            # curve, so that labels of curves through the same point stay apart
+            dx, ha = (-5, "right") if x > 0.85 else (5, "left")
+            dy = 5 + 9 * i if yy < 0.5 else -11 - 9 * i
+            ax.annotate(
+                f"{n:.0f}", (x, yy), textcoords="offset points", xytext=(dx, dy), ha=ha,
+                fontsize=7, color=line.get_color(),
+            )  # fmt: skip
+        axh.hist(np.asarray(p), bins=edges, weights=_w(y, w), histtype="step", label=name)
+    ax.set_xlim(-0.03, 1.03)  # points at 0 and 1 stay whole
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylabel("observed success rate")
+    ax.set_title(textwrap.fill(title, 60), fontsize=10)
+    ax.legend(
+        loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8,
+        title="numbers: visits per bin", title_fontsize=8,
+    )  # fmt: skip
+    axh.set_xlabel("predicted p(success)")
+    axh.set_ylabel("visits")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
