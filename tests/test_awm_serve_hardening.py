@@ -185,7 +185,13 @@ def test_close_invalidates_the_environment_even_mid_step(url, server):
         replies: list[httpx.Response] = []
         in_flight = threading.Thread(target=lambda: replies.append(a.post("/step", json=slow)))
         in_flight.start()
-        time.sleep(0.3)  # the slow tool call is running
+        # wait until the slow tool call holds the session (an event, not a guess of time)
+        session = app.state.server.sessions[sid]
+        for _ in range(3000):
+            if session.lock.locked() or not in_flight.is_alive():
+                break
+            time.sleep(0.01)
+        assert session.lock.locked(), "the slow tool call never started"
         assert a.post("/close", json={"session_id": sid}).json() == {"closed": True}
         # still in use: not handed to anyone
         assert all(env is not e for e in pool._idle.get("notes_1", []))

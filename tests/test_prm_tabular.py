@@ -112,6 +112,10 @@ def test_dp_labels_without_steps(hand, tmp_path):
     ex_dp = build_examples(hand, task_splits(hand), label_source="dp").frame
     np.testing.assert_allclose(ex_dp["n"], ex_mc["n"])
     np.testing.assert_allclose(ex_dp["label"], ex_mc["label"], atol=1e-12)
-    assert isinstance(
-        TabularPRM.fit(hand, build_examples(hand, task_splits(hand), label_source="dp")), TabularPRM
-    )
+    # and a PRM fitted on the DP's labels, without a prior, predicts them back
+    ex = build_examples(hand, task_splits(hand), label_source="dp")
+    fitted = TabularPRM.fit(hand, ex, prior_strength=0.0)
+    rows = ex.frame
+    sid, act = rows["state_id"].to_numpy(), rows["action"].to_numpy()
+    got = fitted.predict(hand, sid, act, allow_other_actor=True)
+    np.testing.assert_allclose(got, rows["label"], atol=1e-9)
