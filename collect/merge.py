@@ -5,7 +5,10 @@ A collection grows by task: collect more tasks later (``schedule.tasks=[...]``, 
 experiment on different tasks: the same actions, discount, actor, interventions,
 environment, state key and trigger probabilities (everything of
 ``source.config`` but the schedule's tasks, splits and seeds and the run's own
-output options), with no task, state or episode in two of them. The merged
+output options), with no task, state or episode in two of them, and every row of a source's tables
+naming only that source's own tasks, states and episodes (:data:`OWNED`; each
+manifest read within :data:`MANIFEST_MAX_BYTES` and :data:`MANIFEST_MAX_DEPTH` first).
+A refusal is one line naming the source, the table and the row. The merged
 manifest is the first source's, with the schedule's tasks and splits the union of
 the sources', a fresh ``summary``, and ``source.merged_from`` saying what each
 source held (its directory name, episodes, tasks, fingerprint-relevant schedule,
@@ -20,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from collect.awm.wire import RemoteMessageError, bounded_json
 from collect.publish import summarize
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
@@ -90,6 +95,72 @@ def _check_same_experiment(names: list[str], manifests: list[dict]) -> None:
             )
 
 
+#: a source's manifest is read within these bounds before anything else of it
+MANIFEST_MAX_BYTES = 16 << 20
+MANIFEST_MAX_VALUES = 1_000_000
+MANIFEST_MAX_DEPTH = 64
+
+
+def _check_manifest(path: Path, name: str) -> None:
+    """``name``'s manifest.json parses within the bounds above (a manifest nested
+    200,000 deep is one DatasetError, not a RecursionError)."""
+    file = path / "manifest.json"
+    if not file.is_file():
+        return  # load_dataset names it
+    size = file.stat().st_size
+    if size > MANIFEST_MAX_BYTES:
+        raise DatasetError(
+            f"{name}/manifest.json: {size} bytes, over the {MANIFEST_MAX_BYTES}-byte limit"
+        )
+    try:
+        bounded_json(
+            file.read_bytes(),
+            max_bytes=MANIFEST_MAX_BYTES,
+            max_values=MANIFEST_MAX_VALUES,
+            max_depth=MANIFEST_MAX_DEPTH,
+            what="manifest",
+        )
+    except RemoteMessageError as e:
+        raise DatasetError(f"{name}/manifest.json: {e}") from None
+
+
+#: (table, column, what of the source it must name): every row of a source belongs to
+#: its own tasks, states and episodes
+OWNED = (
+    ("episodes", "task_id", "tasks"),
+    ("steps", "episode_id", "episodes"),
+    ("steps", "state_id", "states"),
+    ("steps", "next_state_id", "states"),
+    ("transitions", "state_id", "states"),
+    ("transitions", "next_state_id", "states"),
+    ("scores", "state_id", "states"),
+)
+
+
+def _check_owned(name: str, f: dict[str, pd.DataFrame]) -> None:
+    """Every row of every table of source ``name`` names only its own tasks, states and
+    episodes (a source cannot add episodes to another source's task, or steps to
+    another source's episode); the first row that does not is refused by number."""
+    states = f["states"]
+    own = {"tasks": states["task_id"], "states": states["state_id"]}
+    if f.get("episodes") is not None:
+        own["episodes"] = f["episodes"]["episode_id"]
+    for table, col, what in OWNED:
+        frame = f.get(table)
+        if frame is None or col not in frame.columns or what not in own:
+            continue
+        values = frame[col]
+        stray = ~values.isin(own[what]) & values.notna()
+        if stray.any():
+            row = int(np.flatnonzero(stray.to_numpy())[0])
+            value = values.iloc[row]
+            value = value.item() if isinstance(value, np.generic) else value
+            raise DatasetError(
+                f"{name}/{table}.parquet: row {row}: {col} {value!r} is not one "
+                f"of {name}'s own {what}: a source holds rows of its own tasks and episodes only"
+            )
+
+
 def _check_disjoint(names: list[str], frames: list[dict[str, pd.DataFrame]]) -> None:
     for table, col in (("states", "task_id"), ("states", "state_id"), ("episodes", "episode_id")):
         seen: dict[Any, str] = {}
@@ -128,6 +199,8 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
     if len(paths) < 2:
         raise ValueError(f"sources: merge needs at least two datasets, got {len(paths)}")
     names = [p.name for p in paths]
+    for path, name in zip(paths, names):
+        _check_manifest(path, name)
     dss = [load_dataset(p) for p in paths]  # each validated on its own first
     manifests = [ds.manifest for ds in dss]
     _check_same_experiment(names, manifests)
@@ -136,6 +209,8 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
          "episodes": d.episodes, "steps": d.steps}
         for d in dss
     ]  # fmt: skip
+    for name, f in zip(names, frames):
+        _check_owned(name, f)
     _check_disjoint(names, frames)
     tables = {t: _concat(names, frames, t) for t in frames[0]}
     tables = {t: v for t, v in tables.items() if v is not None}

@@ -206,6 +206,35 @@ def x_fifo():
 
     ops.HANDLERS["export"] = export
     return {"patched": True}
+
+
+SOCKETS = {"unix": (1, 1), "inet": (2, 1), "inet6": (10, 1), "unspec": (0, 1),
+           "ax25": (3, 2), "key": (15, 3), "netlink": (16, 3), "packet": (17, 2),
+           "bluetooth": (31, 3), "alg": (38, 5), "vsock": (40, 1), "mctp": (45, 2)}
+
+
+@app.get("/x/sockets", operation_id="x_sockets")
+def x_sockets():
+    sys_, ros, imp = _breakout()
+    ctypes = imp("ctypes")
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = {}
+
+    def made(fd):
+        if fd >= 0:
+            ros.close(fd)
+            return 0
+        return ctypes.get_errno()
+
+    for name, (family, kind) in SOCKETS.items():
+        out[name] = made(libc.socket(family, kind, 0))
+    if ros.uname().machine == "x86_64":  # raw syscalls: the family with its upper bits set
+        out["netlink_high_bits"] = made(libc.syscall(41, ctypes.c_long((1 << 32) | 16), 3, 0))
+        pair = (ctypes.c_int * 2)()
+        out["socketpair_netlink"] = made(libc.syscall(53, 16, 3, 0, pair))
+        if out["socketpair_netlink"] == 0:
+            ros.close(pair[1])
+    return out
 """
 )
 
@@ -431,6 +460,19 @@ def test_an_orphan_dies_with_its_worker(hostile):
         assert os.fstat(fd).st_size == size  # dead right after the worker was killed
     finally:
         os.close(fd)
+    _next_episode_runs(env)
+
+
+def test_only_unix_and_inet_sockets_can_be_made_after_the_breakout(hostile):
+    """AF_NETLINK, AF_VSOCK (not network-namespaced) and every other family: EAFNOSUPPORT
+    from the seccomp filter, whatever the upper bits of the raw argument."""
+    env, _, _ = hostile
+    env.reset(0)
+    out = json.loads(_step(env, "x_sockets").observation)
+    allowed = {"unix", "inet", "inet6"}
+    assert {k: v for k, v in out.items() if k in allowed} == dict.fromkeys(allowed, 0), out
+    refused = {k: v for k, v in out.items() if k not in allowed}
+    assert refused == dict.fromkeys(refused, 97), out  # was 0 for netlink (and alg, vsock)
     _next_episode_runs(env)
 
 

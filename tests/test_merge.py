@@ -4,6 +4,7 @@ the demo cut in two by scenario and merged again is the demo, for the DP too."""
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from collect.merge import MergeConfig, merge_collections, run_merge
@@ -77,3 +78,73 @@ def test_a_task_in_two_sources_and_another_experiment_are_refused(tmp_path):
         merge_collections([a2, b2], tmp_path / "hot")
     with pytest.raises(ValueError, match="at least two"):
         merge_collections([a], tmp_path / "one")
+
+
+def _hostile_b(tmp_path, attack):
+    """The demo's two halves, part-b changed by ``attack(tables, a_tables)`` and rewritten
+    (its manifest included) as a hostile collection would."""
+    _, (a, b) = _halves(tmp_path)
+    da, db = load_dataset(a), load_dataset(b)
+    tables = {"states": db.states, "transitions": db.transitions,
+              "episodes": db.episodes, "steps": db.steps}  # fmt: skip
+    man = attack(tables, da) or db.manifest
+    for name, frame in tables.items():
+        frame.to_parquet(b / f"{name}.parquet", index=False)
+    (b / "manifest.json").write_text(man if isinstance(man, str) else json.dumps(man))
+    return a, b
+
+
+def _refused(tmp_path, a, b, match):
+    with pytest.raises(DatasetError, match=match):
+        merge_collections([a, b], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
+    clean = tmp_path / "clean"  # the next merge of honest sources runs
+    _, (a2, b2) = _halves(clean)
+    merged = load_dataset(merge_collections([a2, b2], clean / "merged"))
+    assert len(merged.episodes) == 630
+
+
+def test_episodes_for_another_sources_task_are_refused(tmp_path):
+    def attack(tables, da):  # five failed episodes for part-a's first task, new ids
+        extra = da.episodes[da.episodes["task_id"] == "e_commerce_admin_1/0"].head(5).copy()
+        extra["episode_id"] = extra["episode_id"] + 10_000_000
+        extra["success"] = False
+        tables["episodes"] = pd.concat([tables["episodes"], extra], ignore_index=True)
+
+    a, b = _hostile_b(tmp_path, attack)
+    _refused(tmp_path, a, b, r"^part-b/episodes.parquet: row 420: task_id "
+             r"'e_commerce_admin_1/0' is not one of part-b's own tasks")  # fmt: skip
+
+
+def test_steps_for_another_sources_episode_are_refused(tmp_path):
+    def attack(tables, da):
+        extra = tables["steps"].head(3).copy()
+        extra["episode_id"] = da.episodes["episode_id"].iloc[0]
+        tables["steps"] = pd.concat([tables["steps"], extra], ignore_index=True)
+
+    a, b = _hostile_b(tmp_path, attack)
+    n = len(load_dataset(b).steps) - 3
+    _refused(tmp_path, a, b, rf"^part-b/steps.parquet: row {n}: episode_id -?\d+ is not one "
+             "of part-b's own episodes")  # fmt: skip
+
+
+def test_a_manifest_nested_200000_deep_is_one_line_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    def attack(tables, da):
+        return '{"format": 1, "x": ' + "[" * 200_000 + "]" * 200_000 + "}"
+
+    a, b = _hostile_b(tmp_path, attack)
+    _refused(tmp_path, a, b, "^part-b/manifest.json: manifest nested deeper than 64 levels$")
+    proc = subprocess.run(
+        [sys.executable, "-m", "collect.merge", f"sources=[{a},{b}]", f"out={tmp_path / 'cli'}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .endswith("part-b/manifest.json: manifest nested deeper than 64 levels")
+    ), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr

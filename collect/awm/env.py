@@ -31,9 +31,12 @@ judge). This module holds the episode loop (:class:`AWMEnv`) and :class:`EnvPool
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
+import hashlib
 import itertools
+import os
 import threading
 import time
 import uuid
@@ -67,7 +70,7 @@ from collect.awm.tools import DEFAULT_HIDDEN_TOOLS, Tool
 from collect.awm.verification import EpisodeVerifier, Judge, JudgeConfig, Verification
 from helpdp.cliconf import doc_field as _f
 
-__all__ = ["AWMEnv", "EnvConfig", "EnvPool"]
+__all__ = ["AWMEnv", "EnvConfig", "EnvPool", "HostFilesExceeded", "host_bytes"]
 
 
 @dataclass
@@ -136,6 +139,26 @@ class EnvConfig:
     judge: JudgeConfig = _f(JudgeConfig(timeout_s=60.0), "LLM judge for SQL-mode verifiers")
     work_root: str | None = _f(
         None, "directory for databases and workers; null: a fresh one on /dev/shm or /tmp"
+    )
+    host_files_mb: float | None = _f(
+        4096,
+        "MiB of files an EnvPool keeps under work_root (initial databases, the app "
+        "workers' seed copies, verifier exports; on /dev/shm by default, outside every "
+        "worker's cgroup): beyond it idle environments and then the initial databases no "
+        "environment uses are dropped (least recently used first; rebuilt when needed "
+        "again), and a start that still does not fit fails with HostFilesExceeded; "
+        "null: no limit",
+    )
+    remote_message_mb: int = _f(
+        32, "runtime=openenv: largest WebSocket message accepted from the server, MiB"
+    )
+    remote_json_values: int = _f(
+        1_000_000,
+        "runtime=openenv: most JSON values one server message may hold (counted before it "
+        "is decoded); more is a per-episode error",
+    )
+    remote_json_depth: int = _f(
+        64, "runtime=openenv: deepest nesting of one server message; deeper is an error"
     )
 
 
@@ -371,12 +394,52 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
 _BUILD_LOCK = threading.Lock()  # one scenario database is built at a time
 
 
+class HostFilesExceeded(RuntimeError):
+    """The files an :class:`EnvPool` keeps on the host are over ``env.host_files_mb``
+    and nothing is left to drop: the live environments alone need more."""
+
+
+def host_bytes(root: Path) -> int:
+    """Bytes allocated to the regular files under ``root`` (symlinks not followed; what a
+    worker's private tmpfs holds is not on the host and not counted)."""
+    total, stack = 0, [str(root)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class EnvPool:
     """Environments for many scenarios of one dataset, sharing databases and verifiers.
 
     ``acquire(name)`` hands out an idle :class:`AWMEnv` of that scenario (starting
     one if needed); ``release(env)`` returns it. Databases are built once per
     scenario; all environments share one :class:`VerifierPool`.
+
+    Host-side files (``env.host_files_mb``): after each acquire and release the files
+    under ``work_root`` are counted (:func:`host_bytes`); while they are over the
+    budget, the least recently released idle environment is stopped (its worker's seed
+    copy goes with it), then the least recently used initial database that no
+    environment holds is removed (rebuilt when its scenario comes back, and refused if
+    it then differs: seed SQL that is not deterministic). An acquire that still does not
+    fit raises :class:`HostFilesExceeded` (that episode fails, named).
     """
 
     def __init__(
@@ -407,7 +470,12 @@ class EnvPool:
         self.judge = judge or Judge(self.config.judge)
         self.allowed = set(scenarios) if scenarios else None
         self._scenarios: dict[str, Scenario] = {}
-        self._assets: dict[str, tuple[Path, BuildReport]] = {}
+        # initial databases, least recently used first; their digests; acquires under way
+        self._assets: collections.OrderedDict[str, tuple[Path, BuildReport]] = (
+            collections.OrderedDict()
+        )
+        self._digests: dict[str, str] = {}
+        self._pinned: collections.Counter[str] = collections.Counter()
         self._idle: dict[str, list[AWMEnv]] = {}
         self._all: list[AWMEnv] = []
         self._released: dict[int, AWMEnv] = {}  # idle environments, least recently released first
@@ -426,15 +494,24 @@ class EnvPool:
             return self._scenarios[name]
 
     def _database(self, scenario: Scenario) -> tuple[Path, BuildReport]:
+        name = scenario.name
         with _BUILD_LOCK:
-            if scenario.name not in self._assets:
-                self._assets[scenario.name] = build_scenario_database(
-                    scenario,
-                    self.work_root / "db" / scenario.name,
-                    clock=self.clock,
+            if name not in self._assets:
+                built = build_scenario_database(
+                    scenario, self.work_root / "db" / name, clock=self.clock,
                     limits=self.config.sandbox,
-                )
-            return self._assets[scenario.name]
+                )  # fmt: skip
+                if self.config.host_files_mb is not None:  # it may be evicted and rebuilt
+                    digest = _sha256(built[0])
+                    if self._digests.setdefault(name, digest) != digest:
+                        raise RuntimeError(
+                            f"scenario {name!r}: its initial database, rebuilt after "
+                            "env.host_files_mb dropped it, differs from the first build "
+                            "(seed SQL that is not deterministic): raise env.host_files_mb"
+                        )
+                self._assets[name] = built
+            self._assets.move_to_end(name)
+            return self._assets[name]
 
     def acquire(self, name: str) -> AWMEnv:
         scenario = self.scenario(name)
@@ -444,20 +521,72 @@ class EnvPool:
                 env = idle.pop()
                 del self._released[id(env)]
                 return env
-        initial_db, report = self._database(scenario)
-        env = AWMEnv(
-            scenario,
-            self.config,
-            verifier_pool=self.verifier_pool,
-            judge=self.judge,
-            initial_db=initial_db,
-            build_report=report,
-            work_root=self.work_root / "envs",
-            clock=self.clock,
-        )
-        with self._lock:
-            self._all.append(env)
+            self._pinned[scenario.name] += 1
+        try:
+            initial_db, report = self._database(scenario)
+            env = AWMEnv(
+                scenario,
+                self.config,
+                verifier_pool=self.verifier_pool,
+                judge=self.judge,
+                initial_db=initial_db,
+                build_report=report,
+                work_root=self.work_root / "envs",
+                clock=self.clock,
+            )
+            with self._lock:
+                self._all.append(env)
+        finally:
+            with self._lock:
+                self._pinned[scenario.name] -= 1
+        try:
+            self._fit()
+        except HostFilesExceeded:
+            with self._lock:
+                self._all.remove(env)
+            env.close()
+            raise
         return env
+
+    def host_bytes(self) -> int:
+        """Bytes of the files this pool keeps on the host (under ``work_root``)."""
+        return host_bytes(self.work_root)
+
+    def _fit(self) -> None:
+        """Drop idle environments, then unused initial databases (least recently used
+        first) until the host-side files fit ``env.host_files_mb``."""
+        limit = self.config.host_files_mb
+        if limit is None:
+            return
+        budget = int(float(limit) * (1 << 20))
+        while (used := self.host_bytes()) > budget:
+            if not self._evict_one():
+                raise HostFilesExceeded(
+                    f"{used} bytes of files under {self.work_root} are over "
+                    f"env.host_files_mb ({float(limit):g} MiB) with nothing left to drop: "
+                    "the live environments need more (raise env.host_files_mb or run "
+                    "fewer workers)"
+                )
+
+    def _evict_one(self) -> bool:
+        with self._lock:
+            if self._released:
+                old = self._released.pop(next(iter(self._released)))
+                self._idle[old.scenario.name].remove(old)
+                self._all.remove(old)
+            else:
+                old = None
+        if old is not None:
+            old.close()
+            return True
+        with _BUILD_LOCK, self._lock:
+            held = {e.scenario.name for e in self._all} | {n for n, c in self._pinned.items() if c}
+            name = next((n for n in self._assets if n not in held), None)
+            if name is None:
+                return False
+            del self._assets[name]
+            remove_tree(self.work_root / "db" / name)
+        return True
 
     def release(self, env: AWMEnv) -> None:
         """Return ``env`` for reuse; beyond ``config.max_idle_envs`` idle environments,
@@ -476,6 +605,8 @@ class EnvPool:
                 evicted.append(old)
         for old in evicted:  # outside the lock: stopping a worker takes a while
             old.close()
+        with contextlib.suppress(HostFilesExceeded):  # the next acquire names it
+            self._fit()
 
     def close(self) -> None:
         with self._lock:

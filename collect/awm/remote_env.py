@@ -21,6 +21,13 @@ example); a final answer, or the last turn (``env.max_turns``), calls the hidden
 ``reward_type``), so a collection on our server in OpenEnv mode gives the tables of a
 local one.
 
+The server is not trusted: each message is decoded within ``env.remote_message_mb``,
+``env.remote_json_values`` and ``env.remote_json_depth``
+(:func:`~collect.awm.wire.bounded_json`) and checked against the fields' closed sets
+(:func:`_check`); a refusal is :class:`~collect.awm.wire.RemoteMessageError`, which
+ends that episode (``server_error``). Tool calls share ``env.tool_budget_s`` per
+episode as locally.
+
 Scenarios (tasks, reference solutions, verifier code for the LLM expert's criteria) are
 read from the local copy of the worlds (``worlds=``): the server gives only the task
 text. Not offered: ``db_digest`` (``state_key=db`` needs the local runtime).
@@ -28,9 +35,12 @@ text. Not offered: ``db_digest`` (``state_key=db`` needs the local runtime).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -45,8 +55,15 @@ from collect.awm.tools import (
     validate_arguments,
 )
 from collect.awm.verification import Verification
+from collect.awm.wire import RemoteMessageError, bounded_json
 
-__all__ = ["DEFAULT_TOKEN_ENV", "OpenEnvAWMEnv", "OpenEnvPool", "outcome_of"]
+__all__ = [
+    "DEFAULT_TOKEN_ENV",
+    "OpenEnvAWMEnv",
+    "OpenEnvPool",
+    "RemoteMessageError",
+    "outcome_of",
+]
 
 DEFAULT_TOKEN_ENV = "OPENENV_AWM_TOKEN"
 
@@ -74,14 +91,152 @@ def outcome_of(reward_type: Any) -> str:
     return "others"
 
 
+#: what a server may say, field by field (anything else ends the episode: see _check)
+REWARD_TYPES = frozenset(
+    {*_FAILURES, *_VERDICTS, "reset_ok", "reset_error", "no_verifier", "verifier_error",
+     "format_error", "judge_error", "episode_done", "episode_already_done", "invalid_action"}
+)  # fmt: skip
+OUTCOMES = frozenset({*_VERDICTS, "server_error", "no_verifier", "verifier_error", "format_error"})
+VERIFIER_MODES = ("code", "sql", "none")
+_WORD = re.compile(r"^[a-z_]{1,32}$")
+_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def _one_of(value: Any, allowed: Any, where: str, *, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or value not in allowed:
+        raise RemoteMessageError(
+            f"{where} is not one of {', '.join(sorted(allowed))} ({type(value).__name__})"
+        )
+
+
+def _typed(value: Any, types: Any, where: str) -> None:
+    if value is not None and not isinstance(value, types):
+        raise RemoteMessageError(f"{where} has type {type(value).__name__}")
+
+
+def _check_tools(tools: Any) -> None:
+    if not isinstance(tools, list):
+        raise RemoteMessageError(f"observation.tools has type {type(tools).__name__}")
+    for i, t in enumerate(tools):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
+            raise RemoteMessageError(f"observation.tools[{i}] has no name")
+        _typed(t.get("description"), str, f"observation.tools[{i}].description")
+        _typed(
+            t.get("input_schema", t.get("inputSchema")),
+            dict,
+            f"observation.tools[{i}].input_schema",
+        )
+
+
+def _check(payload: Any) -> None:
+    """``payload`` (a reset or step answer) against OpenEnv AWM's observation schema
+    (the fields this runtime reads: reward types, outcomes, failure classes, verifier
+    modes and statuses are closed sets), or :class:`RemoteMessageError`."""
+    if not isinstance(payload, dict):
+        raise RemoteMessageError(f"data has type {type(payload).__name__}")
+    obs = payload.get("observation") if "observation" in payload else {}
+    if not isinstance(obs, dict):
+        raise RemoteMessageError(f"observation has type {type(obs).__name__}")
+    _typed(payload.get("done"), bool, "done")
+    _typed(obs.get("done"), bool, "observation.done")
+    _typed(payload.get("reward"), (int, float), "reward")
+    _one_of(obs.get("reward_type"), REWARD_TYPES, "observation.reward_type")
+    for key in ("task", "error", "scenario"):
+        _typed(obs.get(key), str, f"observation.{key}")
+    if "tools" in obs:
+        _check_tools(obs["tools"])
+    for key, meta in (
+        ("metadata", payload.get("metadata")),
+        ("observation.metadata", obs.get("metadata")),
+    ):
+        if meta is None:
+            continue
+        if not isinstance(meta, dict):
+            raise RemoteMessageError(f"{key} has type {type(meta).__name__}")
+        _one_of(meta.get("failure"), {f.value for f in Failure}, f"{key}.failure")
+        _one_of(meta.get("outcome"), OUTCOMES, f"{key}.outcome")
+        _typed(meta.get("truncated"), bool, f"{key}.truncated")
+        status = meta.get("status_code")
+        if status is not None and (type(status) is not int or not 100 <= status <= 599):
+            raise RemoteMessageError(f"{key}.status_code is not an HTTP status")
+        episode = meta.get("episode_id")
+        if episode is not None and (not isinstance(episode, str) or not _ID.match(episode)):
+            raise RemoteMessageError(f"{key}.episode_id is not an id (letters, digits, ._:-)")
+        _check_verification(meta.get("verification"), f"{key}.verification")
+    _check_verification(obs.get("verify_result"), "observation.verify_result")
+
+
+def _check_verification(v: Any, where: str) -> None:
+    if v is None:
+        return
+    if not isinstance(v, dict):
+        raise RemoteMessageError(f"{where} has type {type(v).__name__}")
+    _one_of(v.get("mode"), VERIFIER_MODES, f"{where}.mode")
+    _one_of(v.get("outcome"), OUTCOMES, f"{where}.outcome")
+    _typed(v.get("valid"), bool, f"{where}.valid")
+    status = v.get("status")
+    if status is not None and (not isinstance(status, str) or not _WORD.match(status)):
+        raise RemoteMessageError(f"{where}.status is not a word of a-z and _")
+
+
 def _client_class():
     """``MCPToolClient`` whose results keep every field of the observation (OpenEnv's
-    AWM client does the same with its own observation model)."""
+    AWM client does the same with its own observation model), each message decoded
+    within the bounds of ``env.remote_*`` (:func:`~collect.awm.wire.bounded_json`) and
+    checked against the schema (:func:`_check`)."""
     from openenv.core.client_types import StepResult as OEStepResult
     from openenv.core.mcp_client import GenericMCPObservation, MCPToolClient
 
     class AWMToolClient(MCPToolClient):
+        bounds: dict[str, int] = {}
+
+        async def _receive(self) -> dict[str, Any]:
+            # openenv's EnvClient._receive, with json.loads replaced by a bounded decoder
+            assert self._ws is not None
+            try:
+                raw = await asyncio.wait_for(self._ws.recv(), timeout=self._message_timeout)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                ws, self._ws, self._ws_loop = self._ws, None, None
+                self._schedule_socket_close(ws)  # a late answer must not pair with a new request
+                raise
+            message = bounded_json(raw, **self.bounds)
+            if not isinstance(message, dict):
+                raise RemoteMessageError(f"message has type {type(message).__name__}")
+            return message
+
+        async def _production_mcp_request(
+            self, method: str, params: dict[str, Any] | None = None
+        ) -> dict[str, Any]:
+            # openenv's HTTP /mcp request (the session's creation), its body read within
+            # the same bounds (httpx's response.json() reads any length)
+            client = await self._get_http_client()
+            request = {
+                "jsonrpc": "2.0",
+                "method": method,
+                "params": params or {},
+                "id": self._next_request_id(),
+            }
+            url, limit = self._production_mcp_url(), self.bounds["max_bytes"]
+            chunks: list[bytes] = []
+            async with client.stream(
+                "POST", url, json=request, timeout=self._message_timeout
+            ) as response:
+                response.raise_for_status()
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise RemoteMessageError(f"/mcp answer is over the {limit}-byte limit")
+                    chunks.append(chunk)
+            data = bounded_json(b"".join(chunks), **self.bounds)
+            if not isinstance(data, dict):
+                raise RemoteMessageError(f"/mcp answer has type {type(data).__name__}")
+            return data
+
         def _parse_result(self, payload: dict[str, Any]) -> OEStepResult:
+            _check(payload)
             fields = dict(payload.get("observation") or {})
             for key in ("done", "reward"):
                 fields.pop(key, None)
@@ -116,7 +271,17 @@ class OpenEnvAWMEnv:
 
     def __init__(self, url: str, scenario: Scenario, config: EnvConfig, token: str | None, **kw):
         headers = {"Authorization": f"Bearer {token}"} if token else None
-        self.client = _client_class()(base_url=url, headers=headers, **kw).sync()
+        client = _client_class()(
+            base_url=url, headers=headers, max_message_size_mb=config.remote_message_mb, **kw
+        )
+        client.bounds = {
+            "max_bytes": int(config.remote_message_mb) << 20,
+            "max_values": int(config.remote_json_values),
+            "max_depth": int(config.remote_json_depth),
+        }
+        self._async = client
+        self.message_timeout_s = float(client._message_timeout)
+        self.client = client.sync()
         self.client.connect()
         self.scenario = scenario
         self.config = config
@@ -134,6 +299,7 @@ class OpenEnvAWMEnv:
         self.done = False
         self.format_errors = self.expert_calls = self.tool_calls = 0
         self.failures: dict[str, int] = {}
+        self.tool_seconds = 0.0  # spent in this episode's tool calls (env.tool_budget_s)
         self.trajectory: list[dict[str, Any]] = []
         self.outcome: str | None = None
 
@@ -220,8 +386,15 @@ class OpenEnvAWMEnv:
         elif action.kind == "call_tool":
             self.tool_calls += 1
             reply = self._call(action.tool_name or "", action.arguments)
+            if isinstance(reply, tuple) and reply[2]:  # the episode's tool budget is spent
+                observation, failure = reply[0], reply[1]
+                info["status_code"] = None
+                self._count(failure, info)
+                self._record(turn_text, info, observation)
+                v = Verification("server_error", "none", status="server_error", message=observation)
+                return self._end(v, observation, info, close=False)
             if isinstance(reply, tuple):
-                observation, failure = reply
+                observation, failure = reply[0], reply[1]
             else:
                 obs = reply
                 meta = _field(obs, "metadata", {})
@@ -259,15 +432,18 @@ class OpenEnvAWMEnv:
         return StepResult(observation, None, False, info)
 
     def _call(self, name: str, arguments: Any) -> Any:
-        """The server's observation of a tool call, or ``(text, failure)`` for a call
-        refused here (a hidden name, arguments that are not an object)."""
+        """The server's observation of a tool call, or ``(text, failure, fatal)`` for a
+        call refused here (a hidden name, arguments that are not an object) or past the
+        episode's tool time (``env.tool_budget_s``, as in the local runtime: fatal, the
+        episode ends as ``server_error``; the session's socket is dropped, and the next
+        episode runs on a fresh session)."""
         from openenv.core.env_server.mcp_types import CallToolAction
 
         missing = (
             f"Error: tool {name!r} does not exist. Call list_tools to see the available tools."
         )
         if is_hidden_tool(name, self.config.hidden_tools) or name == "__list_scenarios__":
-            return missing, Failure.UNKNOWN_TOOL
+            return missing, Failure.UNKNOWN_TOOL, False
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
@@ -276,11 +452,29 @@ class OpenEnvAWMEnv:
                 t for t in self.tools if t.name.lower() == key.lower()
             ]
             if len(tools) != 1:
-                return missing, Failure.UNKNOWN_TOOL
+                return missing, Failure.UNKNOWN_TOOL, False
             _, errors = validate_arguments(tools[0], arguments)
             text = f"Error: invalid arguments for {tools[0].name}: {'; '.join(errors)}"
-            return text, Failure.INVALID_ARGUMENTS
-        return self._step(CallToolAction(tool_name=name, arguments=arguments))
+            return text, Failure.INVALID_ARGUMENTS, False
+        budget = float(self.config.tool_budget_s)
+        spent = (
+            f"Error: server error: the episode's tool time budget ({budget:g} s, "
+            "env.tool_budget_s) is spent"
+        )
+        left = budget - self.tool_seconds
+        if left <= 0:
+            return spent, Failure.SERVER_ERROR, True
+        self._async._message_timeout = min(self.message_timeout_s, left)
+        started = time.monotonic()
+        try:
+            return self._step(CallToolAction(tool_name=name, arguments=arguments))
+        except TimeoutError:
+            if left >= self.message_timeout_s:
+                raise
+            return spent, Failure.SERVER_ERROR, True
+        finally:
+            self.tool_seconds += time.monotonic() - started
+            self._async._message_timeout = self.message_timeout_s
 
     def _count(self, failure: Failure | None, info: dict[str, Any]) -> None:
         if failure is not None:

@@ -26,9 +26,11 @@ __all__ = [
     "ListToolsAction",
     "Observation",
     "SCHEMA",
+    "RemoteMessageError",
     "SessionError",
     "TurnAction",
     "action_from_dict",
+    "bounded_json",
     "public_info",
 ]
 
@@ -193,3 +195,49 @@ SCHEMA = {
     "observation": Observation.model_json_schema(),
     "state": EpisodeState.model_json_schema(),
 }
+
+
+class RemoteMessageError(RuntimeError):
+    """A message from a remote runtime that is refused: too large, too many JSON values
+    or too deeply nested to decode, not JSON, or a field outside the protocol's schema.
+    The episode it answers ends (the collector records it as ``server_error``)."""
+
+
+def bounded_json(
+    raw: str | bytes, *, max_bytes: int, max_values: int, max_depth: int, what: str = "message"
+) -> Any:
+    """``raw`` (one WebSocket message) decoded as JSON within bounds, or
+    :class:`RemoteMessageError`.
+
+    Before anything is decoded: at most ``max_bytes`` long, and at most ``max_values``
+    JSON values, counted as ``[`` + ``{`` + ``,`` + 1 (every value but a container's
+    first follows a comma; brackets inside strings count too, so the count is an upper
+    bound): what a message decodes into is then a few hundred bytes per value at most,
+    where ``[[],[],...]`` alone is 30 million lists (2.7 GiB) in 95 MB. After: at most
+    ``max_depth`` containers deep (the decoder's own recursion limit stops the deepest
+    first). ``what``: the word the errors use for ``raw``."""
+    if len(raw) > max_bytes:
+        raise RemoteMessageError(f"{what} of {len(raw)} bytes is over the {max_bytes}-byte limit")
+    marks = (b"[", b"{", b",") if isinstance(raw, bytes) else ("[", "{", ",")
+    values = 1 + sum(raw.count(m) for m in marks)  # type: ignore[arg-type]
+    if values > max_values:
+        raise RemoteMessageError(
+            f"{what} of up to {values} JSON values is over the {max_values} limit"
+        )
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise RemoteMessageError(f"{what} nested deeper than {max_depth} levels") from None
+    except ValueError as e:
+        raise RemoteMessageError(f"{what} is not JSON: {str(e)[:200]}") from None
+    stack = [(data, 1)]
+    while stack:  # at most max_values items
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = value.values()
+        elif not isinstance(value, list):
+            continue
+        if depth > max_depth:
+            raise RemoteMessageError(f"{what} nested deeper than {max_depth} levels")
+        stack.extend((v, depth + 1) for v in value)
+    return data

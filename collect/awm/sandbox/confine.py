@@ -22,7 +22,8 @@ Every app, verifier and build worker runs as ``bwrap ... python -I -B child.py``
   ``io_uring``, kernel modules...; nothing that reaches another process's descriptors
   or memory (``pidfd_getfd``, ``pidfd_send_signal``, ``process_vm_readv/writev``,
   ``kcmp``), no System V or POSIX IPC objects (``shmget``, ``msgget``, ``semget``,
-  ``mq_open``...) and no ``sethostname``; every syscall numbered from 424 (Linux 5.1, the
+  ``mq_open``...), no ``sethostname``, and ``socket``/``socketpair`` only for
+  ``AF_UNIX``, ``AF_INET`` and ``AF_INET6`` (:data:`SOCKET_FAMILIES`); every syscall numbered from 424 (Linux 5.1, the
   same number on every architecture) fails with ENOSYS unless the runtime needs it
   (:data:`NEW_SYSCALLS_ALLOWED`), so syscalls a later kernel adds start closed; and a
   second filter the worker loads itself once its framework is imported: no
@@ -117,6 +118,10 @@ NEW_SYSCALLS_ALLOWED = {
     462: "mseal",
 }
 EXEC_SYSCALLS = ("execve", "execveat")
+# socket families a worker may create: AF_UNIX, AF_INET, AF_INET6 (the app's server on
+# the namespace's lo); AF_NETLINK, AF_PACKET, AF_VSOCK (not network-namespaced: it can
+# reach a hypervisor), AF_ALG and every other one fail with EAFNOSUPPORT
+SOCKET_FAMILIES = (1, 2, 10)
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 CLONE_NAMESPACE_FLAGS = (
     0x00020000,
@@ -168,6 +173,14 @@ def seccomp_filters() -> tuple[bytes, bytes]:
     for flag in CLONE_NAMESPACE_FLAGS:
         base.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     base.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # flags unreadable: libc falls back to clone
+    for name in ("socket", "socketpair"):  # only the families a world needs (the 64-bit
+        # argument must equal 1, 2 or 10: upper bits set make it greater than 10)
+        for family in range(max(SOCKET_FAMILIES)):
+            if family not in SOCKET_FAMILIES:
+                rule = sc.Arg(0, sc.EQ, family)
+                base.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), name, rule)
+        rule = sc.Arg(0, sc.GT, max(SOCKET_FAMILIES))
+        base.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), name, rule)
     no_exec = sc.SyscallFilter(sc.ALLOW)
     for name in EXEC_SYSCALLS:
         no_exec.add_rule(sc.ERRNO(errno.EPERM), name)
