@@ -80,3 +80,14 @@ def test_the_import_contracts_hold():
         pytest.skip("import-linter is not installed (make full installs it)")
     out = subprocess.run([str(exe), "--no-cache"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+def test_no_script_shadows_a_package():
+    """``python bench/X.py`` puts bench/ first on sys.path: a script named like one of the
+    packages would be imported in its place (bench/collect.py did, after the layout move)."""
+    packages = {"helpdp", "collect", "prm", "conf"}
+    for folder in ("bench", "notebooks", "tests"):
+        names = {p.stem for p in (ROOT / folder).glob("*.py")} | {
+            p.name for p in (ROOT / folder).iterdir() if p.is_dir()
+        }
+        assert not names & packages, (folder, sorted(names & packages))

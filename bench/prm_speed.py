@@ -1,8 +1,8 @@
 """Benchmark of the LM PRM: scoring and training throughput of the tiny model on
 CPU, peak memory, and a labelled *estimate* for Qwen3-0.6B on one GPU.
 
-    python bench/prm.py                    # the demo dataset
-    python bench/prm.py --data DIR --threads 2
+    python bench/prm_speed.py                    # the demo dataset
+    python bench/prm_speed.py --data DIR --threads 2
 
 Measured (this machine, in this run):
 

@@ -1,7 +1,7 @@
 """Benchmark of the one-pass collector.
 
-    python bench/collect.py                    # everything (a few minutes on 2 cores)
-    python bench/collect.py --agg-steps 1e6    # quicker aggregation part
+    python bench/collection.py                    # everything (a few minutes on 2 cores)
+    python bench/collection.py --agg-steps 1e6    # quicker aggregation part
 
 Reports, as medians over ``--repeats`` runs:
 
