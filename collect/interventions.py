@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from collect.awm.llm import ChatClient, EndpointConfig
+from collect.awm.observation import render_observation
 from collect.awm.protocol import format_call_tool
 from collect.awm.tools import format_tools
 from collect.rollout import reference_progress
@@ -77,7 +78,23 @@ class InterventionConfig(EndpointConfig):
 
 
 def _call_text(call: dict[str, Any]) -> str:
-    return format_call_tool(call.get("tool_name"), call.get("arguments") or {})
+    """The reference call as a turn; its name and arguments (dataset text) rendered as
+    data (:func:`collect.awm.observation.render_observation`), the tags are ours."""
+    name = call.get("tool_name")
+    name = render_observation(name) if isinstance(name, str) else name
+    args = _render_values(call.get("arguments") or {})
+    return format_call_tool(name, args)
+
+
+def _render_values(value: Any) -> Any:
+    """``value`` (JSON) with every string, keys included, rendered as data."""
+    if isinstance(value, str):
+        return render_observation(value)
+    if isinstance(value, dict):
+        return {render_observation(str(k)): _render_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render_values(v) for v in value]
+    return value
 
 
 class BaseIntervention(abc.ABC):
@@ -120,7 +137,8 @@ class Oracle(BaseIntervention):
         if not done and self.config.use_verifier and acted:
             done = env.verify(None).outcome == "complete"
         if done:
-            answer = f' Your answer: "{solution.final_answer}"' if solution.final_answer else ""
+            final = render_observation(str(solution.final_answer or ""), (head,))
+            answer = f' Your answer: "{final}"' if final else ""
             text = (
                 f"{head} the task is complete. Do not call more tools; reply with your final "
                 f"answer now, without a tool call.{answer}"
@@ -216,36 +234,48 @@ class ExpertLLM(BaseIntervention):
         record = scenario.verifiers.get(task_idx) or scenario.sql_verifiers.get(task_idx)
         mode = self.config.criteria
         tokens = 0
+        # the verifier's code and the task are the dataset's: rendered as data everywhere
+        code = render_observation(record.code) if record is not None else ""
         if mode == "none" or record is None:
             text = "(not available)"
         elif mode == "code":
-            text = record.code
+            text = code
         elif mode == "static":
-            text = static_criteria(record.code)
+            text = render_observation(static_criteria(record.code))
         else:
+            request = f"Task: {render_observation(task)}\n\n```python\n{code}\n```"
             r = self.client.complete(
                 [
                     {"role": "system", "content": CRITERIA_SYSTEM},
-                    {"role": "user", "content": f"Task: {task}\n\n```python\n{record.code}\n```"},
+                    {"role": "user", "content": request},
                 ],
                 temperature=0.0,
                 max_tokens=self.config.max_tokens,
                 seed=0,
             )
-            text, tokens = r.text.strip(), r.prompt_tokens + r.completion_tokens
+            text = render_observation(r.text.strip())
+            tokens = r.prompt_tokens + r.completion_tokens
         self._criteria[key] = (text, tokens)
         return text, tokens
 
     def messages(self, view: EpisodeView, env: AWMEnv, criteria: str) -> list[dict[str, str]]:
-        trajectory = env.trajectory_text() or "(nothing yet)"
+        """The expert's request. Every part the world wrote (the task, the tool list from
+        the app's OpenAPI or a remote server, the criteria, the trajectory with the
+        actor's text, the errors) is rendered as data: one rendering, idempotent."""
+        trajectory = render_observation(env.trajectory_text()) or "(nothing yet)"
         limit = self.config.max_history_chars
         if limit and len(trajectory) > limit:
             trajectory = "... (earlier turns omitted)\n" + trajectory[-limit:]
         failed = [t for t in view.history if t.failure is not None][-self.config.error_turns :]
-        errors = "\n".join(f"- turn {t.t + 1} ({t.failure}): {t.observation[:600]}" for t in failed)
+        errors = "\n".join(
+            f"- turn {t.t + 1} ({t.failure}): {render_observation(t.observation)[:600]}"
+            for t in failed
+        )
+        task, tools = render_observation(view.task), render_observation(format_tools(env.tools))
         user = (
-            f"## Task\n{view.task}\n\n## Tools\n{format_tools(env.tools)}\n\n"
-            f"## Success criteria\n{criteria}\n\n## The agent's trajectory so far\n{trajectory}\n\n"
+            f"## Task\n{task}\n\n## Tools\n{tools}\n\n"
+            f"## Success criteria\n{render_observation(criteria)}\n\n"
+            f"## The agent's trajectory so far\n{trajectory}\n\n"
             f"## Recent errors\n{errors or '(none)'}\n\nWhat should the agent do next?"
         )
         return [{"role": "system", "content": EXPERT_SYSTEM}, {"role": "user", "content": user}]
@@ -259,7 +289,9 @@ class ExpertLLM(BaseIntervention):
             max_tokens=self.config.max_tokens,
             seed=seed,
         )
-        text = f"{self.config.header}\n{r.text.strip()}"
+        # the reply may repeat what the world wrote: the actor reads it as data too
+        reply = render_observation(r.text.strip(), (self.config.header,))
+        text = f"{self.config.header}\n{reply}"
         return Help(
             self.name, self.kind, text, tokens=spent + r.prompt_tokens + r.completion_tokens
         )

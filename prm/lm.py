@@ -64,6 +64,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
+from collect.awm.observation import render_state_text
 from helpdp.cliconf import to_dict
 from helpdp.models.minilm import DIST, SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
 from helpdp.models.tokenizer import train_tokenizer
@@ -233,7 +234,8 @@ class LMPRM(PRM):
         for an encoder's tokenizer), the text cut to fit ``max_length``: its first
         ``head_tokens`` tokens (at most half the room) plus its latest ones."""
         max_len = int(self.settings.max_length)
-        enc = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+        texts = [render_state_text(str(t)) for t in texts]  # no special token from the text
+        enc = self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
         out = []
         for ids, a in zip(enc, np.asarray(actions).tolist(), strict=True):
             suf = self._suffix_ids[a] + self._post

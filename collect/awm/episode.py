@@ -35,7 +35,7 @@ class ResetResult:
     def messages(self) -> list[dict[str, str]]:
         return [
             {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": self.task},
+            {"role": "user", "content": render_observation(self.task)},
         ]
 
     def as_dict(self) -> dict[str, Any]:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from collect.awm.observation import render_observation
+
 __all__ = [
     "FORMAT_ERRORS",
     "META_FUNCTIONS",
@@ -428,7 +430,9 @@ def judge_messages(
     task: str, trajectory: str, verifier_output: Any, *, max_chars: int = 24000
 ) -> list[dict]:
     """Chat messages asking an LLM to classify an episode (SQL-mode verification)."""
+    task, trajectory = render_observation(task), render_observation(trajectory)
     evidence = json.dumps(verifier_output, ensure_ascii=False, default=str, indent=1)
+    evidence = render_observation(evidence)
     half = max_chars // 2
     if len(evidence) > half:
         evidence = evidence[:half] + "\n... (truncated)"

@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from collect.awm.observation import render_state_text  # noqa: E402
 from helpdp.models.lora import lora_settings
 
 QWEN_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -177,7 +178,8 @@ class Encoder:
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def __call__(self, texts) -> list[list[int]]:
-        texts = [t if t else " " for t in map(str, texts)]
+        # a state text's own block markers stay; no other special token from the text
+        texts = [render_state_text(t) or " " for t in map(str, texts)]
         enc = self.tok(texts, add_special_tokens=False)["input_ids"]
         out = []
         for ids in enc:

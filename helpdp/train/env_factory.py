@@ -42,7 +42,9 @@ from typing import Any
 
 import numpy as np
 
+from collect.awm.observation import render_observation
 from collect.awm.protocol import format_call_tool
+from collect.rollout import WORLD_OUTPUT_KINDS
 from collect.schedule import EpisodeSpec, stable_int64
 from collect.types import EpisodeView, Turn
 from helpdp.policies import HelpPolicy, Never, StateView
@@ -105,7 +107,9 @@ def tool_method(tool: Any) -> Callable[..., str] | None:
         params.append(
             inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
         )
-        desc = _one_line(spec.get("description") or spec.get("title") or arg)
+        # descriptions are the world's: rendered as data (TRL puts the docstring into
+        # the system prompt's tools block)
+        desc = render_observation(_one_line(spec.get("description") or spec.get("title") or arg))
         docs.append(f"    {arg}: {desc}")
     params[1:] = sorted(params[1:], key=lambda p: p.default is not inspect.Parameter.empty)
     keep = set(hints)
@@ -117,7 +121,7 @@ def tool_method(tool: Any) -> Callable[..., str] | None:
     method.__name__ = method.__qualname__ = name
     method.__signature__ = inspect.Signature(params, return_annotation=str)
     method.__annotations__ = {**hints, "return": str}
-    summary = _one_line(tool.description) or f"Call {name}."
+    summary = render_observation(_one_line(tool.description)) or f"Call {name}."
     method.__doc__ = summary + ("\n\nArgs:\n" + "\n".join(docs) if docs else "")
     return method
 
@@ -156,7 +160,7 @@ class AWMToolEnvironment:
             self.episode_id, name, idx, f"{name}/{idx}", "train", f.seed, (0.0,), entropy
         )
         first = self.env.reset(idx, episode_id=str(self.episode_id))
-        self.view = EpisodeView(spec, first.task, [t.name for t in self.env.tools],
+        self.view = EpisodeView(spec, render_observation(first.task), [t.name for t in self.env.tools],
                                 sc.solutions.get(idx), [])  # fmt: skip
         f.gate.expert[self.episode_id] = True
         self.errors = self.blind = self.recovery = 0
@@ -215,7 +219,7 @@ class AWMToolEnvironment:
         if self.view is None or self.ended:
             return "Error: the episode is over."
         result = self._step(format_call_tool(name, arguments))
-        return result.observation
+        return result.observation  # rendered by _step (TRL puts it into the tool message)
 
     def _step(self, text: str):
         try:
@@ -227,6 +231,8 @@ class AWMToolEnvironment:
                                 {"outcome": "server_error", "valid": False})  # fmt: skip
         self.result = result
         info = result.info
+        if (info.get("action") or {}).get("kind") in WORLD_OUTPUT_KINDS:  # the world's text
+            result.observation = render_observation(result.observation or "")
         if info.get("failure") is not None:
             self.errors += 1
         self._turn(0, None, info.get("action") or {}, result.observation or "", text,
@@ -326,7 +332,7 @@ class AWMEnvironmentFactory:
         ``reset``), and ``environment`` when there are several scenarios."""
         out = []
         for name, idx in tasks:
-            text = self.pool.scenario(name).task(int(idx)).text
+            text = render_observation(self.pool.scenario(name).task(int(idx)).text)
             row = {"prompt": [{"role": "user", "content": text}], "scenario": name,
                    "task_idx": int(idx)}  # fmt: skip
             if len(self.classes) > 1:

@@ -16,6 +16,7 @@ from collect.awm.client import EnvClient
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import EnvConfig, EnvPool
 from collect.awm.episode import ResetResult, StepResult
+from collect.awm.observation import render_observation
 
 __all__ = ["RemoteEnv", "RemotePool", "build_pool", "check_remote", "worlds_dir"]
 
@@ -73,7 +74,8 @@ class RemoteEnv:
         return StepResult(observation, reply.get("reward"), bool(reply.get("done")), info)
 
     def trajectory_text(self, final_answer: str | None = None) -> str:
-        """:meth:`collect.awm.env.AWMEnv.trajectory_text` from the client's side."""
+        """:meth:`collect.awm.env.AWMEnv.trajectory_text` from the client's side: what
+        the server sent (observations, the actions it parsed) rendered as data."""
         lines = []
         for entry in self.trajectory:
             action = entry["action"]
@@ -86,10 +88,10 @@ class RemoteEnv:
             else:
                 lines.append(f"[{entry['turn']}] {kind} {action.get('message') or ''}".rstrip())
             if entry["observation"]:
-                lines.append(f"  -> {entry['observation'][:1500]}")
+                lines.append(f"  -> {render_observation(entry['observation'])[:1500]}")
         if final_answer:
             lines.append(f"[final answer] {final_answer}")
-        return "\n".join(lines)
+        return render_observation("\n".join(lines))
 
     def verify(self, answer: Any = None):
         raise RuntimeError(REMOTE_NO_VERIFY)

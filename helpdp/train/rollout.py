@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collect.awm.observation import render_observation
 from collect.rollout import RunContext, TextRenderer, TurnReply, TurnRequest, run_episodes
 from collect.schedule import EpisodeSpec, stable_int64
 from collect.statekey import HistoryKeys
@@ -236,10 +237,12 @@ class TokenActor:
 
 def task_prompts(pool: Any, tasks: Sequence[tuple[str, int]]) -> tuple[list[dict], dict]:
     """Dataset rows (``prompt``: the task as one user message, ``task_id``) and the
-    lookup task text -> (scenario, task_idx) the rollout uses; texts must be unique."""
+    lookup task text -> (scenario, task_idx) the rollout uses; texts must be unique.
+    The task is rendered as data (:func:`collect.awm.observation.render_observation`),
+    as the episode runner renders it for the actor: GRPOTrainer tokenizes the rows."""
     rows, lookup = [], {}
     for name, idx in tasks:
-        text = pool.scenario(name).task(idx).text
+        text = render_observation(pool.scenario(name).task(idx).text)
         if text in lookup:
             raise ValueError(f"tasks {lookup[text]} and {(name, idx)} have the same text")
         lookup[text] = (name, int(idx))
