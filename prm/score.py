@@ -88,7 +88,7 @@ def score(cfg) -> dict:
 
 def main() -> None:
     """Command line: ``key=value`` overrides of conf/prm_score.yaml (fields: --help)."""
-    run_app("prm.score", ScoreConfig, score, config_name="prm_score")
+    run_app("prm.score", ScoreConfig, score, config_name="prm_score", out_dir=False)
 
 
 if __name__ == "__main__":

@@ -30,23 +30,25 @@ def _run(argv, tmp_path, **kw):
          "collect: error: 'schedule.seeds=9:3': an empty range (START:STOP needs STOP > START)"),
         (["prm.train", "prm=tni", "data=x", "out=y"],
          "prm.train: error: 'prm=tni': no such option; options: minilm, qwen3_0_6b, qwen3_4b, "
-         "tabular, tiny (did you mean 'prm=tiny'?)"),
+         "tabular, tiny…(did you mean 'prm=tiny'?)"),
         (["helpdp.train", "train=cpu_smok"],
-         "helpdp.train: error: 'train=cpu_smok': no such option; options: b200, cpu_smoke "
-         "(did you mean 'train=cpu_smoke'?)"),
+         "helpdp.train: error: 'train=cpu_smok': no such option; options: b200, "
+         "…cpu_smoke (did you mean 'train=cpu_smoke'?)"),
         (["collect", "collect/actor=opnai"],
          "collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
-         "qwen_coder_0_5b, simulated, vllm, vllm_cpu (did you mean 'collect/actor=openai'?)"),
+         "…(did you mean 'collect/actor=openai'?)"),
         (["helpdp.helper.train", "helper=tni", "labels=x"],
          "helpdp.helper.train: error: 'helper=tni': no such option; options: minilm, qwen3_0_6b, "
-         "qwen3_4b, tiny (did you mean 'helper=tiny'?)"),
+         "qwen3_4b, tiny…(did you mean 'helper=tiny'?)"),
     ],
 )  # fmt: skip
 def test_first_hour_mistakes_are_one_line(argv, message, tmp_path):
     run = _run(argv, tmp_path)
     err = run.stderr.strip()
     assert run.returncode == 2, err
-    assert err.startswith(message) and len(err.splitlines()) == 1, err
+    # '…': the options of a config group between (others may add options)
+    start, _, end = message.partition("…")
+    assert err.startswith(start) and err.endswith(end) and len(err.splitlines()) == 1, err
 
 
 def test_a_range_of_seeds_is_written_start_stop():
@@ -184,3 +186,117 @@ def test_mistakes_are_refused_before_loading_or_writing(argv, message, tmp_path)
     assert run.returncode == 2 and err.startswith(message) and len(err.splitlines()) == 1, err
     assert "loaded" not in run.stdout  # refused before the data loads
     assert not (tmp_path / "ev").exists()  # and before any output exists
+
+
+# --- out= directories: one command's outputs each, recorded, never replaced unasked ---
+
+
+def _claim(out, overwrite=False, command="helpdp.search", **config):
+    from omegaconf import OmegaConf
+
+    from helpdp.cliconf import claim_out
+
+    cfg = OmegaConf.create({"out": str(out), "budget": 1.0, "quiet": False, **config})
+    return claim_out(command, cfg, config_name="search", overwrite=overwrite, overrides=["b=1"])
+
+
+def test_an_out_directory_is_claimed_recorded_and_replaced_only_when_asked(tmp_path, capsys):
+    from helpdp.cliconf import read_record
+
+    out = tmp_path / "o"
+    with _claim(out):
+        out.mkdir()
+        (out / "a.json").write_text("1")
+    assert read_record(out) == {
+        "command": "helpdp.search",
+        "config": {"out": str(out), "budget": 1.0, "quiet": False},
+    }
+    assert (out / ".hydra" / "overrides.yaml").read_text() == "- b=1\n"
+    assert capsys.readouterr().err == ""  # a fresh directory: nothing to say
+    # a rerun of the same config (quiet and out may differ) says what it replaced
+    with _claim(out, quiet=True):
+        (out / "a.json").write_text("22")
+    assert capsys.readouterr().err.strip() == (
+        f"helpdp.search: note: a rerun of the same config: replaced a.json in out={out}"
+    )
+    # another config, another command, files of unknown origin: refused, untouched
+    with pytest.raises(FileExistsError) as e, _claim(out, budget=[0.5, 1.0]):
+        raise AssertionError("the body must not run")
+    assert str(e.value) == (
+        f"out={out} holds the outputs of another helpdp.search config (budget=1.0 there, "
+        "[0.5,1.0] here); use another out= or overwrite=true to write there anyway"
+    )
+    with pytest.raises(
+        FileExistsError, match="holds the outputs of helpdp.search, not helpdp.label"
+    ):
+        with _claim(out, command="helpdp.label"):
+            raise AssertionError("the body must not run")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(FileExistsError, match=r"not empty \(notes.txt\) and holds no record"):
+        with _claim(mine):
+            raise AssertionError("the body must not run")
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert (out / "a.json").read_text() == "22"
+    # overwrite=true writes there anyway, says so, and records the new config
+    with _claim(out, overwrite=True, budget=2.0):
+        (out / "a.json").write_text("333")
+        (out / "b.json").write_text("4")
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("helpdp.search: note: overwrite=true (out=") and "replaced a.json" in err
+    assert read_record(out)["config"]["budget"] == 2.0
+
+
+def test_an_empty_out_a_file_and_a_run_that_wrote_nothing(tmp_path):
+    with pytest.raises(ValueError, match=r"^out= is empty: name the directory to write"):
+        with _claim(""):
+            pass
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(NotADirectoryError, match="is a file"), _claim(tmp_path / "f"):
+        pass
+    with pytest.raises(RuntimeError), _claim(tmp_path / "never"):
+        raise RuntimeError("failed before writing")
+    assert not (tmp_path / "never").exists()  # no record, no empty directory
+    with _claim(None):  # out=null: the command writes no directory
+        pass
+
+
+def test_one_writer_per_out_directory(tmp_path):
+    import os
+
+    from helpdp.cliconf import lock_out
+
+    with lock_out("helpdp.label", tmp_path / "o"):
+        with pytest.raises(FileExistsError) as e, lock_out("helpdp.label", tmp_path / "o/"):
+            pass
+        with lock_out("helpdp.label", tmp_path / "other"):
+            pass  # another directory is free
+        # the same lock from another process, through the command line
+        run = _run(["helpdp.search", f"out={tmp_path / 'o'}"], tmp_path)
+    assert str(e.value) == (
+        f"out={tmp_path / 'o'} is being written by pid {os.getpid()} (helpdp.label); wait "
+        "for it to end or use another out="
+    )
+    assert run.returncode == 2 and run.stderr.strip() == (
+        f"helpdp.search: error: out={tmp_path / 'o'} is being written by pid {os.getpid()} "
+        "(helpdp.label); wait for it to end or use another out="
+    )
+    with lock_out("helpdp.label", tmp_path / "o"):
+        pass  # released when its holder ends
+
+
+def test_a_value_hydra_cannot_parse_is_one_line_naming_the_key(tmp_path):
+    run = _run(["helpdp.label", "budget=[0.5,1"], tmp_path)
+    assert run.returncode == 2 and run.stderr.strip() == (
+        "helpdp.label: error: 'budget=[0.5,1': cannot parse the value of 'budget' (no viable "
+        "alternative at input '[0.5,1'); close its brackets and quotes, or quote the whole value"
+    )
+    from helpdp.config import SearchConfig
+
+    with pytest.raises(SystemExit) as e:
+        check_argv("helpdp.search", SearchConfig, ["rule='exact"])
+    assert e.value.code == 2
+    # Hydra's flags that take a value pass with it: --cfg job is no typo of out=job
+    args = ["--cfg", "job", "--package", "_global_", "-cn", "search", "--info", "all", "-m"]
+    assert check_argv("helpdp.search", SearchConfig, args) == args

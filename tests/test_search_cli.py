@@ -185,11 +185,12 @@ def test_k_interventions_when_no_mixed_policy_meets_the_budgets_alone(tmp_path):
     assert (det.loc[start, ["usage_i1", "usage_i2"]].to_numpy() <= 0.5).all()
 
 
-def test_cli_demo_and_help():
+def test_cli_demo_and_help(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "helpdp.search", "budget=1.0", "out=outputs/test-cli"],
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "helpdp.search", "budget=1.0"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
+    assert (tmp_path / "outputs" / "search" / "search.json").is_file()  # make demo's out
     assert "budget 1: r=" in out.stdout and "E[U]=1.0000" in out.stdout
     assert "RuntimeWarning" not in out.stderr
     helptext = subprocess.run(
@@ -275,3 +276,81 @@ def test_importing_helpdp_does_not_import_torch():
     code = "import sys, helpdp; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def _search(args, cwd, **env):
+    import os
+
+    return subprocess.run([sys.executable, "-m", "helpdp.search", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300, env={**os.environ, **env})  # fmt: skip
+
+
+def _numbers(js):
+    return {k: v for k, v in js.items() if k not in ("seconds", "solves")}  # the DP's numbers
+
+
+def test_make_demo_twice_reruns_and_says_what_it_replaced(tmp_path):
+    first, second = _search(["budget=1.0"], tmp_path), _search(["budget=1.0"], tmp_path)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    line = [s.stdout.strip().splitlines()[-1].rsplit("  [", 1)[0] for s in (first, second)]
+    assert line[0] == line[1] and line[0].startswith("budget 1: r=0.230769  E[U]=1.0000")
+    assert first.stderr == ""
+    assert second.stderr.strip() == (
+        "helpdp.search: note: a rerun of the same config: replaced policy.parquet, "
+        "policy_more_help.parquet, search.json in out=outputs/search"
+    )
+    # another budget into the same out=: refused, one line, the first outputs untouched
+    before = (tmp_path / "outputs/search/search.json").read_bytes()
+    other = _search(["budget=2"], tmp_path)
+    assert other.returncode == 2 and other.stderr.strip() == (
+        "helpdp.search: error: out=outputs/search holds the outputs of another helpdp.search "
+        "config (budget=1.0 there, 2 here); use another out= or overwrite=true to write "
+        "there anyway"
+    )
+    assert (tmp_path / "outputs/search/search.json").read_bytes() == before
+    # the record beside the outputs re-runs them (Hydra's --config-dir/--config-name)
+    rec = tmp_path / "outputs/search/.hydra"
+    assert (rec / "overrides.yaml").read_text() == "- budget=1.0\n"
+    again = _search(["--config-dir", str(rec), "--config-name", "config", "out=again"], tmp_path)
+    assert again.returncode == 0, again.stderr
+    js = [
+        json.loads((tmp_path / d / "search.json").read_text()) for d in ("outputs/search", "again")
+    ]
+    assert _numbers(js[0]) == _numbers(js[1])
+    assert OmegaConf.load(tmp_path / "again/.hydra/config.yaml").budget == 1.0
+    empty = _search(["out="], tmp_path)
+    assert empty.returncode == 2 and empty.stderr.strip().startswith(
+        "helpdp.search: error: out= is empty: name the directory to write"
+    )
+
+
+def test_hydra_habits_sweep_cfg_and_run_dir(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    run = _search(["-m", "budget=0.5,1,2", "out=sw", "quiet=true"], cwd, TMPDIR=str(tmp))
+    assert run.returncode == 0, run.stderr
+    # one directory per job under out=, each with its record; nothing else in the cwd,
+    # and Hydra's own sweep directory is gone
+    assert sorted(p.name for p in cwd.iterdir()) == ["sw"]
+    assert sorted(p.name for p in (cwd / "sw").iterdir()) == ["budget=0.5", "budget=1", "budget=2"]
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("helpdp-sweep")] == []
+    swept = [
+        json.loads((cwd / f"sw/budget={b}/search.json").read_text()) for b in ("0.5", "1", "2")
+    ]
+    assert [OmegaConf.load(cwd / f"sw/budget={b}/.hydra/config.yaml").out for b in ("0.5", "1")] == [
+        "sw/budget=0.5", "sw/budget=1"
+    ]  # fmt: skip
+    # the same numbers as the contract's budget list (one load, OUT/budget=<value>/)
+    listed = run_search(_cfg(SearchConfig, budget=[0.5, 1, 2], out=str(tmp_path / "l"), quiet=True))
+    assert [_numbers(j) for j in swept] == [_numbers(json.loads(json.dumps(j))) for j in listed]
+    # --cfg prints the config and writes nothing
+    cfg = _search(["--cfg", "job", "budget=3"], cwd)
+    assert cfg.returncode == 0 and OmegaConf.create(cfg.stdout).budget == 3
+    assert sorted(p.name for p in cwd.iterdir()) == ["sw"]
+    # hydra.run.dir=X is where the outputs go: no empty directory of Hydra's
+    x = _search(["hydra.run.dir=X", "quiet=true"], cwd)
+    assert x.returncode == 0, x.stderr
+    assert sorted(p.name for p in cwd.iterdir()) == ["X", "sw"]
+    assert (cwd / "X/search.json").is_file()

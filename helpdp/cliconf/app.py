@@ -17,6 +17,7 @@ written), checks the arguments (:func:`cliconf.check_argv`), and runs the body u
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib.util
 import os
@@ -26,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from helpdp.cliconf.argv import check_argv, guard
+from helpdp.cliconf.argv import _exit, check_argv, guard
+from helpdp.cliconf.outdir import OVERWRITE_HELP, claim_out, guards_out, pop_overwrite
 
 __all__ = ["CONF_DIR", "compose_config", "help_text", "register", "run_app"]
 
@@ -210,6 +212,7 @@ def run_app(
     errors: Sequence[type] = (),
     instance: bool = False,
     argv: Sequence[str] | None = None,
+    out_dir: bool = True,
 ) -> Any:
     """Run ``body`` as the command ``python -m <command>``.
 
@@ -221,6 +224,12 @@ def run_app(
     one line and exit 2 (besides :data:`cliconf.ERRORS`); ``instance``: hand the body
     a ``schema`` instance instead of the OmegaConf node. A body that returns an int
     exits with it (a check's status).
+
+    A schema with an ``out`` field (and no ``overwrite`` field of its own) has its
+    ``out=`` directory guarded (:mod:`cliconf.outdir`: ``overwrite=true``, a lock, the
+    record ``OUT/.hydra/``); ``out_dir=False``: its ``out=`` names a file, not guarded.
+    Under ``-m`` (a Hydra sweep) each job writes ``OUT/<key>=<value>`` (its swept keys)
+    and Hydra's own sweep directory is a temporary one, removed afterwards.
     """
     import hydra
     from omegaconf import OmegaConf
@@ -231,9 +240,13 @@ def run_app(
         groups if isinstance(groups, Mapping) else None,
     )
     groups = tuple(groups)
-    if argv is not None:
-        sys.argv[1:] = list(argv)
-    args = check_argv(command, schema, groups=groups)
+    args = list(sys.argv[1:] if argv is None else argv)
+    guarded, overwrite = out_dir and guards_out(schema), False
+    if guarded:
+        args, overwrite = pop_overwrite(command, args)
+        extra_help = [*extra_help, *OVERWRITE_HELP]
+    args = check_argv(command, schema, _run_dir_as_out(command, schema, args), groups=groups)
+    sys.argv[1:] = args
     if "--help" in args or "-h" in args:
         overrides = [a for a in args if "=" in a and not a.lstrip("+~").startswith("hydra")]
         try:
@@ -244,15 +257,102 @@ def run_app(
             help_text(command, schema, cfg, usage=usage, extra=extra_help, config_name=config_name)
         )
         raise SystemExit(0)
-    if not any(a in ("--multirun", "-m") or a.startswith("--") for a in args):
+    multirun = any(a in ("--multirun", "-m") for a in args)
+    if not multirun and not any(a.startswith("--") for a in args):
         _check_composes(command, config_name, args)
+    swept = _swept_keys(args) if multirun else set()
+
+    def _body(cfg: Any) -> Any:
+        if not guarded:
+            return body(OmegaConf.to_object(cfg) if instance else cfg)
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)
+        _job_out(cfg, swept, overrides)
+        with claim_out(
+            command, cfg, config_name=config_name, overwrite=overwrite, overrides=overrides
+        ):
+            return body(OmegaConf.to_object(cfg) if instance else cfg)
 
     @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=config_name)
     def _app(cfg: Any) -> None:
-        if instance:
-            cfg = OmegaConf.to_object(cfg)
-        result = guard(command, body, cfg, errors=errors)
+        result = guard(command, _body, cfg, errors=errors)
         if type(result) is int and result:
             raise SystemExit(result)
 
-    return _app()
+    with _private_sweep_dir(multirun, args):
+        return _app()
+
+
+def _run_dir_as_out(command: str, schema: type, args: Sequence[str]) -> list[str]:
+    """``hydra.run.dir=X`` (where a Hydra app writes its outputs) as ``out=X``, so that
+    Hydra creates no directory of its own; refused for a command without ``out=``."""
+    from dataclasses import fields
+
+    has_out = "out" in {f.name for f in fields(schema)}
+    given = [a.split("=", 1)[1] for a in args if a.split("=", 1)[0].lstrip("+") == "out"]
+    rest = []
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") != "hydra.run.dir" or not _:
+            rest.append(arg)
+        elif not has_out:
+            _exit(command, f"'{arg}': {command} writes no out= directory for Hydra to name")
+        elif given and given[-1] != value:
+            _exit(command, f"'{arg}' and 'out={given[-1]}': outputs go to out=; give one")
+        elif not given:
+            rest.append(f"out={value}")
+    return rest
+
+
+def _swept_keys(args: Sequence[str]) -> set[str]:
+    """The keys a ``-m`` command line sweeps (``budget=0.5,1,2``), Hydra's own excluded."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    keys = set()
+    for arg in args:
+        if "=" in arg and not arg.startswith("-"):
+            o = parser.parse_override(arg)
+            if o.is_sweep_override() and not o.key_or_group.startswith("hydra"):
+                keys.add(o.key_or_group)
+    return keys
+
+
+def _job_out(cfg: Any, swept: set[str], overrides: Sequence[str]) -> None:
+    """In a ``-m`` sweep, each job writes ``OUT/<key>=<value>,...`` (its swept keys),
+    unless ``out`` is swept itself or interpolated (``out='res/${budget}'``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    if not swept or "out" in swept or cfg.out is None or not str(cfg.out).strip():
+        return
+    raw = OmegaConf.to_container(cfg, resolve=False)["out"]
+    if isinstance(raw, str) and "${" in raw:
+        return
+    parts = []
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        if o.key_or_group in swept:
+            v = o.value()
+            v = str(v) if isinstance(v, str | int | float | bool) else o.get_value_element_as_str()
+            parts.append(f"{o.key_or_group}={v}".replace("/", "_"))
+    cfg.out = str(Path(str(cfg.out)) / ",".join(parts))
+
+
+@contextlib.contextmanager
+def _private_sweep_dir(multirun: bool, args: Sequence[str]):
+    """A ``-m`` run's Hydra sweep directory (its ``multirun.yaml`` and one empty folder
+    per job; the jobs write under out=) in a temporary directory, removed afterwards,
+    so that nothing lands in the current directory; a given ``hydra.sweep.dir`` stands."""
+    if not multirun or any(a.lstrip("+").startswith("hydra.sweep.dir=") for a in args):
+        yield
+        return
+    import shutil
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="helpdp-sweep-")
+    sys.argv.append(f"hydra.sweep.dir={where}")
+    try:
+        yield
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

@@ -162,8 +162,11 @@ def check_argv(
     """
     in_place = argv is None
     args = list(sys.argv[1:] if argv is None else argv)
-    out = []
+    out: list[str] = []
     for arg in args:
+        if out and out[-1] in HYDRA_FLAGS and (out[-1] not in ("--info", "-i") or arg in INFO):
+            out.append(arg)  # the value of Hydra's own flag: --cfg job, -cn config, ...
+            continue
         if "=" not in arg and not arg.startswith(("-", "~")):
             hint = f" (did you mean 'out={arg}'?)" if "out" in _fields(schema) else ""
             _exit(command, f"'{arg}': arguments are KEY=VALUE{hint}")
@@ -173,6 +176,7 @@ def check_argv(
         key, value = arg.split("=", 1)
         bare = key.lstrip("+~")
         if bare.startswith("hydra.") or bare == "hydra" or bare in groups or "/" in bare:
+            _check_parses(command, arg, bare)
             out.append(arg)
             continue
         value = _expand_range(command, schema, bare, value)
@@ -184,10 +188,33 @@ def check_argv(
                 '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
             )  # a path like out/budget=1
         key = f"++{bare}" if is_open and not key.startswith("~") else key
+        _check_parses(command, f"{key}={value}", bare, shown=arg)
         out.append(f"{key}={value}")
     if in_place:
         sys.argv[1:] = out
     return out
+
+
+#: Hydra's own flags that take the next argument as their value (``--info``'s is optional)
+HYDRA_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name",
+               "-cn", "--config-dir", "-cd", "--experimental-rerun", "--info", "-i")  # fmt: skip
+INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def _check_parses(command: str, override: str, key: str, shown: str | None = None) -> None:
+    """Exit 2 with one line naming ``key`` when Hydra's override grammar cannot parse
+    ``override`` (an unclosed bracket or quote: ``budget=[0.5,1``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        OverridesParser.create().parse_override(override)
+    except Exception as e:  # noqa: BLE001 - Hydra's parse errors are plain HydraExceptions
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        _exit(
+            command,
+            f"'{shown or override}': cannot parse the value of '{key}' ({why}); close its "
+            "brackets and quotes, or quote the whole value",
+        )
 
 
 _RANGE = re.compile(r"^(-?\d+):(-?\d+)$")

@@ -1,0 +1,262 @@
+"""One command's outputs per ``out=`` directory, recorded, never replaced unasked.
+
+:func:`cliconf.run_app` applies :func:`claim_out` to every command whose schema has an
+``out`` field and no ``overwrite`` field of its own (a command that declares
+``overwrite``, such as ``collect``, handles its ``out=`` itself):
+
+* ``out=`` empty is an error (not the current directory); ``out=null`` (where a command
+  allows it) writes no directory and is not guarded;
+* one writer per ``out=`` at a time: a second command into the same directory stops
+  with the first one's pid and command (an advisory lock, released when the process
+  ends, however it ends; :func:`lock_out`);
+* a non-empty ``out=`` is written only when it holds the outputs of the same command
+  and the same resolved config (a rerun; afterwards the command says on stderr what it
+  replaced), or with ``overwrite=true``; another command's outputs, another config's,
+  or files of unknown origin are refused, named, with what to type instead;
+* after the command, ``OUT/.hydra/`` records the run, Hydra's layout: ``config.yaml``
+  (the resolved config; ``python -m <command> --config-dir OUT/.hydra --config-name
+  config`` re-runs it), ``overrides.yaml`` (the command line) and ``job.yaml`` (the
+  command). A run that wrote nothing leaves no record (and no empty directory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RECORD", "claim_out", "guards_out", "lock_out", "pop_overwrite", "read_record"]
+
+#: the record of the run that wrote an ``out=`` directory (Hydra's output subdir)
+RECORD = ".hydra"
+#: fields that change how a run reports, not what it writes: a rerun may differ in them
+PRESENTATION = ("out", "progress", "quiet", "verbose")
+OVERWRITE_HELP = [
+    "  overwrite=false",
+    "    write into an out= holding another command's or another config's outputs, or "
+    "files of unknown origin (a rerun of the same config needs no flag)",
+]
+
+
+def guards_out(schema: type) -> bool:
+    """Whether :func:`cliconf.run_app` guards ``schema``'s ``out=``."""
+    names = {f.name for f in dataclasses.fields(schema)}
+    return "out" in names and "overwrite" not in names
+
+
+def pop_overwrite(command: str, args: Sequence[str]) -> tuple[list[str], bool]:
+    """``args`` without ``overwrite=<bool>`` (the guard's own key), and its value."""
+    rest, overwrite = [], False
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") != "overwrite" or not _:
+            rest.append(arg)
+            continue
+        if value.lower() not in ("true", "false"):
+            print(
+                f"{command}: error: 'overwrite' takes a bool (true|false), not {value!r}",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
+        overwrite = value.lower() == "true"
+    return rest, overwrite
+
+
+def _lock_path(out: Path) -> Path:
+    digest = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24]
+    where = Path(tempfile.gettempdir()) / f"helpdp-out-locks-{os.getuid()}"
+    where.mkdir(mode=0o700, exist_ok=True)
+    return where / f"{digest}.lock"
+
+
+@contextlib.contextmanager
+def lock_out(command: str, out: str | os.PathLike) -> Iterator[None]:
+    """Hold ``out``'s writer lock (a lock file outside ``out``, in the temporary
+    directory, so that a refused run leaves ``out`` untouched); a directory another
+    process holds raises ``FileExistsError`` naming it."""
+    import fcntl
+
+    path = _lock_path(Path(out))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+            raise FileExistsError(
+                f"out={out} is being written by {holder}; wait for it to end or use another out="
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} ({command})".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def read_record(out: str | os.PathLike) -> dict[str, Any] | None:
+    """``{"command", "config"}`` of the run recorded in ``out``, or None."""
+    from omegaconf import OmegaConf
+
+    rec = Path(out) / RECORD
+    if not (rec / "job.yaml").is_file() or not (rec / "config.yaml").is_file():
+        return None
+    try:
+        job = OmegaConf.to_container(OmegaConf.load(rec / "job.yaml"))
+        config = OmegaConf.to_container(OmegaConf.load(rec / "config.yaml"))
+    except Exception:  # noqa: BLE001 - a damaged record is no record
+        return None
+    if not isinstance(job, dict) or not isinstance(config, dict):
+        return None
+    config.pop("defaults", None)
+    config.pop("hydra", None)
+    return {"command": job.get("command"), "config": config}
+
+
+def _files(out: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file below ``out`` but the record: ``{relative path: (inode, size, mtime)}``."""
+    found = {}
+    for root, dirs, names in os.walk(out):
+        if Path(root) == out and RECORD in dirs:
+            dirs.remove(RECORD)
+        for name in names:
+            p = Path(root) / name
+            with contextlib.suppress(OSError):
+                s = p.lstat()
+                found[str(p.relative_to(out))] = (s.st_ino, s.st_size, s.st_mtime_ns)
+    return found
+
+
+def _listing(names: Sequence[str], most: int = 4) -> str:
+    names = sorted(names)
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+    """The dotted keys whose values differ between two plain configs."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            if not where and k in PRESENTATION:
+                continue
+            out += _differences(a.get(k), b.get(k), f"{where}{k}" if not where else f"{where}.{k}")
+        return out
+    return [] if a == b else [where]
+
+
+def _show(value: Any) -> str:
+    """``value`` as one writes it on the command line (``[0.5,1.0]``, ``null``)."""
+    if isinstance(value, dict | list | bool) or value is None:
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _lookup(config: Any, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(config, dict):
+            return None
+        config = config.get(part)
+    return config
+
+
+def _refusal(command: str, out: Path, config: dict, present: Sequence[str]) -> str | None:
+    """Why ``command`` with ``config`` may not write into ``out`` (None: it may)."""
+    tail = "; use another out= or overwrite=true to write there anyway"
+    rec = read_record(out)
+    if rec is None:
+        return (
+            f"out={out} is not empty ({_listing(present)}) and holds no record of what "
+            f"wrote it ({RECORD}/config.yaml){tail}"
+        )
+    if rec["command"] != command:
+        return f"out={out} holds the outputs of {rec['command']}, not {command}{tail}"
+    differ = _differences(rec["config"], config)
+    if differ:
+        shown = "; ".join(
+            f"{k}={_show(_lookup(rec['config'], k))} there, {_show(_lookup(config, k))} here"
+            for k in differ[:3]
+        )
+        more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
+        return f"out={out} holds the outputs of another {command} config ({shown}{more}){tail}"
+    return None
+
+
+def _write_record(
+    out: Path, command: str, config_name: str, config: dict, overrides: Sequence[str]
+) -> None:
+    """``OUT/.hydra/``: a primary config that re-runs this run, the command line, the
+    command."""
+    from omegaconf import OmegaConf
+
+    rec = out / RECORD
+    rec.mkdir(exist_ok=True)
+    rerun = f"python -m {command} --config-dir {rec} --config-name config"
+    primary = {
+        "defaults": [f"{config_name}_schema", {"override hydra/job_logging": "stdout"}, "_self_"],
+        "hydra": {"run": {"dir": "."}, "output_subdir": None},
+        **config,
+    }
+    header = f"# the resolved config of the run that wrote {out}; re-run it with\n#   {rerun}\n"
+    (rec / "config.yaml").write_text(header + OmegaConf.to_yaml(OmegaConf.create(primary)))
+    OmegaConf.save(OmegaConf.create(list(overrides)), rec / "overrides.yaml")
+    job = {"command": command, "config_name": config_name, "rerun": rerun}
+    OmegaConf.save(OmegaConf.create(job), rec / "job.yaml")
+
+
+@contextlib.contextmanager
+def claim_out(
+    command: str,
+    cfg: Any,
+    *,
+    config_name: str,
+    overwrite: bool = False,
+    overrides: Sequence[str] = (),
+) -> Iterator[None]:
+    """Run the body of ``with`` as the one writer of ``cfg.out`` (see the module's
+    docstring); refusals raise ``FileExistsError`` / ``ValueError`` (one line, exit 2
+    under :func:`cliconf.guard`)."""
+    from omegaconf import OmegaConf
+
+    raw = cfg.out
+    if raw is None:
+        yield
+        return
+    if not str(raw).strip():
+        raise ValueError("out= is empty: name the directory to write (e.g. out=outputs/run1)")
+    out = Path(str(raw))
+    config = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else {}
+    if isinstance(config, Mapping):
+        config = dict(config)
+    with lock_out(command, out):
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(f"out={out} is a file; out= names a directory")
+        before = _files(out) if out.is_dir() else {}
+        reason = _refusal(command, out, config, list(before)) if before else None
+        if reason and not overwrite:
+            raise FileExistsError(reason)
+        try:
+            yield
+        finally:
+            after = _files(out) if out.is_dir() else {}
+            if after:
+                _write_record(out, command, config_name, config, overrides)
+            replaced = [k for k, v in before.items() if after.get(k) != v]
+            if replaced:
+                why = (
+                    f"overwrite=true ({reason.split(';')[0]})"
+                    if reason
+                    else "a rerun of the same config"
+                )
+                kept = len(before) - len(replaced)
+                print(
+                    f"{command}: note: {why}: replaced {_listing(replaced)} in out={out}"
+                    + (f" (kept {kept} other files)" if kept else ""),
+                    file=sys.stderr,
+                )
