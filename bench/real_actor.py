@@ -59,6 +59,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from collect.actors import HFActor, OpenAIActor, actor_config
 from collect.awm.protocol import lenient_turn
 from collect.collector import collect, collect_config
@@ -134,7 +137,8 @@ def turn_classes(path: str):
                 cls = "loop"
             else:
                 cls = failure
-            rows.append({"t": int(r.t), "context": ctx, "cls": cls, "help": bool(r.action),
+            rows.append({"episode": int(_eid), "t": int(r.t), "context": ctx, "cls": cls,
+                         "help": bool(r.action),
                          "success": bool(r.success), "p": float(r.trigger_p),
                          "prev": "start" if prev is None else prev[2]})  # fmt: skip
             prev = (r.tool_name if isinstance(r.tool_name, str) else None, failure, cls)
@@ -143,46 +147,64 @@ def turn_classes(path: str):
     return pd.DataFrame(rows), ds.manifest["source"].get("actor")
 
 
-def call_value(paths, max_turn: int = 3, min_n: int = 5) -> dict:
+def _call_effect(g, weight=None) -> tuple[float, int, int]:
+    """The pooled helped-minus-unhelped success difference of the steps ``g`` (within
+    each trigger probability, pooled by step counts), each step counted ``weight`` times
+    (its episode's draws in a bootstrap replicate); ``(value, steps, helped)``."""
+    w = np.ones(len(g)) if weight is None else weight
+    h, s, p = g["help"].to_numpy(), g["success"].to_numpy(float), g["p"].to_numpy()
+    est, total, n_h = 0.0, 0.0, 0.0
+    parts = []
+    for pv in np.unique(p):
+        m = p == pv
+        wh, wn = (w * (m & h)).sum(), (w * (m & ~h)).sum()
+        if wh > 0 and wn > 0:
+            a = (w * (m & h) * s).sum() / wh
+            b = (w * (m & ~h) * s).sum() / wn
+            parts.append((wh + wn, a - b))
+            n_h += wh
+    total = sum(n for n, _ in parts)
+    est = sum(n * d for n, d in parts) / total if total else float("nan")
+    return est, int(total), int(n_h)
+
+
+def call_value(paths, max_turn: int = 3, min_n: int = 5, n_boot: int = 1000, seed: int = 0) -> dict:
     """What one expert call is worth, by turn and by the class of the turn before it:
     the difference in episode success between steps helped and not helped, within
     each trigger probability strictly between 0 and 1 (there the call is a coin flip,
     independent of the history: a randomised comparison, with the later turns
-    following the same p), pooled over the strata by their step counts, with a 95%
-    normal interval. Rows with fewer than ``min_n`` steps on either side are left out."""
-    import math
-
+    following the same p), pooled over the strata by their step counts. The 95%
+    interval resamples **episodes** within their trigger probability (``n_boot``
+    percentile replicates): an episode's steps share its outcome, so they are not
+    independent draws. Rows with fewer than ``min_n`` steps on either side are left out."""
     out = {}
     for path in paths:
         df, actor = turn_classes(path)
-        df = df[(df["p"] > 0) & (df["p"] < 1)]
+        df = df[(df["p"] > 0) & (df["p"] < 1)].reset_index(drop=True)
         df["turn"] = (
             df["t"].clip(upper=max_turn).map(lambda t: f">={max_turn}" if t >= max_turn else str(t))
         )
+        eps = df.groupby("episode")["p"].first()
+        ep_code = pd.Index(eps.index).get_indexer(df["episode"])
+        rng = np.random.default_rng(seed)
+        draws = np.zeros((n_boot, len(eps)))
+        for pv in np.unique(eps.to_numpy()):
+            idx = np.flatnonzero(eps.to_numpy() == pv)
+            pick = idx[rng.integers(0, len(idx), size=(n_boot, len(idx)))]
+            np.add.at(draws, (np.arange(n_boot)[:, None], pick), 1.0)
         rows = {}
         groups = [(f"turn {k}", g) for k, g in df.groupby("turn")]
         groups += [(f"after {k}", g) for k, g in df[df["t"] > 0].groupby("prev")]
         for name, g in groups:
-            est, var, n, n_h = 0.0, 0.0, 0, 0
-            strata = [
-                (gh, gn)
-                for _, gp in g.groupby("p")
-                for gh, gn in [(gp[gp["help"]], gp[~gp["help"]])]
-                if len(gh) and len(gn)
-            ]
-            total = sum(len(gh) + len(gn) for gh, gn in strata)
-            for gh, gn in strata:
-                w = (len(gh) + len(gn)) / total
-                a, b = gh["success"].mean(), gn["success"].mean()
-                est += w * (a - b)
-                var += w * w * (a * (1 - a) / len(gh) + b * (1 - b) / len(gn))
-                n += len(gh) + len(gn)
-                n_h += len(gh)
+            est, n, n_h = _call_effect(g)
             if n_h < min_n or n - n_h < min_n:
                 continue
-            half = 1.96 * math.sqrt(var)
-            rows[name] = {"value": round(est, 3), "lo": round(est - half, 3),
-                          "hi": round(est + half, 3), "steps": n, "helped": n_h}  # fmt: skip
+            codes = ep_code[g.index.to_numpy()]
+            boot = np.array([_call_effect(g, draws[b, codes])[0] for b in range(n_boot)])
+            lo, hi = np.nanquantile(boot, [0.025, 0.975])
+            rows[name] = {"value": round(est, 3), "lo": round(float(lo), 3),
+                          "hi": round(float(hi), 3), "steps": n, "helped": n_h,
+                          "episodes": int(len(np.unique(codes)))}  # fmt: skip
         out[str(path)] = {"actor": actor, "value_of_a_call": rows}
     return out
 

@@ -22,27 +22,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from helpdp.policies import HelpPolicy, TablePolicy
+from helpdp.policies import HelpPolicy, TablePolicy, build_policy
 from helpdp.select import MixturePolicy, load_policy
 
 __all__ = ["candidate_rates", "coverage", "evaluation_line", "load_help_policy"]
 
 
 def _load_one(path: str, seed: int) -> HelpPolicy:
-    p = Path(path)
-    if (p / "search.json").is_file():
-        return TablePolicy.load(p, seed=seed)
-    if p.suffix == ".json" or (p / "selected.json").is_file():
-        return load_policy(p, seed=seed)
-    raise FileNotFoundError(
-        f"policy={path}: neither the out= of python -m helpdp.search (search.json) nor a "
-        "selected.json of python -m helpdp.select (or its directory)"
-    )
+    try:
+        return build_policy(path, seed=seed, load_json=load_policy)
+    except ValueError:
+        raise FileNotFoundError(
+            f"policy={path}: neither the out= of python -m helpdp.search (search.json), a "
+            "selected.json of python -m helpdp.select (or its directory), nor a policy name "
+            "(helpdp.policies.build_policy: turn0, turns:0,2, turn0+after:repeat, random:0.3, ...)"
+        ) from None
 
 
 def load_help_policy(spec, *, seed: int = 0) -> HelpPolicy:
-    """The policy of ``python -m collect policy=...``: a search output (a
-    :class:`TablePolicy`), a ``selected.json`` (or its directory), or a list of them:
+    """The policy of ``python -m collect policy=...``: a name of
+    :func:`helpdp.policies.build_policy` (``turn0``, ``turn0+after:repeat``, ...), a search
+    output (a :class:`TablePolicy`), a ``selected.json`` (or its directory), or a list of them:
     **the candidates design**, each episode running one candidate drawn uniformly by its
     episode id (a :class:`MixturePolicy`), so that each candidate is measured on its own
     episodes (:func:`candidate_rates`)."""

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
 import pyarrow as pa
 
 from collect.awm.observation import HELP_HEADERS, neutralise_markers, render_observation
@@ -48,6 +49,7 @@ from collect.types import (
     TurnRequest,
 )
 from helpdp.contract import EPISODES_SCHEMA, STATES_SCHEMA, STEPS_SCHEMA
+from helpdp.events import args_sha, classify_steps
 from helpdp.policies import HelpPolicy, StateView, safe_decide
 
 if TYPE_CHECKING:
@@ -180,6 +182,9 @@ def render_world_text(text: str, headers: Sequence[str] = ()) -> str:
     interventions' help headers, quoted at line starts besides the default)."""
 
     return render_observation(text, (*HELP_HEADERS, *headers))
+
+
+_EVENT_KEYS = ("episode_id", "t", "kind", "tool_name", "failure", "format_error", "args_sha")
 
 
 @dataclass
@@ -413,6 +418,22 @@ class EpisodeRunner:
         )
 
     # -- helpers ------------------------------------------------------------------------
+    def _events(self) -> dict[str, Any]:
+        """The last turn's events for the view (``helpdp.events``): its class, the run of
+        identical calls it ended, the conversation's tokens up to it, the calls so far."""
+        if not self.steps:
+            return {"last_class": None, "repeats": 0, "context_tokens": None, "calls": 0}
+        rows = [{k: s.get(k) for k in _EVENT_KEYS} for s in self.steps]
+        try:
+            ev = classify_steps(pd.DataFrame(rows, columns=list(_EVENT_KEYS)))
+        except ValueError:  # a kind or failure class events does not know: no events
+            return {"last_class": None, "repeats": 0, "context_tokens": None, "calls": 0}
+        last = self.steps[-1]
+        tokens = int(last["prompt_tokens"]) + int(last["completion_tokens"])
+        return {"last_class": str(ev["turn_class"].iloc[-1]),
+                "repeats": int(ev["repeats"].iloc[-1]),
+                "context_tokens": tokens or None, "calls": int(sum(self.calls))}  # fmt: skip
+
     def _policy_action(self, t: int) -> int:
         last = self.history[-1].failure if self.history else None
         view = StateView(
@@ -424,6 +445,7 @@ class EpisodeRunner:
             last_failure=last,
             errors=self.errors,
             last_help=max((h.t for h in self.history if h.action > 0), default=-1),
+            **self._events(),
         )
         actions, error = safe_decide(self.ctx.policy, [view])
         self.policy_errors += error is not None  # counted in episodes.parquet; nohelp used
@@ -466,6 +488,8 @@ class EpisodeRunner:
                 "format_error": bool(info.get("format_error", False)),
                 "prompt_tokens": int(reply.prompt_tokens) if reply else 0,
                 "completion_tokens": int(reply.completion_tokens) if reply else 0,
+                # for the views' repeats; not a column of the shard tables (STEP_SCHEMA)
+                "args_sha": args_sha(parsed.get("arguments")),
             }
         )
 

@@ -47,14 +47,15 @@ import numpy as np
 import pandas as pd
 
 from helpdp._src import forecast as kf
+from helpdp._src import ope as ko
 from helpdp.budget import policy_frame, search_budget
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import parse_budgets, run_app
 from helpdp.config import SolverConfig
 from helpdp.data import MDP, Dataset, load_dataset
 from helpdp.demo import demo_dataset_path
-from helpdp.ope import estimate, load_logged
-from helpdp.policies import TablePolicy
+from helpdp.ope import estimate, load_logged, resolve_unit
+from helpdp.policies import TablePolicy, TurnZero
 from helpdp.subset import episode_subset
 
 
@@ -265,18 +266,26 @@ def ope_cross_fit(
     estimator: str = "wdr",
     n_boot: int = 200,
     max_solves: int = 200,
+    level: float = 0.95,
     **solver_kw,
 ) -> dict:
     """The DP's policy valued off-policy (``helpdp.ope``) on episodes it was not chosen
     on: per fold of ``split_episodes``, the budget search on the other folds' count
     model, deployed as a table (unseen states: nohelp), estimated by ``estimator`` on
-    the held-out fold's logged episodes; the folds' estimates averaged (intervals
-    combined as independent: half-widths in quadrature)."""
+    the held-out fold's logged episodes, with the paired difference from the turn-0
+    rule. The folds' per-task estimates are averaged per task and the interval is
+    Student-t across tasks (``helpdp.ope.MIN_TASKS`` tasks or more; fewer: the folds'
+    within-task episode bootstraps, combined in quadrature). Also the diagnostics:
+    agreeing episodes, those that deviate from the turn-0 rule, and the model's and
+    the data's parts of the difference."""
 
     logged = load_logged(ds)
     logged.views()
     fold_of = split_episodes(ds, folds, seed)
     ep_fold = fold_of.reindex(logged.episodes["episode_id"].to_numpy()).to_numpy()
+    n_tasks = logged.episodes["task_id"].nunique()
+    unit = resolve_unit("auto", n_tasks)
+    ref = TurnZero()
     parts = []
     for f in range(folds):
         held = fold_of.index[fold_of.to_numpy() == f]
@@ -292,16 +301,27 @@ def ope_cross_fit(
         more = table(res.more_help) if res.more_help is not None else None
         pol = TablePolicy(table(res.policy), more, res.weight_more_help or 0.0, seed=seed)
         e = estimate(pol, logged.subset(ep_fold == f), estimators=(estimator,), n_boot=n_boot,
-                     seed=seed)  # fmt: skip
-        parts.append((len(held), e.get(estimator, "SR"), e.get(estimator, "U"), e.diagnostics))
+                     seed=seed, reference=ref, unit="task" if unit == "task" else "episode",
+                     level=level)  # fmt: skip
+        parts.append((len(held), e))
     n = sum(p[0] for p in parts)
-    out = {"estimator": estimator, "folds": folds}
-    for name, i in (("SR", 1), ("U", 2)):
-        v = sum(p[0] / n * p[i][0] for p in parts)
-        hw = float(np.sqrt(sum((p[0] / n * (p[i][2] - p[i][1]) / 2) ** 2 for p in parts)))
-        out.update({name: float(v), f"{name}_lo": float(v - hw), f"{name}_hi": float(v + hw)})
-    out["agree"] = int(sum(p[3]["agree"] for p in parts))
-    out["episodes"] = int(sum(p[3]["episodes"] for p in parts))
+    out = {"estimator": estimator, "folds": folds, "unit": unit, "reference": ref.name,
+           "tasks": int(n_tasks)}  # fmt: skip
+    pt = pd.concat([e.per_task for _, e in parts], ignore_index=True)
+    for q in ("SR", "U", "dSR", "dU"):
+        if unit == "task":
+            sel = pt[(pt["estimator"] == estimator) & (pt["quantity"] == q)]
+            v, lo, hi, _ = ko.t_interval(sel.groupby("task")["value"].mean().to_numpy(), level)
+        else:
+            got = [(k / n, e.get(estimator, q)) for k, e in parts]
+            v = sum(w * g[0] for w, g in got)
+            hw = float(np.sqrt(sum((w * (g[2] - g[1]) / 2) ** 2 for w, g in got)))
+            lo, hi = v - hw, v + hw
+        out.update({q: float(v), f"{q}_lo": float(lo), f"{q}_hi": float(hi)})
+    for k in ("agree", "episodes", "deviate", "deviate_ref", "tasks_empty"):
+        out[k] = int(sum(e.diagnostics[k] for _, e in parts))
+    for i, k in enumerate(("dSR_model", "dSR_data")):
+        out[k] = float(sum(m / n * e.diagnostics["parts"][estimator]["dSR"][i] for m, e in parts))
     return out
 
 
@@ -446,7 +466,11 @@ def run_forecast(cfg) -> list[dict]:
                 ""
                 if ope is None
                 else f"OPE ({ope['estimator']}, held out) SR={ope['SR']:.4f} "
-                f"[{ope['SR_lo']:.4f}, {ope['SR_hi']:.4f}] U={ope['U']:.4f} | "
+                f"[{ope['SR_lo']:.4f}, {ope['SR_hi']:.4f}] U={ope['U']:.4f}; minus "
+                f"{ope['reference']}: dSR={ope['dSR']:+.4f} [{ope['dSR_lo']:+.4f}, "
+                f"{ope['dSR_hi']:+.4f}] = model {ope['dSR_model']:+.4f} + data "
+                f"{ope['dSR_data']:+.4f}; agree {ope['agree']}/{ope['episodes']}, deviating "
+                f"from it {ope['deviate']} (its own {ope['deviate_ref']}) | "
             )
             + "  ".join(
                 f"pessimistic(kappa={p['kappa']:g}) E[S]={p['pessimistic_success']:.4f}"

@@ -25,19 +25,47 @@ Per task (the design is per task), then averaged over tasks with equal weight (a
   ``helpdp.forecast`` (narrower and steadier than ``dr`` where few episodes agree);
 * ``dm``: the model's own (direct) estimate, biased, for comparison.
 
-Intervals: percentile bootstrap, resampling episodes within (task, trigger vector)
-strata (``unit="episode"``: the uncertainty of the estimate for these tasks) or whole
-tasks (``unit="task"``: for a population of tasks). The model is not refitted per
-replicate. Diagnostics per policy: the effective sample size of the trajectory
-weights, the largest weight's share and the number of logged episodes the policy
-agrees with (weight > 0).
+Intervals (``unit``): the independent unit is the task (tasks differ; an episode's
+steps, and episodes sharing the task's control-variate cells, are not independent).
+
+* ``task`` (``auto`` from ``MIN_TASKS`` = 8 tasks on): each task's estimate is computed
+  with its model cross-fitted by seed parity; the interval is the mean of the per-task
+  estimates -/+ the Student-t quantile (k - 1 degrees of freedom) x their standard
+  error. This is a cross-fitted variance, not a bootstrap with the model refitted per
+  replicate: each task's estimate already carries its own model's noise (its cells are
+  fitted on the task's other seeds), so the spread of the per-task estimates measures
+  it, at no extra fits; a refit bootstrap would estimate the same spread B times over.
+  The t quantile, not the percentile bootstrap of the tasks, because with 10-12 tasks
+  the percentile interval is too narrow (coverage in docs/evaluation/ope.md,
+  ``bench/ope_coverage.py``). It is conservative for the fixed tasks (it counts how
+  the tasks differ), exact in expectation for a population of tasks.
+* ``episode`` (``auto`` below 8 tasks): percentile bootstrap of the episodes within
+  each task, the model fixed (a narrower, less safe interval for these tasks);
+* ``stratum``: the same within (task, trigger vector) strata, the intervals of
+  sessions 7-11, kept to measure them against: they under-cover (strata of ~3 episodes).
+
+With a ``reference`` policy, the paired differences ``dSR``, ``dU`` are computed task
+by task (``task``) or within the same bootstrap replicates (``episode``).
+
+Diagnostics per policy: the effective sample size of the trajectory weights, the
+largest weight's share, the logged episodes the policy agrees with (weight > 0), the
+tasks without one (``snis`` leaves them out of its average, says so in its row's
+``tasks`` and warns), and per estimator the model's part of the estimate (the DM
+value; 0 for the IS family) and the data's (the rest). Against a reference:
+``deviate``, the agreeing episodes in which the policy acts differently from the
+reference at some step, and ``deviate_ref`` the other way round: the episodes that
+inform the difference. With ``support = min(deviate, deviate_ref)`` at 0 the
+difference is the control variate's extrapolation (``helpdp.select`` never picks such
+a candidate).
 
 The numeric kernels are in ``helpdp._src.ope``.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,11 +74,27 @@ import pandas as pd
 
 from helpdp._src import ope as ko
 from helpdp.data import Dataset, load_dataset
-from helpdp.policies import StateView, action_probs, components
+from helpdp.events import state_events
+from helpdp.policies import StateView, action_probs, build_policy, components
 
-__all__ = ["ESTIMATORS", "Estimate", "Logged", "estimate", "load_logged"]
+__all__ = [
+    "ESTIMATORS",
+    "MIN_TASKS",
+    "UNITS",
+    "Estimate",
+    "Logged",
+    "estimate",
+    "load_logged",
+    "resolve_unit",
+]
 
 ESTIMATORS = ("is", "snis", "pdis", "dr", "wdr", "dm")
+#: the estimators whose value has a model part (the DM estimate) and a data part
+MODEL_BASED = ("dr", "wdr", "dm")
+#: interval units (module docstring)
+UNITS = ("auto", "task", "episode", "stratum")
+#: ``unit="auto"`` takes tasks as the unit from this many tasks on
+MIN_TASKS = 8
 #: ages of the latest help at or above this are one class in the control variate's key
 AGE_CAP = 4
 
@@ -63,9 +107,11 @@ class Logged:
     ``stratum``: task and trigger vector); ``steps``: one row per step in episode and
     turn order (``state_id, t, action, failure, last_failure, errors, last_help``);
     ``ep_ptr``: episode ``e`` owns steps ``ep_ptr[e]:ep_ptr[e + 1]``; ``vectors``
-    ``(J, K)``: the schedule's distinct trigger vectors; ``mix`` ``(n_ep, J)``: each
-    vector's share of its episode's task; ``mu`` ``(n_steps, J)``: the logged
-    action's probability under each vector.
+    ``(J, K)``: the schedule's distinct trigger vectors; ``designs``: the stage-2
+    designs (``episodes.parquet``'s ``design``, as :func:`helpdp.policies.build_policy`
+    reads it), behaviour columns ``J ..`` after the vectors; ``mix`` ``(n_ep, J + D)``:
+    each vector's and design's share of its episode's task; ``mu`` ``(n_steps, J + D)``:
+    the logged action's probability under each.
     """
 
     episodes: pd.DataFrame
@@ -77,6 +123,7 @@ class Logged:
     n_actions: int
     texts: dict = field(default_factory=dict, repr=False)
     _views: list | None = field(default=None, repr=False)
+    designs: list = field(default_factory=list)
 
     @property
     def n_episodes(self) -> int:
@@ -85,30 +132,7 @@ class Logged:
     def views(self) -> list[StateView]:
         """One :class:`StateView` per logged step, as the collector builds them."""
         if self._views is None:
-            st = self.steps
-            ep_ids = np.repeat(self.episodes["episode_id"].to_numpy(), np.diff(self.ep_ptr))
-            tasks = np.repeat(self.episodes["task_id"].to_numpy(), np.diff(self.ep_ptr))
-            self._views = [
-                StateView(
-                    state_id=int(s),
-                    task_id=str(task),
-                    depth=int(t),
-                    text=self.texts.get(int(s), ""),
-                    episode_id=int(e),
-                    last_failure=None if lf is None or lf != lf else str(lf),
-                    errors=int(err),
-                    last_help=int(lh),
-                )  # fmt: skip
-                for s, task, t, e, lf, err, lh in zip(
-                    st["state_id"],
-                    tasks,
-                    st["t"],
-                    ep_ids,
-                    st["last_failure"],
-                    st["errors"],
-                    st["last_help"],
-                )
-            ]
+            self._views = _make_views(self.steps, self.episodes, self.ep_ptr, self.texts)
         return self._views
 
     def subset(self, mask) -> Logged:
@@ -125,6 +149,7 @@ class Logged:
             self.steps[step_mask].reset_index(drop=True),
             np.r_[0, np.cumsum(lens[mask])].astype(np.int64),
             self.vectors, self.mix[mask], self.mu[step_mask], self.n_actions, self.texts, views,
+            self.designs,
         )  # fmt: skip
 
 
@@ -143,9 +168,98 @@ def _probability_columns(ep: pd.DataFrame, actions: list[str]) -> list[str]:
     )
 
 
+_EVENT_COLS = ("episode_id", "t", "kind", "tool_name", "failure", "format_error", "args_sha")
+
+
+def _make_views(st: pd.DataFrame, ep: pd.DataFrame, ep_ptr: np.ndarray, texts: dict) -> list:
+    lens = np.diff(ep_ptr)
+    ep_ids = np.repeat(ep["episode_id"].to_numpy(), lens)
+    tasks = np.repeat(ep["task_id"].to_numpy(), lens)
+    ctx = st["context_tokens"].to_numpy(np.int64)
+    return [
+        StateView(
+            state_id=int(s),
+            task_id=str(task),
+            depth=int(t),
+            text=texts.get(int(s), ""),
+            episode_id=int(e),
+            last_failure=None if lf is None or lf != lf else str(lf),
+            errors=int(err),
+            last_help=int(lh),
+            last_class=lc,
+            repeats=int(rp),
+            context_tokens=None if c < 0 else int(c),
+            calls=int(n),
+        )  # fmt: skip
+        for s, task, t, e, lf, err, lh, lc, rp, c, n in zip(
+            st["state_id"],
+            tasks,
+            st["t"],
+            ep_ids,
+            st["last_failure"],
+            st["errors"],
+            st["last_help"],
+            st["last_class"],
+            st["last_repeats"],
+            ctx,
+            st["calls"],
+        )  # fmt: skip
+    ]
+
+
+def _event_columns(st: pd.DataFrame, first: np.ndarray, where: str) -> None:
+    """``last_class``, ``last_repeats``, ``context_tokens`` (-1: unknown) of each step's
+    state (``helpdp.events``). Data without ``kind`` (``helpdp.synthetic``): a turn
+    with a failure is ``failed``, else ``working``."""
+    if {"kind", "tool_name"} <= set(st.columns):
+        try:
+            ev = state_events(st[[c for c in _EVENT_COLS if c in st.columns]])
+        except ValueError as e:
+            raise ValueError(f"{where}/steps.parquet: {e}") from None
+        st["last_class"] = ev["last_class"].to_numpy(dtype=object)
+        st["last_repeats"] = ev["last_repeats"].to_numpy(np.int64)
+    else:
+        failed = (
+            st["failure"].notna().to_numpy() if "failure" in st.columns else np.zeros(len(st), bool)
+        )
+        prev = np.r_[False, failed[:-1]]
+        st["last_class"] = np.where(first, None, np.where(prev, "failed", "working")).astype(object)
+        st["last_repeats"] = 0
+    if {"prompt_tokens", "completion_tokens"} <= set(st.columns):
+        tok = (st["prompt_tokens"].fillna(0) + st["completion_tokens"].fillna(0)).to_numpy(np.int64)
+        st["context_tokens"] = np.where(first, -1, np.r_[-1, tok[:-1]])
+    else:
+        st["context_tokens"] = -1
+
+
+def _design_probs(designs, views, action, avail, n_actions, where):
+    """``(n_steps, D)``: the logged action's probability under each stage-2 design
+    (its ``action_probs``; an intervention out of calls never runs: its
+    probability goes to nohelp)."""
+    out = np.zeros((len(views), len(designs)))
+    for d, spec in enumerate(designs):
+        try:
+            pol = build_policy(json.loads(spec))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{where}/episodes.parquet: design {spec!r}: {e}") from None
+        probs = action_probs(pol, views, n_actions)
+        gone = np.c_[np.zeros(len(views), bool), ~avail]
+        probs[:, 0] += np.where(gone, probs, 0.0).sum(axis=1)
+        probs[gone] = 0.0
+        out[:, d] = probs[np.arange(len(views)), action]
+    return out
+
+
 def load_logged(data, *, tasks=None, splits=None) -> Logged:
     """The episodes of a collected dataset (a directory or a ``helpdp.data.Dataset``),
-    optionally only those of ``tasks`` or of the task ``splits``."""
+    optionally only those of ``tasks`` or of the task ``splits``.
+
+    The behaviour is the mixture of every design present, per task (the balance
+    heuristic): the trigger vectors of the random grid (``trigger_p`` / ``p_<name>``)
+    and the stage-2 designs (``design``: a base policy randomised at trigger states,
+    ``collect/schedule.py``), whose probabilities come from the design's
+    ``action_probs`` (and must match the steps' logged ``p_help``). So a ``merge`` of a
+    stage-1 and a stage-2 collection is one dataset, weighted as one design."""
 
     ds = data if isinstance(data, Dataset) else load_dataset(Path(data))
     where = ds.path or "dataset"
@@ -171,13 +285,21 @@ def load_logged(data, *, tasks=None, splits=None) -> Logged:
         raise ValueError(f"{where}/episodes.parquet: row {r}: trigger probability not in [0, 1]")
     ep = ep.sort_values("episode_id", kind="stable").reset_index(drop=True)
     probs = ep[pcols].to_numpy(np.float64)
-    vectors, vec_of = np.unique(probs, axis=0, return_inverse=True)
-    vec_of = vec_of.reshape(-1)
+    design = ep["design"].fillna("").astype(str).to_numpy() if "design" in ep.columns else None
+    is_d = design != "" if design is not None else np.zeros(len(ep), bool)
+    vectors, vec_of = np.unique(probs[~is_d], axis=0, return_inverse=True)
+    vectors = vectors.reshape(-1, len(pcols))
+    designs = sorted(set(design[is_d])) if is_d.any() else []
+    col_of = np.zeros(len(ep), np.int64)
+    col_of[~is_d] = vec_of.reshape(-1)
+    if designs:
+        col_of[is_d] = len(vectors) + np.searchsorted(designs, design[is_d])
+    n_cols = len(vectors) + len(designs)
     task_codes, task_of = np.unique(ep["task_id"].astype(str).to_numpy(), return_inverse=True)
-    counts = np.zeros((len(task_codes), len(vectors)))
-    np.add.at(counts, (task_of, vec_of), 1.0)
+    counts = np.zeros((len(task_codes), n_cols))
+    np.add.at(counts, (task_of, col_of), 1.0)
     mix = (counts / counts.sum(axis=1, keepdims=True))[task_of]
-    ep["stratum"] = task_of * len(vectors) + vec_of
+    ep["stratum"] = task_of * n_cols + col_of
     ep["success"] = ep["success"].astype(bool).astype(np.float64)
     if "seed" not in ep.columns:
         ep["seed"] = 0
@@ -210,9 +332,37 @@ def load_logged(data, *, tasks=None, splits=None) -> Logged:
     last = pd.Series(helped_at).groupby(st_ep).cummax().to_numpy()
     prev = np.r_[-1, last[:-1]]
     st["last_help"] = np.where(first, -1, prev)
+    _event_columns(st, first, where)
+    texts = dict(zip(ds.states["state_id"].tolist(), ds.states["text"].tolist()))
+    mu, views = _behaviour(ds, st, ep, ep_ptr, vectors, designs, texts, where)
+    own = mu[np.arange(len(st)), np.repeat(col_of, lens)]
+    if (own <= 0).any():
+        r = int(np.argmax(own <= 0))
+        raise ValueError(
+            f"{where}/steps.parquet: row {r}: action {action[r]} has probability 0 under its "
+            "episode's trigger probabilities or design (was this data collected with a policy=?)"
+        )
+    if designs and "p_help" in st.columns:
+        d_rows = np.flatnonzero(np.repeat(is_d, lens))
+        ph = st["p_help"].to_numpy(np.float64)[d_rows]
+        want = np.where(action[d_rows] > 0, ph, 1.0 - ph)
+        off = ~(np.abs(want - own[d_rows]) <= 1e-9)
+        if off.any():
+            r = int(d_rows[np.argmax(off)])
+            raise ValueError(
+                f"{where}/steps.parquet: row {r}: p_help {st['p_help'].iloc[r]} does not match "
+                f"its episode's design (probability {own[r]:.6g} of action {action[r]})"
+            )
+    return Logged(ep, st, ep_ptr, vectors, mix, mu, n_actions, texts, views, designs)
 
-    # behaviour: P(logged action) under each trigger vector, interventions out of
-    # calls (max_calls in the collection's config) masked
+
+def _behaviour(ds, st, ep, ep_ptr, vectors, designs, texts, where):
+    """``(n_steps, J + D)``: P(logged action) under each trigger vector and each design,
+    interventions out of calls (max_calls in the collection's config) masked; and the
+    views when the designs needed them (else None). Adds ``calls`` to ``st``."""
+    lens = np.diff(ep_ptr)
+    action = st["action"].to_numpy(np.int64)
+    n_actions = len(ds.actions)
     cfg = ds.manifest.get("source", {}).get("config", {}) or {}
     ivs = cfg.get("interventions") or {}
     limits = [(ivs.get(n) or {}).get("max_calls") for n in ds.actions[1:]]
@@ -221,37 +371,41 @@ def load_logged(data, *, tasks=None, splits=None) -> Logged:
         c = np.cumsum(action == k)
         c0 = np.repeat(np.r_[0, c][ep_ptr[:-1]], lens)
         calls_before[:, k - 1] = c - c0 - (action == k)
+    st["calls"] = calls_before.sum(axis=1)
     avail = np.ones_like(calls_before, bool)
     for k, lim in enumerate(limits):
         if lim is not None:
             avail[:, k] = calls_before[:, k] < int(lim)
-    mu = np.zeros((len(st), len(vectors)))
+    mu = np.zeros((len(st), len(vectors) + len(designs)))
     for pattern in np.unique(avail, axis=0):
         rows = np.flatnonzero((avail == pattern).all(axis=1))
         table = ko.trigger_action_probs(vectors, pattern)  # (J, A)
-        mu[rows] = table[:, action[rows]].T
-    own = mu[np.arange(len(st)), np.repeat(vec_of, lens)]
-    if (own <= 0).any():
-        r = int(np.argmax(own <= 0))
-        raise ValueError(
-            f"{where}/steps.parquet: row {r}: action {action[r]} has probability 0 under its "
-            "episode's trigger probabilities (was this data collected with a policy=?)"
-        )
-    texts = dict(zip(ds.states["state_id"].tolist(), ds.states["text"].tolist()))
-    return Logged(ep, st, ep_ptr, vectors, mix, mu, n_actions, texts)
+        mu[rows, : len(vectors)] = table[:, action[rows]].T
+    views = None
+    if designs:
+        views = _make_views(st, ep, ep_ptr, texts)
+        mu[:, len(vectors) :] = _design_probs(designs, views, action, avail, n_actions, where)
+    return mu, views
 
 
 @dataclass
 class Estimate:
     """One policy's estimates: ``table`` has one row per (estimator, quantity):
-    ``estimator, quantity`` (``SR`` or ``U_<k>``/``U``), ``value, lo, hi``;
-    ``diagnostics``: ``episodes, agree, ess, max_share``."""
+    ``estimator, quantity`` (``SR``, ``U_<k>``, ``U``; with a reference also ``dSR``,
+    ``dU_<k>``, ``dU``: the policy minus the reference), ``value, lo, hi`` and ``tasks``
+    (how many tasks the value averages); ``per_task``: the point estimate per task
+    (``task, estimator, quantity, value``), what pools across folds (``helpdp.select``);
+    ``diagnostics``: ``episodes, agree, ess, max_share, tasks, tasks_empty`` and, per
+    estimator, ``parts``: ``{quantity: [model, data]}`` (the DM part and the correction);
+    with a reference ``reference, agree_ref, deviate, deviate_ref, support`` (module
+    docstring)."""
 
     policy: str
     table: pd.DataFrame
     diagnostics: dict
     level: float
     unit: str
+    per_task: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
 
     def get(self, estimator: str = "wdr", quantity: str = "SR") -> tuple[float, float, float]:
         r = self.table[
@@ -271,14 +425,29 @@ class Estimate:
             "estimates": self.table.to_dict(orient="records"),
         }
 
+    def support_line(self, estimator: str = "wdr") -> str:
+        """Where the value comes from: agreeing episodes, those that deviate from the
+        reference, and the model's and the data's parts of the estimate."""
+        d = self.diagnostics
+        q = "dSR" if "reference" in d else "SR"
+        model, data = d.get("parts", {}).get(estimator, {}).get(q, (np.nan, np.nan))
+        out = f"agree {d['agree']}/{d['episodes']}"
+        if d.get("tasks_empty"):
+            out += f" ({d['tasks_empty']} of {d['tasks']} tasks without one)"
+        if "reference" in d:
+            out += (
+                f", deviating from {d['reference']}: {d['deviate']} (its own: {d['deviate_ref']})"
+            )
+        return out + f"; {q} = model {model:+.3f} + data {data:+.3f}"
+
     def line(self, estimator: str = "wdr") -> str:
         s, slo, shi = self.get(estimator, "SR")
         u, ulo, uhi = self.get(estimator, "U")
         d = self.diagnostics
         return (
             f"OPE ({estimator}) SR={s:.3f} [{slo:.3f}, {shi:.3f}] U={u:.2f} [{ulo:.2f}, {uhi:.2f}]"
-            f" (ESS {d['ess']:.0f}, agree {d['agree']}/{d['episodes']}, "
-            f"max weight share {d['max_share']:.3f})"
+            f" (ESS {d['ess']:.0f}, max weight share {d['max_share']:.3f}; "
+            f"{self.support_line(estimator)})"
         )
 
 
@@ -341,8 +510,9 @@ def _q_model(logged: Logged, dist: np.ndarray, reward: np.ndarray, terminal: np.
     return q
 
 
-def _terms(logged: Logged, policy) -> tuple[dict, np.ndarray, np.ndarray, list[str]]:
-    """Per-episode terms per quantity and the padded arrays of the weighted DR."""
+def _terms(logged: Logged, policy) -> dict:
+    """Per-episode terms per quantity (``terms``), the padded arrays of the weighted DR
+    (``rho_pad``, ``pads``), the quantities' ``names`` and the target's ``dist``."""
     ptr = logged.ep_ptr
     taken, w, dist = _target(policy, logged)
     rho, _ = ko.ratios(ptr, logged.mu, logged.mix, taken, w)
@@ -368,7 +538,8 @@ def _terms(logged: Logged, policy) -> tuple[dict, np.ndarray, np.ndarray, list[s
         out[name] = terms
         v_next = ko.next_values(ptr, v, terminal)
         pads[name] = (v0, ko.padded(ptr, reward + v_next - q_taken, fill_last=False))
-    return out, rho_pad, pads, list(quantities)
+    return {"terms": out, "rho_pad": rho_pad, "pads": pads, "names": list(quantities),
+            "dist": dist}  # fmt: skip
 
 
 def _group_matrix(codes: np.ndarray) -> np.ndarray:
@@ -377,37 +548,62 @@ def _group_matrix(codes: np.ndarray) -> np.ndarray:
     return g
 
 
-def _rows(terms, pads, rho_pad, names, estimators, counts, g, task, level) -> list[dict]:
-    """One row per (quantity, estimator): the point estimate (replicate 0 of
-    ``counts``) and the bootstrap percentile interval (the other replicates)."""
-    w = terms["SR"]["w"]
-    rows = []
-    for name in names:
-        t = terms[name]
-        for est in estimators:
-            if est == "snis":
-                num = (counts * t["is"]) @ g
-                den = (counts * w) @ g
-                per_task = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-            elif est == "wdr":
-                v0, d_pad = pads[name]
-                per_task = np.full((len(counts), g.shape[1]), np.nan)
-                for j in range(g.shape[1]):
-                    m = task == j
-                    per_task[:, j] = ko.weighted_dr(counts[:, m], v0[m], rho_pad[m], d_pad[m])
-            else:
-                per_task = ((counts * t[est]) @ g) / (counts @ g)
-            drawn = counts @ g > 0
-            per_task = np.where(drawn, per_task, np.nan)
-            times = (counts @ g) / np.bincount(task, minlength=g.shape[1])[None, :]
-            vals = np.nansum(per_task * times, axis=1) / np.sum(
-                np.where(np.isnan(per_task), 0.0, times), axis=1
-            )
-            point, boot = vals[0], vals[1:]
-            a = (1 - level) / 2
-            lo, hi = np.nanquantile(boot, [a, 1 - a]) if np.isfinite(boot).any() else (np.nan,) * 2
-            rows.append({"estimator": est, "quantity": name, "value": point, "lo": lo, "hi": hi})
-    return rows
+def _per_task(tm: dict, est: str, name: str, counts, g, task) -> np.ndarray:
+    """``(B, K)``: one estimator's value of one quantity per task under each replicate
+    of ``counts`` (NaN: a task the replicate did not draw, or, for ``snis``, a task
+    without an agreeing episode). ``U`` (several interventions): the sum of ``U_k``."""
+    if name == "U":
+        return sum(_per_task(tm, est, n, counts, g, task) for n in tm["names"] if n[:2] == "U_")
+    t = tm["terms"][name]
+    drawn = counts @ g
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if est == "snis":
+            den = (counts * tm["terms"]["SR"]["w"]) @ g
+            val = np.where(den > 0, ((counts * t["is"]) @ g) / np.where(den > 0, den, 1.0), np.nan)
+        elif est == "wdr":
+            v0, d_pad = tm["pads"][name]
+            val = np.full(drawn.shape, np.nan)
+            for j in range(g.shape[1]):
+                m = task == j
+                val[:, j] = ko.weighted_dr(counts[:, m], v0[m], tm["rho_pad"][m], d_pad[m])
+        else:
+            val = ((counts * t[est]) @ g) / drawn
+    return np.where(drawn > 0, val, np.nan)
+
+
+def _interval(vals: np.ndarray, unit: str, level: float) -> tuple[float, float, float, int]:
+    """``(value, lo, hi, tasks)`` from the per-task values ``(B, K)`` (row 0: the data)."""
+    if unit == "task":
+        return ko.t_interval(vals[0], level)
+    with np.errstate(invalid="ignore"):
+        means = np.nanmean(vals, axis=1)
+    point, boot = means[0], means[1:]
+    a = (1 - level) / 2
+    lo, hi = np.nanquantile(boot, [a, 1 - a]) if np.isfinite(boot).any() else (np.nan,) * 2
+    return float(point), float(lo), float(hi), int(np.isfinite(vals[0]).sum())
+
+
+def _support(tm: dict, tr: dict, ptr: np.ndarray) -> dict:
+    """The episodes that inform the difference from the reference (module docstring)."""
+    dev = ko.differs(ptr, tm["dist"], tr["dist"])
+    agree, agree_r = tm["terms"]["SR"]["w"] > 0, tr["terms"]["SR"]["w"] > 0
+    out = {
+        "agree_ref": int(agree_r.sum()),
+        "deviate": int((agree & dev).sum()),
+        "deviate_ref": int((agree_r & dev).sum()),
+        "differs": int(dev.sum()),
+    }
+    out["support"] = min(out["deviate"], out["deviate_ref"])
+    return out
+
+
+def resolve_unit(unit: str, n_tasks: int, min_tasks: int = MIN_TASKS) -> str:
+    """``auto``: ``task`` with at least ``min_tasks`` tasks, else ``episode``."""
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
+    if unit == "auto":
+        return "task" if n_tasks >= min_tasks else "episode"
+    return unit
 
 
 def estimate(
@@ -417,56 +613,84 @@ def estimate(
     estimators=ESTIMATORS,
     n_boot: int = 500,
     level: float = 0.95,
-    unit: str = "episode",
+    unit: str = "auto",
     seed: int = 0,
+    reference=None,
+    min_tasks: int = MIN_TASKS,
 ) -> Estimate:
     """SR and U of ``policy`` (anything with ``decide(views)``) from the logged
-    ``data`` (a :class:`Logged`, a dataset directory or a ``Dataset``), with
-    ``level`` bootstrap intervals (``unit``: ``episode`` or ``task``)."""
+    ``data`` (a :class:`Logged`, a dataset directory or a ``Dataset``), with ``level``
+    intervals (``unit``: module docstring); with a ``reference`` policy also the paired
+    differences ``dSR``, ``dU`` and the support diagnostics."""
     logged = data if isinstance(data, Logged) else load_logged(data)
     bad = [e for e in estimators if e not in ESTIMATORS]
     if bad:
         raise ValueError(f"estimators: unknown {bad[0]!r} (one of {', '.join(ESTIMATORS)})")
-    if unit not in ("episode", "task"):
-        raise ValueError(f"unit must be 'episode' or 'task', got {unit!r}")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     if n_boot < 10:
         raise ValueError(f"n_boot must be >= 10, got {n_boot}")
-    terms, rho_pad, pads, names = _terms(logged, policy)
-    task = np.unique(logged.episodes["task_id"].astype(str).to_numpy(), return_inverse=True)[1]
+    task_names, task = np.unique(logged.episodes["task_id"].astype(str).to_numpy(),
+                                 return_inverse=True)  # fmt: skip
     task = task.reshape(-1)
+    unit = resolve_unit(unit, len(task_names), min_tasks)
+    tm = _terms(logged, policy)
+    tr = None if reference is None else _terms(logged, reference)
     g = _group_matrix(task)
-    rng = np.random.default_rng(seed)
-    reps = ko.stratified_counts(logged.episodes["stratum"].to_numpy(), n_boot, rng)
-    if unit == "task":  # two-stage: tasks, then episodes within each drawn task
-        reps = reps * ko.group_counts(task, n_boot, rng)
-    counts = np.vstack([np.ones((1, logged.n_episodes), np.int64), reps]).astype(np.float64)
-    w = terms["SR"]["w"]
-    with np.errstate(invalid="ignore", divide="ignore"):  # tasks a replicate did not draw
-        rows = _rows(terms, pads, rho_pad, names, estimators, counts, g, task, level)
-    table = pd.DataFrame(rows)
-    ucols = [n for n in names if n.startswith("U_")]
-    if ucols:  # total usage over the interventions
-        tot = []
+    ones = np.ones((1, logged.n_episodes))
+    if unit == "task":
+        counts = ones
+    else:
+        rng = np.random.default_rng(seed)
+        strata = task if unit == "episode" else logged.episodes["stratum"].to_numpy()
+        counts = np.vstack([ones, ko.stratified_counts(strata, n_boot, rng)]).astype(np.float64)
+    names = tm["names"] + ["U"]
+    rows, per_task, parts = [], [], {e: {} for e in estimators}
+    dm = {n: _per_task(tm, "dm", n, ones, g, task)[0] for n in ("SR", "U")}
+    if tr is not None:
+        dm.update({"d" + n: dm[n] - _per_task(tr, "dm", n, ones, g, task)[0] for n in ("SR", "U")})
+    for name in names:
         for est in estimators:
-            sub = table[(table["estimator"] == est) & table["quantity"].isin(ucols)]
-            if len(ucols) == 1:
-                r = sub.iloc[0]
-                tot.append({"estimator": est, "quantity": "U", "value": r["value"],
-                            "lo": r["lo"], "hi": r["hi"]})  # fmt: skip
-            else:  # intervals of a sum are not sums of intervals: point only
-                tot.append({"estimator": est, "quantity": "U", "value": sub["value"].sum(),
-                            "lo": np.nan, "hi": np.nan})  # fmt: skip
-        table = pd.concat([table, pd.DataFrame(tot)], ignore_index=True)
+            vals = _per_task(tm, est, name, counts, g, task)
+            todo = [(name, vals)]
+            if tr is not None:
+                todo.append(("d" + name, vals - _per_task(tr, est, name, counts, g, task)))
+            for q, v in todo:
+                value, lo, hi, k = _interval(v, unit, level)
+                rows.append({"estimator": est, "quantity": q, "value": value, "lo": lo,
+                             "hi": hi, "tasks": k})  # fmt: skip
+                per_task += [
+                    (str(task_names[j]), est, q, float(v[0, j])) for j in range(g.shape[1])
+                ]
+                if q in dm:  # the model's part: the DM estimate (none for the IS family)
+                    model = (
+                        float(np.nanmean(dm[q][np.isfinite(v[0])])) if est in MODEL_BASED else 0.0
+                    )
+                    parts[est][q] = [model, value - model]
+    w = tm["terms"]["SR"]["w"]
+    empty = int(((w > 0).astype(np.float64) @ g == 0).sum())
     diag = {
         "episodes": int(logged.n_episodes),
         "agree": int((w > 0).sum()),
         "ess": float(w.sum() ** 2 / max((w**2).sum(), 1e-300)),
         "max_share": float(w.max() / w.sum()) if w.sum() > 0 else float("nan"),
         "tasks": int(g.shape[1]),
+        "tasks_empty": empty,
+        "parts": parts,
     }
-    return Estimate(str(getattr(policy, "name", type(policy).__name__)), table, diag, level, unit)
+    name = str(getattr(policy, "name", type(policy).__name__))
+    if tr is not None:
+        diag["reference"] = str(getattr(reference, "name", type(reference).__name__))
+        diag.update(_support(tm, tr, logged.ep_ptr))
+    if empty and "snis" in estimators:
+        warnings.warn(
+            f"{name}: snis averages {g.shape[1] - empty} of {g.shape[1]} tasks "
+            f"({empty} without an agreeing episode)",
+            stacklevel=2,
+        )
+    table = pd.DataFrame(rows)
+    pt = pd.DataFrame(per_task, columns=["task", "estimator", "quantity", "value"])
+    return Estimate(name, table, diag, level, unit, pt)
 
 
 def slug(name: str) -> str:

@@ -15,6 +15,11 @@ the same seeds are paired (common random numbers).
 * :class:`RandomStates` (help at each state with probability p), :class:`RandomEpisodes`
   (help at every turn of a random share p of the episodes);
 * the hand-written rules :class:`TurnZero`, :class:`AfterFailure` and their union;
+* event rules (:class:`TurnZeroThen`): help at turn 0, then after a repeated call, a
+  loop, a failed call, an unknown tool, a long context (``helpdp.events``), within a
+  per-episode call budget; :class:`TriggerRandomised`, a base policy whose decision is
+  randomised (help with probability q) only at trigger states: the stage-2
+  collection design (``collect/schedule.py``, ``mode=triggers``);
 * :class:`TablePolicy`: the DP's pi* from a ``helpdp.search`` output, a mixture drawn
   per episode, with an explicit ``fallback`` policy for states the DP never saw;
 * :class:`ScorePolicy`: a threshold on any per-state score (a PRM's predicted gain
@@ -27,6 +32,15 @@ the same seeds are paired (common random numbers).
 
 :func:`safe_decide` runs a policy so that an exception falls back to nohelp and is
 counted instead of ending an episode.
+
+:func:`build_policy` is the one home of policies by name (the GRPO gate, the
+evaluation, the collector and the selection build them through it): ``never``,
+``always``, ``turn0``, ``turns:0,2``, ``after:failure``, ``turn0+after:failure``,
+``turn0+after:repeat,failed+max:2`` (events of ``helpdp.events.EVENTS``,
+``turn:K``, ``context:N``), ``random:0.3``, ``random_episodes:0.3``, a dict (``kind``
+``never | always | rule | turn0_then | random | triggers``), or a path: a
+``python -m helpdp.search`` output, or a ``selected.json`` (read by ``load_json``:
+``helpdp.select.load_policy``, which sits above this module).
 """
 
 from __future__ import annotations
@@ -40,6 +54,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from helpdp.events import check_events, event_fires
+
 __all__ = [
     "AfterFailure",
     "Always",
@@ -52,8 +68,11 @@ __all__ = [
     "StateView",
     "TablePolicy",
     "TurnZero",
+    "TriggerRandomised",
     "TurnZeroOrAfterFailure",
+    "TurnZeroThen",
     "action_probs",
+    "build_policy",
     "components",
     "safe_decide",
     "uniform",
@@ -69,7 +88,13 @@ class StateView:
     ``errors`` the failed turns so far; ``episode_id`` identifies the episode (the
     same across policies run on the same seeds); ``last_help`` the turn of the latest
     expert call of the episode (-1: none yet), so ``depth - last_help`` is the age of
-    the latest help (the coarse keys of ``helpdp.rekey`` read it).
+    the latest help (the coarse keys of ``helpdp.rekey`` read it). What happened in
+    the last turn (``helpdp.events``): ``last_class`` the previous turn's class
+    (``working | failed | unknown_tool | format_error``; None at turn 0),
+    ``repeats`` the run of identical calls it ended (1: it repeated the call before
+    it; >= 2: a loop), ``context_tokens`` the conversation's length in tokens up to
+    the previous reply (its prompt + completion tokens; None at turn 0 or when not
+    logged), ``calls`` the expert calls of the episode so far.
     """
 
     state_id: int
@@ -80,6 +105,10 @@ class StateView:
     last_failure: str | None = None
     errors: int = 0
     last_help: int = -1
+    last_class: str | None = None
+    repeats: int = 0
+    context_tokens: int | None = None
+    calls: int = 0
 
 
 @runtime_checkable
@@ -392,3 +421,188 @@ class ScorePolicy:
             return np.zeros(0, np.int8)
         s = np.asarray(self.score(views), np.float64)
         return np.where(s > self.threshold, self.action, 0).astype(np.int8)
+
+
+def _fires(events: tuple[str, ...], v: StateView) -> bool:
+    return any(
+        event_fires(e, depth=v.depth, last_class=v.last_class, repeats=v.repeats,
+                    context_tokens=v.context_tokens)
+        for e in events
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TurnZeroThen:
+    """Event rule: help at turn 0 (``turn0``), then at every state where one of
+    ``events`` fires (``helpdp.events.event_fires``: ``repeat``, ``loop``, ``failed``,
+    ``unknown_tool``, ``format_error``, ``turn:K``, ``context:N``), while the episode
+    has made fewer than ``max_calls`` expert calls (None: no budget)."""
+
+    events: tuple[str, ...] = ("repeat",)
+    max_calls: int | None = None
+    turn0: bool = True
+    action: int = 1
+    name: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "events", check_events(self.events))
+        if self.max_calls is not None and int(self.max_calls) < 1:
+            raise ValueError(f"TurnZeroThen: max_calls must be >= 1 or None, got {self.max_calls}")
+        if not self.name:
+            head = "turn 0 + " if self.turn0 else ""
+            cap = f" (max {self.max_calls})" if self.max_calls is not None else ""
+            object.__setattr__(self, "name", f"rule: {head}after {','.join(self.events)}{cap}")
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        out = []
+        for v in views:
+            want = (self.turn0 and v.depth == 0) or _fires(self.events, v)
+            ok = self.max_calls is None or v.calls < self.max_calls
+            out.append(self.action if want and ok else 0)
+        return _actions(out)
+
+
+class TriggerRandomised:
+    """The stage-2 collection design: ``base``'s decision everywhere except at trigger
+    states (one of ``events`` fires, as in :class:`TurnZeroThen`), where the expert
+    is called with probability ``q``, drawn from ``uniform(seed, "trigger", episode,
+    turn)``. :meth:`action_probs` is the behaviour's probability of each action (what
+    off-policy evaluation weights by); ``base`` must decide per state (no per-episode
+    mixture). ``base`` is a policy or a :func:`build_policy` spec (needed for
+    :meth:`spec`, what a collection records as its design)."""
+
+    def __init__(self, base, events, q: float, *, seed: int = 0, action: int = 1,
+                 name: str = ""):  # fmt: skip
+        if not 0.0 <= float(q) <= 1.0:
+            raise ValueError(f"TriggerRandomised: q must lie in [0, 1], got {q}")
+        self.base_spec = base if isinstance(base, (str, dict)) else getattr(base, "spec_name", None)
+        if isinstance(base, (str, dict)):
+            base = build_policy(base, seed=seed, action=action)
+        if len(components(base)) != 1:
+            raise ValueError(f"TriggerRandomised: base {base.name!r} mixes per episode")
+        self.base, self.events, self.q = base, check_events(events), float(q)
+        self.seed, self.action = int(seed), int(action)
+        self.name = name or f"{base.name}; q={self.q:g} at {','.join(self.events)}"
+
+    def spec(self) -> dict:
+        """The design as :func:`build_policy` reads it back (``base`` by its name)."""
+        if self.base_spec is None:
+            raise ValueError(f"{self.name}: the base was not built from a spec (build_policy)")
+        return {"kind": "triggers", "base": self.base_spec, "events": list(self.events),
+                "q": self.q, "seed": self.seed}  # fmt: skip
+
+    def at_trigger(self, views: Sequence[StateView]) -> np.ndarray:
+        return np.array([_fires(self.events, v) for v in views], bool)
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        base = _actions(self.base.decide(views)) if views else np.zeros(0, np.int8)
+        trig = self.at_trigger(views)
+        draw = [uniform(self.seed, "trigger", v.episode_id, v.depth) < self.q for v in views]
+        return np.where(trig, np.where(draw, self.action, 0), base).astype(np.int8)
+
+    def action_probs(self, views: Sequence[StateView], n_actions: int) -> np.ndarray:
+        out = action_probs(self.base, views, n_actions)
+        trig = self.at_trigger(views)
+        out[trig] = 0.0
+        out[trig, 0] = 1.0 - self.q
+        out[trig, self.action] += self.q
+        return out
+
+
+def _num(text: str, spec: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"policy {spec!r}: {text!r} is not a number") from None
+
+
+def _from_name(spec: str, seed: int, action: int) -> HelpPolicy | None:
+    s = spec.strip()
+    if s == "never":
+        return Never()
+    if s == "always":
+        return Always(action)
+    if s in ("turn0", "turn_zero"):
+        return TurnZero(action)
+    if s in ("after:failure", "after_failure"):
+        return AfterFailure(action)
+    if s == "turn0+after:failure":
+        return TurnZeroOrAfterFailure(action)
+    head, _, arg = s.partition(":")
+    if head == "turns" and arg:
+        return AtTurns(tuple(int(_num(x, spec)) for x in arg.split(",")), action)
+    if head in ("random", "random_episodes") and arg:
+        cls = RandomStates if head == "random" else RandomEpisodes
+        return cls(_num(arg, spec), seed=seed, action=action)
+    parts = s.split("+")
+    if parts[0] in ("turn0", "") or parts[0].startswith("after:"):
+        turn0 = parts[0] == "turn0"
+        rest = parts[1:] if turn0 else parts
+        events, cap = None, None
+        for p in rest:
+            k, _, v = p.partition(":")
+            if k == "after" and v and events is None:
+                events = tuple(v.split(","))
+            elif k == "max" and v and cap is None:
+                cap = int(_num(v, spec))
+            else:
+                return None
+        if events:
+            return TurnZeroThen(events, cap, turn0, action)
+    return None
+
+
+def _from_dict(d: dict, seed: int, action: int, load_json) -> HelpPolicy:
+    kind = d.get("kind")
+    seed = int(d.get("seed", seed))
+    if kind in ("never", "always"):
+        return build_policy(kind, seed=seed, action=action)
+    if kind == "rule":
+        return AtTurns(tuple(d["turns"]), action, name=d.get("name", ""))
+    if kind == "turn0_then":
+        return TurnZeroThen(tuple(d["events"]), d.get("max_calls"), bool(d.get("turn0", True)),
+                            action, name=d.get("name", ""))  # fmt: skip
+    if kind == "random":
+        return RandomStates(float(d["p"]), seed=seed, action=action)
+    if kind == "triggers":
+        base = build_policy(d["base"], seed=seed, action=action, load_json=load_json)
+        pol = TriggerRandomised(base, d["events"], float(d["q"]), seed=seed, action=action,
+                                name=d.get("name", ""))  # fmt: skip
+        return pol
+    raise ValueError(
+        f"policy {d!r}: field 'kind' must be never, always, rule, turn0_then, random or triggers"
+    )
+
+
+def build_policy(spec, *, seed: int = 0, action: int = 1, load_json=None) -> HelpPolicy:
+    """The policy a spec names (module docstring): a name, a dict or a path.
+
+    ``load_json(path, seed=...)`` reads a ``selected.json`` (``helpdp.select.load_policy``);
+    without it such a path is refused. An unknown spec is one ``ValueError`` naming it.
+    """
+    if isinstance(spec, dict):
+        pol = _from_dict(dict(spec), seed, action, load_json)
+    elif isinstance(spec, (str, Path)):
+        pol = _from_name(str(spec), seed, action) if isinstance(spec, str) else None
+        if pol is None:
+            p = Path(spec)
+            if (p / "search.json").is_file():
+                pol = TablePolicy.load(p, seed=seed)
+            elif p.suffix == ".json" and p.is_file() or (p / "selected.json").is_file():
+                if load_json is None:
+                    raise ValueError(f"policy {spec!r}: a selected.json needs load_json")
+                pol = load_json(p, seed=seed)
+            else:
+                raise ValueError(
+                    f"policy {str(spec)!r}: not a policy name (never, always, turn0, turns:0,2, "
+                    "after:failure, turn0+after:EVENTS[+max:N], random:P, random_episodes:P), "
+                    "a python -m helpdp.search output nor a selected.json"
+                )
+    else:
+        raise ValueError(f"policy: a name, a dict or a path, got {spec!r}")
+    if isinstance(spec, str) and not isinstance(pol, TablePolicy):
+        try:
+            pol.spec_name = str(spec)  # what TriggerRandomised.spec() writes back
+        except AttributeError:
+            object.__setattr__(pol, "spec_name", str(spec))
+    return pol

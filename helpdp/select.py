@@ -12,7 +12,18 @@ valued by off-policy evaluation (``helpdp.ope``) on tasks it was not fitted on:
   each candidate is fitted on the other folds and estimated (SR and calls per episode
   U, ``estimator``) on the held-out fold's logged episodes; the fold estimates are
   averaged (weighted by tasks), so usage, too, is measured out of sample;
-* **choice**: the best point at the budget on the upper concave hull of the
+* **intervals**: each task is held out once, so the candidates' per-task estimates
+  pool over the folds and the interval is Student-t across the tasks (``helpdp.ope``,
+  ``unit="task"``; below ``min_tasks`` tasks, the folds' within-task episode bootstraps
+  combined in quadrature); beside SR and U, the paired difference from ``reference``
+  (default: the turn-0 rule) task by task, with its model and data parts;
+* **support**: a candidate that acts differently from the reference on the logged
+  steps, but with fewer than ``min_support`` agreeing episodes in which it deviates
+  from the reference (or the reference from it), is marked unsupported and never
+  picked: its difference is the control variate's extrapolation, not data;
+* **estimators**: ``SELECT_ESTIMATORS``; ``snis`` and ``dm`` are refused (their
+  intervals did not reach 0.90 coverage on HelpWorld, ``bench/ope_coverage.py``);
+* **choice**: among the supported candidates, the best point at the budget on the upper concave hull of the
   candidates' cross-fitted (U, SR - ``pessimism`` x half-width): one candidate, or a per-episode mixture of two
   that spends the budget (plus ``slack``) exactly, as the constrained MDP's optimum
   is; the chosen candidates are then refitted on all selection tasks.
@@ -37,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from helpdp._src import ope as ko
 from helpdp.budget import InfeasibleBudget, search_budget
 from helpdp.cliconf import as_config, parse_budgets, run_app
 from helpdp.cliconf import doc_field as _f
@@ -48,7 +60,27 @@ from helpdp.rekey import RUNGS, KeyTablePolicy, solve_rung
 from helpdp.splits import stable_int64
 from helpdp.subset import task_subset
 
-__all__ = ["MixturePolicy", "SelectConfig", "load_policy", "policy_json", "run_select", "select"]
+__all__ = [
+    "REFUSED",
+    "SELECT_ESTIMATORS",
+    "MixturePolicy",
+    "SelectConfig",
+    "load_policy",
+    "policy_json",
+    "run_select",
+    "select",
+]
+
+#: why ``select`` does not offer an estimator: its 95% intervals did not reach 0.90
+#: coverage on HelpWorld at the shipped designs (bench/ope_coverage.py, docs/evaluation/ope.md)
+REFUSED = {
+    "snis": "self-normalised IS is biased upwards where few episodes agree (coverage of SR "
+    "below 0.90 on HelpWorld, docs/evaluation/ope.md); use wdr or dr",
+    "dm": "the model alone has no data correction (coverage below 0.90 on HelpWorld, "
+    "docs/evaluation/ope.md); use wdr or dr",
+}
+#: the estimators ``select`` offers
+SELECT_ESTIMATORS = tuple(e for e in ESTIMATORS if e not in REFUSED)
 
 
 @dataclass
@@ -74,10 +106,32 @@ class SelectConfig:
     fold_seed: int = _f(0, "seed of the tasks' assignment to folds")
     estimator: str = _f(
         "wdr",
-        "OPE estimator that values candidates (helpdp.ope.ESTIMATORS); wdr: narrower and steadier "
-        "than dr where few episodes agree with a rule (docs/evaluation/ope.md)",
+        "OPE estimator that values candidates (SELECT_ESTIMATORS: those whose intervals covered "
+        "on HelpWorld, bench/ope_coverage.py); wdr: narrower and steadier than dr where few "
+        "episodes agree with a rule (docs/evaluation/ope.md)",
     )
-    n_boot: int = _f(300, "bootstrap replicates of each estimate's interval")
+    n_boot: int = _f(
+        300, "bootstrap replicates of each estimate's interval (fewer tasks than min_tasks)"
+    )
+    min_tasks: int = _f(
+        8,
+        "from this many selection tasks on, intervals are Student-t across tasks (each task's "
+        "held-out estimate pooled over the folds); below, episode bootstrap within tasks",
+    )
+    reference: Any = _f(
+        [0],
+        "the policy each candidate is compared with (paired differences dSR, dU and the data "
+        "support): a list of turns (a rule; [0]: help at turn 0, the hand rule to beat) or "
+        "best_rule (the rule with the highest cross-fitted SR within the budget, which may "
+        "itself lack support against turn 0)",
+    )
+    min_support: int = _f(
+        5,
+        "a candidate that acts differently from the reference on the data needs at least this "
+        "many agreeing episodes in which it deviates from the reference, and as many agreeing "
+        "with the reference in which the reference deviates from it; fewer: marked unsupported "
+        "and never picked (its difference is the control variate's extrapolation)",
+    )
     level: float = _f(0.95, "interval level")
     slack: float = _f(0.0, "calls per episode the cross-fitted usage may exceed the budget by")
     pessimism: float = _f(
@@ -200,12 +254,103 @@ def _hull_at(points: pd.DataFrame, budget: float):
     return out
 
 
+def _reference(cfg: SelectConfig, rules_pt: dict, rules: list, budget: float, level: float):
+    """The reference policy: ``cfg.reference`` turns, or the rule with the highest pooled
+    SR within the budget (never where none is)."""
+    if cfg.reference != "best_rule":
+        return AtTurns(tuple(cfg.reference))
+    best, best_sr = rules[0], -math.inf
+    for pol in rules:
+        sr = ko.t_interval(_task_values(rules_pt[pol.name], cfg.estimator, "SR"), level)[0]
+        u = ko.t_interval(_task_values(rules_pt[pol.name], cfg.estimator, "U"), level)[0]
+        if u <= budget + cfg.slack and sr > best_sr:
+            best, best_sr = pol, sr
+    return best
+
+
+def _task_values(per_task: pd.DataFrame, estimator: str, quantity: str) -> np.ndarray:
+    r = per_task[(per_task["estimator"] == estimator) & (per_task["quantity"] == quantity)]
+    return r.sort_values("task")["value"].to_numpy()
+
+
+def _fold_estimates(logged, ep_fold, cfg, budget, gamma, rules, ref, log, unit):
+    """Per fold: every candidate fitted on the other folds and estimated on the fold
+    (against ``ref`` where given); returns the per-fold rows and the candidates'
+    per-task values (all folds)."""
+    rows, per_task = [], {}
+    for f in range(cfg.folds):
+        fit, held = logged.subset(ep_fold != f), logged.subset(ep_fold == f)
+        n_held = held.episodes["task_id"].nunique()
+        cands: list[tuple[str, str, HelpPolicy, dict]] = [("rule", p.name, p, {}) for p in rules]
+        for rung in cfg.rungs if ref is not None else []:
+            try:
+                pol = solve_rung(
+                    fit, rung, budget, age_cap=cfg.age_cap, gamma=gamma, seed=cfg.seed,
+                    max_solves=cfg.max_solves,
+                )  # fmt: skip
+            except InfeasibleBudget as e:
+                log(f"  fold {f}: rung {rung}: skipped ({e})")
+                continue
+            cands.append(("rung", rung, pol, pol.info))
+        for kind, name, pol, info in cands:
+            est = estimate(pol, held, estimators=(cfg.estimator,), n_boot=cfg.n_boot,
+                           level=cfg.level, seed=cfg.seed, reference=ref, unit=unit)  # fmt: skip
+            per_task.setdefault(name, []).append(est.per_task.assign(fold=f))
+            d = est.diagnostics
+            row = {"budget": budget, "fold": f, "kind": kind, "candidate": name, "tasks": n_held}
+            for q in ("SR", "U") + (("dSR", "dU") if ref is not None else ()):
+                v, lo, hi = est.get(cfg.estimator, q)
+                row.update({q: v, f"{q}_lo": lo, f"{q}_hi": hi})
+            row.update({"agree": d["agree"], "ess": d["ess"], "tasks_empty": d["tasks_empty"],
+                        "model_SR": info.get("model_success", math.nan),
+                        "model_U": info.get("model_usage", math.nan)})  # fmt: skip
+            if ref is not None:
+                model, data = d["parts"][cfg.estimator]["dSR"]
+                row.update({k: d[k] for k in ("deviate", "deviate_ref", "differs", "support")})
+                row.update({"dSR_model": model, "dSR_data": data})
+            rows.append(row)
+    return pd.DataFrame(rows), {k: pd.concat(v, ignore_index=True) for k, v in per_task.items()}
+
+
+def _pool(per_fold: pd.DataFrame, per_task: dict, cfg, unit: str, ref_name: str) -> pd.DataFrame:
+    """One row per candidate: its per-task values pooled over the folds (each task is
+    held out once) with the Student-t interval across tasks (``unit="task"``), or the
+    folds' intervals combined in quadrature (``unit="episode"``: few tasks)."""
+    out = []
+    for name, g in per_fold.groupby("candidate", sort=False):
+        if len(g) < cfg.folds:
+            continue
+        w = g["tasks"] / g["tasks"].sum()
+        row = {"candidate": name, "kind": g["kind"].iloc[0], "folds": len(g)}
+        for q in ("SR", "U", "dSR", "dU"):
+            if unit == "task":
+                v, lo, hi, _ = ko.t_interval(_task_values(per_task[name], cfg.estimator, q),
+                                             cfg.level)  # fmt: skip
+                hw = (hi - lo) / 2
+            else:
+                v = float((w * g[q]).sum())
+                hw = float(np.sqrt(((w * (g[f"{q}_hi"] - g[f"{q}_lo"]) / 2) ** 2).sum()))
+            row.update({q: v, f"{q}_lo": v - hw, f"{q}_hi": v + hw, f"{q}_hw": hw})
+        for k in ("agree", "tasks_empty", "deviate", "deviate_ref", "differs", "support"):
+            row[k] = int(g[k].sum())
+        row["support"] = min(row["deviate"], row["deviate_ref"])
+        row["dSR_model"] = float((w * g["dSR_model"]).sum())
+        row["dSR_data"] = float((w * g["dSR_data"]).sum())
+        row["model_SR"] = float((w * g["model_SR"]).sum())
+        row["supported"] = bool(
+            name == ref_name or row["differs"] == 0 or row["support"] >= cfg.min_support
+        )
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     """One budget's selection (module docstring); returns the record written to
     ``selected.json`` with the chosen policy under ``policy``."""
 
-    if cfg.estimator not in ESTIMATORS:
-        raise ValueError(f"estimator: {cfg.estimator!r} is not one of {', '.join(ESTIMATORS)}")
+    if cfg.estimator not in SELECT_ESTIMATORS:
+        why = REFUSED.get(cfg.estimator, f"not one of {', '.join(ESTIMATORS)}")
+        raise ValueError(f"estimator: {cfg.estimator!r}: {why}")
     bad = [r for r in cfg.rungs if r not in RUNGS]
     if bad:
         raise ValueError(f"rungs: unknown rung {bad[0]!r} (one of {', '.join(RUNGS)})")
@@ -219,58 +364,28 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     tasks = sorted(logged.episodes["task_id"].astype(str).unique())
     if len(tasks) < cfg.folds:
         raise ValueError(f"{len(tasks)} tasks in splits {list(cfg.splits)}: fewer than folds")
+    unit = "task" if len(tasks) >= cfg.min_tasks else "episode"
     fold_of = _task_folds(tasks, cfg.folds, cfg.fold_seed)
     ep_fold = logged.episodes["task_id"].astype(str).map(fold_of).to_numpy()
     rules = [Never()] + [AtTurns(tuple(r)) for r in cfg.rules]
-
-    rows, fitted = [], {}
-    for f in range(cfg.folds):
-        fit, held = logged.subset(ep_fold != f), logged.subset(ep_fold == f)
-        n_held = held.episodes["task_id"].nunique()
-        cands: list[tuple[str, str, HelpPolicy, dict]] = [("rule", p.name, p, {}) for p in rules]
-        for rung in cfg.rungs:
-            try:
-                pol = solve_rung(
-                    fit, rung, budget, age_cap=cfg.age_cap, gamma=ds.gamma, seed=cfg.seed,
-                    max_solves=cfg.max_solves,
-                )  # fmt: skip
-            except InfeasibleBudget as e:
-                log(f"  fold {f}: rung {rung}: skipped ({e})")
-                continue
-            cands.append(("rung", rung, pol, pol.info))
-        for kind, name, pol, info in cands:
-            est = estimate(pol, held, estimators=(cfg.estimator,), n_boot=cfg.n_boot,
-                           level=cfg.level, seed=cfg.seed)  # fmt: skip
-            s, slo, shi = est.get(cfg.estimator, "SR")
-            u, ulo, uhi = est.get(cfg.estimator, "U")
-            rows.append({
-                "budget": budget, "fold": f, "kind": kind, "candidate": name, "tasks": n_held,
-                "SR": s, "SR_lo": slo, "SR_hi": shi, "U": u, "U_lo": ulo, "U_hi": uhi,
-                "agree": est.diagnostics["agree"], "ess": est.diagnostics["ess"],
-                "model_SR": info.get("model_success", math.nan),
-                "model_U": info.get("model_usage", math.nan),
-            })  # fmt: skip
-    per_fold = pd.DataFrame(rows)
-
-    def combine(g):
-        w = g["tasks"] / g["tasks"].sum()
-        hw_s = np.sqrt(((w * (g["SR_hi"] - g["SR_lo"]) / 2) ** 2).sum())
-        hw_u = np.sqrt(((w * (g["U_hi"] - g["U_lo"]) / 2) ** 2).sum())
-        return pd.Series({
-            "kind": g["kind"].iloc[0], "SR": (w * g["SR"]).sum(), "SR_hw": hw_s,
-            "U": (w * g["U"]).sum(), "U_hw": hw_u, "agree": g["agree"].sum(),
-            "model_SR": (w * g["model_SR"]).sum(), "folds": len(g),
-        })  # fmt: skip
-
-    cands = per_fold.groupby("candidate", sort=False).apply(combine, include_groups=False)
-    cands = cands[cands["folds"] == cfg.folds].reset_index()
-    score = pd.DataFrame({"U": cands["U"], "SR": cands["SR"] - cfg.pessimism * cands["SR_hw"]})
+    rules_pt = {}
+    if cfg.reference == "best_rule":  # a first pass over the rules finds it
+        _, rules_pt = _fold_estimates(logged, ep_fold, cfg, budget, ds.gamma, rules, None, log,
+                                      unit)  # fmt: skip
+    ref = _reference(cfg, rules_pt, rules, budget, cfg.level)
+    if ref.name not in {p.name for p in rules}:
+        rules.append(ref)
+    per_fold, per_task = _fold_estimates(logged, ep_fold, cfg, budget, ds.gamma, rules, ref, log,
+                                         unit)  # fmt: skip
+    cands = _pool(per_fold, per_task, cfg, unit, ref.name)
+    ok = cands[cands["supported"]]
+    score = pd.DataFrame({"U": ok["U"], "SR": ok["SR"] - cfg.pessimism * ok["SR_hw"]})
     pick = _hull_at(score, budget + cfg.slack)
     if pick is None:
-        raise ValueError(f"budget {budget:g}: no candidate spends at most the budget")
+        raise ValueError(f"budget {budget:g}: no supported candidate spends at most the budget")
     chosen = [(w, cands.loc[i]) for w, i in pick]
 
-    parts = []
+    fitted, parts = {}, []
     for w, row in chosen:
         if row["kind"] == "rule":
             pol = next(p for p in rules if p.name == row["candidate"])
@@ -282,10 +397,17 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
             fitted[row["candidate"]] = pol.info
         parts.append((w, pol))
     policy = parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=cfg.seed)
-    sr = sum(w * r["SR"] for w, r in chosen)
-    u = sum(w * r["U"] for w, r in chosen)
-    hw_s = sum(w * r["SR_hw"] for w, r in chosen)
-    hw_u = sum(w * r["U_hw"] for w, r in chosen)
+    ope = {"estimator": cfg.estimator, "level": cfg.level, "unit": unit, "reference": ref.name}
+    for q in ("SR", "U", "dSR", "dU"):
+        if unit == "task":  # the mixture's per-task values, then the interval across tasks
+            vals = sum(w * _task_values(per_task[r["candidate"]], cfg.estimator, q)
+                       for w, r in chosen)  # fmt: skip
+            v, lo, hi, _ = ko.t_interval(vals, cfg.level)
+        else:
+            v = sum(w * r[q] for w, r in chosen)
+            hw = sum(w * r[f"{q}_hw"] for w, r in chosen)
+            lo, hi = v - hw, v + hw
+        ope.update({q: float(v), f"{q}_lo": float(lo), f"{q}_hi": float(hi)})
 
     # what `helpdp.search` prints today: the table keyed by the collected states,
     # on the same tasks, valued by its own (in-sample) model
@@ -297,20 +419,13 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         insample = {"error": str(e)}
     rules_ok = cands[(cands["kind"] == "rule") & (cands["U"] <= budget + cfg.slack)]
     best_rule = rules_ok.loc[rules_ok["SR"].idxmax()] if len(rules_ok) else None
+    diag_cols = ["candidate", "SR", "U", "dSR", "dSR_lo", "dSR_hi", "agree", "deviate",
+                 "deviate_ref", "support", "dSR_model", "dSR_data", "supported"]  # fmt: skip
     return {
         "budget": float(budget),
         "policy_name": policy.name,
         "components": [{"weight": float(w), "candidate": r["candidate"]} for w, r in chosen],
-        "ope": {
-            "estimator": cfg.estimator,
-            "level": cfg.level,
-            "SR": float(sr),
-            "SR_lo": float(sr - hw_s),
-            "SR_hi": float(sr + hw_s),
-            "U": float(u),
-            "U_lo": float(u - hw_u),
-            "U_hi": float(u + hw_u),
-        },  # fmt: skip
+        "ope": ope,
         "best_rule": None
         if best_rule is None
         else {
@@ -318,6 +433,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
             "SR": float(best_rule["SR"]),
             "U": float(best_rule["U"]),
         },  # fmt: skip
+        "candidates": json.loads(cands[diag_cols].to_json(orient="records")),
         "insample_model": insample,
         "refit": fitted,
         "tasks": tasks,
@@ -353,8 +469,18 @@ def run_select(cfg) -> list[dict]:
         print(
             f"budget {b:g}: candidates (cross-fitted {cfg.estimator}, {cfg.folds} folds of tasks):"
         )
+        print(
+            f"  (paired differences from {o['reference']}; support: agreeing episodes where "
+            "the candidate deviates from it / where it deviates from the candidate)"
+        )
         for r in cands.sort_values("U").itertuples():
-            print(f"  {r.candidate:<24} SR={r.SR:.3f} ± {r.SR_hw:.3f}  U={r.U:.2f} ± {r.U_hw:.2f}")
+            mark = "" if r.supported else f"  UNSUPPORTED (< {cfg.min_support}): never picked"
+            print(
+                f"  {r.candidate:<24} SR={r.SR:.3f} ± {r.SR_hw:.3f}  U={r.U:.2f} ± {r.U_hw:.2f}"
+                f"  dSR={r.dSR:+.3f} [{r.dSR_lo:+.3f}, {r.dSR_hi:+.3f}]"
+                f" (model {r.dSR_model:+.3f}, data {r.dSR_data:+.3f})  agree {r.agree},"
+                f" support {r.deviate}/{r.deviate_ref}{mark}"
+            )
         print(
             f"budget {b:g}: selected {rec['policy_name']}: OPE SR={o['SR']:.3f} "
             f"[{o['SR_lo']:.3f}, {o['SR_hi']:.3f}] U={o['U']:.2f} [{o['U_lo']:.2f}, "

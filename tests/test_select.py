@@ -27,7 +27,7 @@ def test_hull_picks_a_mixture_that_spends_the_budget():
 def test_selection_on_a_world_with_known_values(tmp_path):
     ds = WORLD.collect(seeds=20, seed=5)
     cfg = SelectConfig(
-        splits=["train"], rungs=["turn", "turn_age"], rules=[[0], [0, 3]], n_boot=100,
+        splits=["train"], rungs=["turn", "turn_age"], rules=[[0], [0, 3], [0, 5]], n_boot=100,
         out=str(tmp_path),
     )  # fmt: skip
     rec = select(ds, cfg, 1.0, log=lambda *_: None)
@@ -37,9 +37,19 @@ def test_selection_on_a_world_with_known_values(tmp_path):
         "never",
         "rule: turns 0",
         "rule: turns 0,3",
+        "rule: turns 0,5",
         "turn",
         "turn_age",
     }
+    # 6 tasks: fewer than min_tasks, so the folds' episode bootstraps; differences from turn 0
+    assert rec["ope"]["unit"] == "episode" and rec["ope"]["reference"] == "rule: turns 0"
+    c = cands.set_index("candidate")
+    assert c.loc["rule: turns 0", "dSR"] == 0.0 and c.loc["rule: turns 0", "supported"]
+    # a call at turn 5 (the last turn): few agreeing episodes get there without help
+    assert c.loc["rule: turns 0,5", "support"] < cfg.min_support
+    assert not c.loc["rule: turns 0,5", "supported"]
+    assert all(c.loc[p["candidate"], "supported"] for p in rec["components"])
+    assert {r["candidate"] for r in rec["candidates"]} == set(c.index)
     (tmp_path / "selected.json").write_text(json.dumps(rec))
     pol = load_policy(tmp_path)
     assert pol.name.startswith("selected (budget 1): ")
@@ -52,6 +62,14 @@ def test_selection_on_a_world_with_known_values(tmp_path):
     assert rec["insample_model"]["expected_usage"] == pytest.approx(1.0)
     # what helpdp.search prints is the model's in-sample value, above the policy's exact one
     assert rec["insample_model"]["expected_success"] > s
+
+
+def test_estimators_that_do_not_cover_are_refused(tmp_path):
+    for est in ("snis", "dm"):
+        with pytest.raises(ValueError, match=f"estimator: '{est}': .*coverage"):
+            select(None, SelectConfig(estimator=est, out=str(tmp_path)), 1.0)
+    with pytest.raises(ValueError, match="estimator: 'x': not one of"):
+        select(None, SelectConfig(estimator="x", out=str(tmp_path)), 1.0)
 
 
 def test_policy_json_round_trip_and_errors(tmp_path):

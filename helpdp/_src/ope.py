@@ -18,7 +18,9 @@ those of the earlier steps of its episode (inclusive). No I/O, no pandas.
 * :func:`stratified_counts`: bootstrap replicate counts that resample episodes within
   strata (so each task's design, and with it the balance heuristic's weights, holds);
 * :func:`fit_q`: a pooled tabular Q model with back-off, evaluated backwards by turn:
-  the doubly robust estimator's control variate.
+  the doubly robust estimator's control variate;
+* :func:`t_interval`: the Student-t interval of a mean over independent units (tasks);
+  :func:`differs`: the episodes where two policies' action distributions differ.
 """
 
 from __future__ import annotations
@@ -285,3 +287,28 @@ def fit_q(
         pb = np.where(cnt[inv, None] > 0, pbar[inv] / np.maximum(cnt[inv, None], 1.0), own)
         v[at] = (pb * est).sum(axis=1)
     return q
+
+
+def t_interval(x: np.ndarray, level: float) -> tuple[float, float, float, int]:
+    """``(mean, lo, hi, k)`` of the finite entries of ``x`` (one estimate per independent
+    unit, e.g. per task): the mean and its Student-t interval at ``level``,
+    mean -/+ t_{k-1} sd / sqrt(k) (no interval below two units)."""
+    from scipy.stats import t as student_t
+
+    x = np.asarray(x, np.float64)
+    x = x[np.isfinite(x)]
+    k = len(x)
+    if k == 0:
+        return float("nan"), float("nan"), float("nan"), 0
+    m = float(x.mean())
+    if k < 2:
+        return m, float("nan"), float("nan"), 1
+    half = float(student_t.ppf(0.5 + level / 2, k - 1) * x.std(ddof=1) / np.sqrt(k))
+    return m, m - half, m + half, k
+
+
+def differs(ep_ptr: np.ndarray, dist_a: np.ndarray, dist_b: np.ndarray, tol: float = 1e-9):
+    """Per episode: whether two policies' action distributions (``(n, A)`` per step)
+    differ at some step of it."""
+    step = np.abs(np.asarray(dist_a) - np.asarray(dist_b)).max(axis=1) > tol
+    return episode_sum(ep_ptr, step.astype(np.float64)) > 0

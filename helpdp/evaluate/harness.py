@@ -76,18 +76,7 @@ from helpdp.evaluate.report import (
     usage_success_plot,
 )
 from helpdp.evaluate.stats import compare, headroom, mix_curve, summarize
-from helpdp.policies import (
-    AfterFailure,
-    Always,
-    AtTurns,
-    HelpPolicy,
-    Never,
-    RandomEpisodes,
-    RandomStates,
-    TablePolicy,
-    TurnZero,
-    TurnZeroOrAfterFailure,
-)
+from helpdp.policies import HelpPolicy, TablePolicy, build_policy
 from helpdp.splits import task_splits
 from helpdp.subset import task_subset
 from prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
@@ -194,7 +183,8 @@ class EvaluateConfig:
     policy_files: list = _f(
         [],
         "more policies to run, each a selected.json of python -m helpdp.select (or its "
-        "directory): the policy chosen by cross-fitted off-policy evaluation",
+        "directory): the policy chosen by cross-fitted off-policy evaluation; or a name of "
+        "helpdp.policies.build_policy (e.g. turn0+after:repeat,failed+max:2)",
     )
     ope: bool = _f(
         True,
@@ -231,16 +221,10 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
     bad = [t for t in cfg.turn_rules if not isinstance(t, (list, tuple))]
     if bad:
         raise ValueError(f"turn_rules: each rule is a list of turns (e.g. [[0,3]]), got {bad[0]!r}")
-    fixed: list[HelpPolicy] = [
-        Never(),
-        Always(),
-        *(RandomStates(float(p), seed=cfg.seed) for p in cfg.random_p),
-        RandomEpisodes(float(cfg.episode_p), seed=cfg.seed),
-        TurnZero(),
-        AfterFailure(),
-        TurnZeroOrAfterFailure(),
-        *(AtTurns(tuple(turns)) for turns in cfg.turn_rules),
-    ]
+    names = ["never", "always", *(f"random:{float(p)}" for p in cfg.random_p),
+             f"random_episodes:{float(cfg.episode_p)}", "turn0", "after:failure",
+             "turn0+after:failure", *("turns:" + ",".join(map(str, t)) for t in cfg.turn_rules)]  # fmt: skip
+    fixed: list[HelpPolicy] = [build_policy(n, seed=cfg.seed) for n in names]
     pols: list[HelpPolicy] = [
         *(fixed if cfg.baselines else []),
         TablePolicy.load(search_dir, seed=cfg.seed, name=table_name, fallback=fallback),
@@ -249,7 +233,7 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
     if cfg.policy_files:
         from helpdp.select import load_policy
 
-        pols += [load_policy(p, seed=cfg.seed) for p in cfg.policy_files]
+        pols += [build_policy(p, seed=cfg.seed, load_json=load_policy) for p in cfg.policy_files]
     if cfg.helper_dir:
         from helpdp.helper import HelperPolicy
 

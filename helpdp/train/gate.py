@@ -21,41 +21,26 @@ from typing import Any
 
 import numpy as np
 
-from helpdp.policies import (
-    AfterFailure,
-    Always,
-    HelpPolicy,
-    Never,
-    RandomStates,
-    StateView,
-    TablePolicy,
-    TurnZero,
-    safe_decide,
-)
+from helpdp.policies import HelpPolicy, StateView, safe_decide
+from helpdp.policies import build_policy as registry_policy
 
 __all__ = ["Gate", "SplitSchedule", "build_policy"]
 
 
 def build_policy(cfg: Any) -> HelpPolicy:
-    """The HelpPolicy named by ``cfg.policy`` (see GateConfig)."""
+    """The HelpPolicy named by ``cfg.policy`` (see GateConfig): ``random`` (at ``cfg.p``),
+    ``table`` (the search output at ``cfg.path``), ``helper`` (the helper at ``cfg.path``)
+    or any name of :func:`helpdp.policies.build_policy` (``turn0+after:repeat``, ...)."""
     kind = cfg.policy
-    if kind == "always":
-        return Always()
-    if kind == "never":
-        return Never()
-    if kind == "random":
-        return RandomStates(float(cfg.p), seed=int(cfg.seed))  # per (episode, turn) draws
-    if kind == "turn_zero":
-        return TurnZero()
-    if kind == "after_failure":
-        return AfterFailure()
-    if kind == "table":
-        return TablePolicy.load(cfg.path, fallback=Never(), seed=int(cfg.seed))
     if kind == "helper":
         from helpdp.helper.policy import HelperPolicy  # imports torch
 
         return HelperPolicy(cfg.path, budget=cfg.budget)
-    raise ValueError(f"gate.policy must be one of always|never|random|turn_zero|..., got {kind!r}")
+    spec = {"random": f"random:{float(cfg.p)}", "table": cfg.path}.get(kind, kind)
+    try:
+        return registry_policy(spec, seed=int(cfg.seed))
+    except ValueError as e:
+        raise ValueError(f"gate.policy: {e}") from None
 
 
 @dataclass
@@ -65,6 +50,7 @@ class Gate:
     ``expert``: episode id -> may this rollout use the expert. Decisions past a cap
     are nohelp; ``calls`` counts the granted ones per episode.
 
+    >>> from helpdp.policies import Always
     >>> g = Gate(Always(), {1: True, 2: False}, max_per_episode=1)
     >>> v = lambda e, t: StateView(0, "w/0", t, "", episode_id=e)
     >>> [int(a) for a in g.decide([v(1, 0), v(2, 0)])], [int(a) for a in g.decide([v(1, 1)])]

@@ -1,0 +1,110 @@
+"""helpdp.ope: intervals across tasks, paired differences, data support, tasks snis drops.
+
+Hand-checkable cases on ``helpdp.synthetic.HelpWorld`` collections; the coverage of the
+intervals at the shipped design is ``tests/test_ope_coverage.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpdp._src import ope as ko
+from helpdp.ope import estimate, load_logged, resolve_unit
+from helpdp.policies import AtTurns, Never, TurnZero
+from helpdp.synthetic import HelpWorld
+
+WORLD = HelpWorld(difficulty=tuple(np.round(np.linspace(0.05, 0.6, 12), 3)))
+
+
+def test_t_interval_hand_worked():
+    m, lo, hi, k = ko.t_interval(np.array([1.0, 2.0, 3.0, 4.0, np.nan]), 0.95)
+    half = 3.182446 * np.std([1, 2, 3, 4], ddof=1) / 2  # t_{3, .975} sd / sqrt(4)
+    assert (m, k) == (2.5, 4)
+    assert lo == pytest.approx(2.5 - half, abs=1e-5) and hi == pytest.approx(2.5 + half, abs=1e-5)
+    assert np.isnan(ko.t_interval(np.array([1.0]), 0.95)[1])
+    assert ko.differs(np.array([0, 2, 3]), np.array([[1, 0], [1, 0], [0, 1]]),
+                      np.array([[1, 0], [0, 1], [0, 1]])).tolist() == [True, False]  # fmt: skip
+
+
+def test_units_resolve_by_task_count():
+    assert resolve_unit("auto", 12) == "task" and resolve_unit("auto", 4) == "episode"
+    with pytest.raises(ValueError, match="unit must be one of"):
+        resolve_unit("seed", 12)
+
+
+@pytest.fixture(scope="module")
+def logged():
+    lg = load_logged(WORLD.collect(seeds=3, seed=7))
+    lg.views()
+    return lg
+
+
+def test_task_interval_is_the_t_interval_of_the_per_task_values(logged):
+    e = estimate(AtTurns((0, 2)), logged, estimators=("dr", "wdr"), reference=TurnZero())
+    assert e.unit == "task"
+    for est in ("dr", "wdr"):
+        for q in ("SR", "U", "dSR"):
+            v = e.per_task[(e.per_task["estimator"] == est) & (e.per_task["quantity"] == q)]
+            assert len(v) == 12
+            assert e.get(est, q) == pytest.approx(ko.t_interval(v["value"].to_numpy(), 0.95)[:3])
+    # the paired difference is the difference of the two estimates, task by task
+    r = estimate(TurnZero(), logged, estimators=("wdr",))
+    c = estimate(AtTurns((0, 2)), logged, estimators=("wdr",))
+    assert e.get("wdr", "dSR")[0] == pytest.approx(c.get("wdr", "SR")[0] - r.get("wdr", "SR")[0])
+
+
+def test_support_counts_the_episodes_that_inform_the_difference(logged):
+    e = estimate(AtTurns((0, 2)), logged, estimators=("is", "wdr"), reference=TurnZero())
+    d = e.diagnostics
+    # by hand: an episode agrees with "turns 0,2" if it called exactly at turns 0 and 2
+    # (of those it reached), with "turn 0" if exactly at turn 0; they differ at turn 2 only
+    st = logged.steps.assign(ep=np.repeat(np.arange(logged.n_episodes), np.diff(logged.ep_ptr)))
+    agree02 = st.groupby("ep").apply(
+        lambda g: bool((g["action"] == g["t"].isin([0, 2]).astype(int)).all()),
+        include_groups=False,
+    )
+    agree0 = st.groupby("ep").apply(
+        lambda g: bool((g["action"] == (g["t"] == 0).astype(int)).all()), include_groups=False
+    )
+    reach2 = st.groupby("ep")["t"].max() >= 2
+    assert d["agree"] == int(agree02.sum()) and d["agree_ref"] == int(agree0.sum())
+    assert d["deviate"] == int((agree02 & reach2).sum()) > 0
+    assert d["deviate_ref"] == int((agree0 & reach2).sum()) > 0
+    assert d["support"] == min(d["deviate"], d["deviate_ref"])
+    assert d["reference"] == "rule: turn 0"
+    # the model's part and the data's part add up to the estimate; IS has no model part
+    model, data = d["parts"]["wdr"]["dSR"]
+    assert model + data == pytest.approx(e.get("wdr", "dSR")[0])
+    assert d["parts"]["is"]["SR"] == [0.0, pytest.approx(e.get("is", "SR")[0])]
+    assert "deviating from rule: turn 0" in e.line() and "model" in e.line()
+    # a policy that acts as the reference on every logged step: nothing differs, dSR = 0
+    same = estimate(AtTurns((0,)), logged, estimators=("wdr",), reference=TurnZero())
+    assert same.diagnostics["differs"] == 0 and same.get("wdr", "dSR") == (0.0, 0.0, 0.0)
+    assert "reference" in same.to_dict()["diagnostics"]
+
+
+def test_snis_reports_the_tasks_it_cannot_average():
+    # p in {0, 1}, one seed: "turn 0" agrees only with an always-help episode solved at turn 0
+    lg = load_logged(WORLD.collect(seeds=1, probs=(0.0, 1.0), seed=3))
+    steps_of = np.diff(lg.ep_ptr)
+    ok = (lg.episodes["trigger_p"].to_numpy() == 1.0) & (steps_of == 1)
+    tasks_with = set(lg.episodes["task_id"][ok])
+    empty = 12 - len(tasks_with)
+    assert 0 < empty < 12
+    with pytest.warns(UserWarning, match=f"snis averages {12 - empty} of 12 tasks"):
+        e = estimate(TurnZero(), lg, estimators=("snis", "dr"))
+    assert e.diagnostics["tasks_empty"] == empty
+    row = e.table[(e.table["estimator"] == "snis") & (e.table["quantity"] == "SR")].iloc[0]
+    assert row["tasks"] == 12 - empty and row["value"] == pytest.approx(1.0)
+    assert e.table[e.table["estimator"] == "dr"]["tasks"].eq(12).all()
+    assert "tasks without one" in e.support_line("dr")
+
+
+def test_episode_units_bootstrap_within_tasks_and_pair_the_replicates(logged):
+    e = estimate(Never(), logged, estimators=("dr",), unit="episode", n_boot=100,
+                 reference=TurnZero())  # fmt: skip
+    v, lo, hi = e.get("dr", "dSR")
+    assert lo < v < hi < 0  # never is worse than one call at turn 0
+    s = estimate(Never(), logged, estimators=("dr",), unit="stratum", n_boot=100)
+    assert s.unit == "stratum" and s.get("dr", "SR")[0] == pytest.approx(e.get("dr", "SR")[0])
