@@ -9,6 +9,9 @@ kind is refused):
 
 * ``simulated``: a seeded SIMULATION of a weak agent over the worlds' reference
   solutions (no model). For the embedded demo and tests; not an LLM.
+* ``simulated_real``: the same kind of simulation with its turns drawn from a table
+  fitted to a real model's data (``python -m collect.fit_simulated``; shipped: the
+  Qwen2.5-Coder-0.5B fit, ``collect/simulated_real.json``).
 * ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint
   (:class:`collect.awm.llm.ChatClient`, the ``openai`` SDK).
 * ``hf``: local ``transformers`` generation (CPU or GPU), batched with left padding;
@@ -26,10 +29,12 @@ environment.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from collect.awm.llm import ChatClient, EndpointConfig, EndpointError
@@ -39,7 +44,7 @@ from collect.awm.protocol import (
 )
 from collect.realmodel import MODELS, ensure_model
 from collect.schedule import episode_rng
-from collect.simulate import SimulatedConfig, simulate_turn
+from collect.simulate import FittedAgent, SimulatedConfig, simulate_fitted_turn, simulate_turn
 from collect.types import Actor, TurnReply, TurnRequest
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import to_dict
@@ -48,7 +53,9 @@ __all__ = [
     "ACTOR_CONFIGS",
     "ACTOR_KINDS",
     "ActorConfig",
+    "FITTED_TABLE",
     "ChatClient",
+    "FittedActor",
     "EndpointError",
     "HFActor",
     "HFActorConfig",
@@ -58,11 +65,14 @@ __all__ = [
     "SimulatedActor",
     "SimulatedActorConfig",
     "SimulatedConfig",
+    "SimulatedRealActorConfig",
+    "SIMULATED_KINDS",
     "VLLMActor",
     "VLLMActorConfig",
     "actor_config",
     "actor_name",
     "build_actor",
+    "load_fitted",
     "check_actor",
     "register_actor_schemas",
     "shared_model_actors",
@@ -70,7 +80,7 @@ __all__ = [
 ]
 
 
-_KIND_HELP = "simulated | openai | hf | vllm: selected by the config group collect/actor=KIND"
+_KIND_HELP = "simulated | simulated_real | openai | hf | vllm: selected by the config group collect/actor=KIND"
 
 
 def _kind(default: str) -> Any:
@@ -93,6 +103,22 @@ class SimulatedActorConfig(ActorConfig):
 
     kind: str = _kind("simulated")
     simulated: SimulatedConfig = _f(SimulatedConfig(), "the weak agent's rates")
+
+
+#: the shipped fit: Qwen2.5-Coder-0.5B on the demo worlds (helpdp/data/real-actor)
+FITTED_TABLE = Path(__file__).parent / "simulated_real.json"
+
+
+@dataclass
+class SimulatedRealActorConfig(ActorConfig):
+    """collect/actor=simulated_real: a simulated agent fitted to a real model (not a model)."""
+
+    kind: str = _kind("simulated_real")
+    table: str = _f(
+        "",
+        "the fitted table (JSON of python -m collect.fit_simulated); empty: the shipped fit "
+        "to Qwen2.5-Coder-0.5B, collect/simulated_real.json",
+    )
 
 
 @dataclass
@@ -187,11 +213,14 @@ class VLLMActorConfig(LocalModelConfig):
 #: kind -> its config class (``conf/collect/actor/<kind>.yaml`` selects it)
 ACTOR_CONFIGS: dict[str, type[ActorConfig]] = {
     "simulated": SimulatedActorConfig,
+    "simulated_real": SimulatedRealActorConfig,
     "openai": OpenAIActorConfig,
     "hf": HFActorConfig,
     "vllm": VLLMActorConfig,
 }
 ACTOR_KINDS = tuple(ACTOR_CONFIGS)
+#: the kinds that simulate an agent over the reference solutions (no model)
+SIMULATED_KINDS = ("simulated", "simulated_real")
 
 
 def _field_names(cls: type) -> list[str]:
@@ -251,7 +280,9 @@ def check_actor(config: ActorConfig) -> None:
         if config.model:
             raise ValueError("actor.model must be empty with actor.gguf (the gguf names the model)")
         return
-    if config.kind != "simulated" and not getattr(config, "model", ""):
+    if config.kind in SIMULATED_KINDS:
+        return
+    if not getattr(config, "model", ""):
         raise ValueError(f"actor.model is required for the {config.kind} actor")
     if config.kind == "openai" and not config.base_url:
         raise ValueError("actor.base_url is required for the openai actor")
@@ -271,8 +302,8 @@ def actor_name(config: ActorConfig) -> str:
     """The name that identifies this actor's data (``source.actor``)."""
     if config.name:
         return str(config.name)
-    if config.kind == "simulated":
-        return "simulated"
+    if config.kind in SIMULATED_KINDS:
+        return config.kind
     return getattr(config, "gguf", "") or getattr(config, "model", "") or config.kind
 
 
@@ -290,6 +321,9 @@ class SimulatedActor:
         self.config = config or SimulatedConfig()
         self.name = name
 
+    def _turn(self, view, rng) -> str:
+        return simulate_turn(view, rng, self.config)
+
     def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
         out = []
         for req in requests:
@@ -297,13 +331,34 @@ class SimulatedActor:
                 out.append(TurnReply("", error="the simulated actor needs a reference solution"))
                 continue
             rng = episode_rng(req.view.spec, "actor", req.view.turn)
-            text = simulate_turn(req.view, rng, self.config)
+            text = self._turn(req.view, rng)
             prompt = sum(len(m["content"]) for m in req.messages)
             out.append(TurnReply(text, math.ceil(prompt / 4), math.ceil(len(text) / 4)))
         return out
 
     def close(self) -> None:
         pass
+
+
+def load_fitted(table: str = "") -> FittedAgent:
+    """The fitted agent of ``table`` (a JSON path; empty: :data:`FITTED_TABLE`)."""
+    path = Path(table) if table else FITTED_TABLE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"actor.table: cannot read {path}: {e}") from e
+    return FittedAgent.from_json(data, str(path))
+
+
+class FittedActor(SimulatedActor):
+    """The simulated agent fitted to a real model (:func:`simulate_fitted_turn`)."""
+
+    def __init__(self, agent: FittedAgent, name: str = "simulated_real"):
+        self.agent = agent
+        self.name = name
+
+    def _turn(self, view, rng) -> str:
+        return simulate_fitted_turn(view, rng, self.agent)
 
 
 # ---------------------------------------------------------------------------
@@ -657,6 +712,8 @@ def build_actor(config: Any) -> Actor:
     config = actor_config(config)
     if config.kind == "simulated":
         return SimulatedActor(config.simulated, actor_name(config))
+    if config.kind == "simulated_real":
+        return FittedActor(load_fitted(config.table), actor_name(config))
     check_actor(config)
     if config.kind == "openai":
         actor: Actor = OpenAIActor(config)

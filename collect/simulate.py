@@ -22,7 +22,16 @@ from collect.rollout import reference_progress
 from collect.types import EpisodeView
 from helpdp.cliconf import doc_field as _f
 
-__all__ = ["SimulatedConfig", "simulate_turn", "tool_call_text"]
+__all__ = [
+    "OUTCOMES",
+    "FittedAgent",
+    "SimulatedConfig",
+    "history_features",
+    "simulate_fitted_turn",
+    "simulate_turn",
+    "tool_call_text",
+    "turn_class",
+]
 
 
 @dataclass
@@ -190,3 +199,184 @@ def simulate_turn(view: EpisodeView, rng: np.random.Generator, config: Simulated
     return tool_call_text(
         call["tool_name"], call.get("arguments") or {}, f"Next: {call['tool_name']}."
     )
+
+
+# ---------------------------------------------------------------------------
+# the simulated agent fitted to a real model (collect/fit_simulated.py writes its table)
+# ---------------------------------------------------------------------------
+
+#: what a fitted agent's turn is: a class of :data:`helpdp.events.TURN_CLASSES`, or
+#: ``repeat`` (the previous turn's call again, whatever its class)
+OUTCOMES = ("working", "failed", "unknown_tool", "format_error", "stop", "repeat")
+#: the previous turn's class at turn 0
+START = "start"
+_FORMAT_FAILURES = frozenset({"invalid_json", "unknown_meta_function", "malformed_tag"})
+_READ_PREFIXES = ("list_", "get_", "search_", "find_")
+
+
+@dataclass(frozen=True)
+class FittedAgent:
+    """A fitted table: P(outcome | help now, turn bucket, previous class, repeat run) and
+    the probability that a working call is the task's next reference call."""
+
+    buckets: tuple[int, ...]  # lower edges of the turn buckets, the first 0
+    max_run: int  # repeat runs >= max_run share a row
+    probs: dict[str, np.ndarray]  # key(...) -> probabilities over OUTCOMES
+    on_path: tuple[float, float]  # P(next reference call | working): without, with help
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "table") -> FittedAgent:
+        """From the JSON that :mod:`collect.fit_simulated` writes; a bad one is a
+        ``ValueError`` naming the field."""
+        if list(data.get("outcomes", [])) != list(OUTCOMES):
+            raise ValueError(f"{where}: outcomes must be {list(OUTCOMES)}")
+        buckets = tuple(int(b) for b in data.get("buckets", []))
+        if not buckets or buckets[0] != 0 or list(buckets) != sorted(set(buckets)):
+            raise ValueError(f"{where}: buckets must be increasing lower edges from 0")
+        probs = {}
+        for key, row in dict(data.get("probs", {})).items():
+            p = np.asarray(row, dtype=float)
+            if p.shape != (len(OUTCOMES),) or (p < 0).any() or abs(p.sum() - 1) > 1e-4:
+                raise ValueError(f"{where}: probs[{key!r}] is not a distribution over outcomes")
+            probs[str(key)] = p / p.sum()
+        on = data.get("on_path", {})
+        q = (float(on.get("nohelp", -1)), float(on.get("help", -1)))
+        if not all(0 <= x <= 1 for x in q):
+            raise ValueError(f"{where}: on_path.nohelp and on_path.help must be in [0, 1]")
+        return cls(buckets, int(data.get("max_run", 2)), probs, q)
+
+    def bucket(self, turn: int) -> int:
+        return int(np.searchsorted(self.buckets, turn, side="right") - 1)
+
+    def key(self, helped: bool, turn: int, prev: str, run: int) -> str:
+        return f"{int(helped)}|{self.bucket(turn)}|{prev}|{min(run, self.max_run)}"
+
+    def row(self, helped: bool, turn: int, prev: str, run: int) -> np.ndarray:
+        key = self.key(helped, turn, prev, run)
+        if key not in self.probs:
+            raise KeyError(f"the fitted table has no row {key!r}")
+        return self.probs[key]
+
+
+def turn_class(turn: Any) -> str:
+    """The class of a past turn (:func:`helpdp.events.classify_turn`'s rules, read from
+    the turn's parsed action and failure)."""
+    kind, failure = turn.parsed.get("kind"), turn.failure
+    if kind == "final":
+        return "stop"
+    if kind == "invalid" or failure in _FORMAT_FAILURES or failure == "untagged_call":
+        return "format_error"
+    if failure == "unknown_tool":
+        return "unknown_tool"
+    if failure is not None:
+        return "failed"
+    return "working"
+
+
+def _same_call(a: Any, b: Any) -> bool:
+    """The events' repeat: the same call kind and tool name (arguments aside)."""
+    ka, kb = a.parsed.get("kind"), b.parsed.get("kind")
+    return (
+        ka in ("call_tool", "list_tools")
+        and ka == kb
+        and a.parsed.get("tool_name") == b.parsed.get("tool_name")
+    )
+
+
+def history_features(history: Sequence[Any]) -> tuple[str, int]:
+    """The previous turn's class (``start`` at turn 0) and its repeat run."""
+    if not history:
+        return START, 0
+    run = 0
+    for i in range(len(history) - 1, 0, -1):
+        if not _same_call(history[i], history[i - 1]):
+            break
+        run += 1
+    return turn_class(history[-1]), run
+
+
+def _last_call(view: EpisodeView) -> tuple[str | None, str | None]:
+    if not view.history:
+        return None, None
+    p = view.history[-1].parsed
+    return p.get("kind"), p.get("tool_name")
+
+
+def _off_path(view: EpisodeView, calls: list[dict], k: int, rng: np.random.Generator) -> str:
+    """A working call that does not advance the task: ``list_tools`` or one of the task's
+    read calls (never the previous turn's tool: that would be a repeat)."""
+    kind, tool = _last_call(view)
+    reads = [
+        c
+        for i, c in enumerate(calls)
+        if i != k and str(c.get("tool_name", "")).startswith(_READ_PREFIXES)
+    ]
+    reads = [c for c in reads if not (kind == "call_tool" and c.get("tool_name") == tool)]
+    options = ([None] if kind != "list_tools" else []) + reads
+    if not options:
+        return tool_call_text(calls[k]["tool_name"], calls[k].get("arguments") or {})
+    pick = options[int(rng.integers(0, len(options)))]
+    if pick is None:
+        return _LIST_TOOLS
+    return tool_call_text(pick["tool_name"], pick.get("arguments") or {}, "Let me look.")
+
+
+def _unknown_tool(view: EpisodeView, nxt: dict, rng: np.random.Generator) -> str:
+    _, tool = _last_call(view)
+    name = str(nxt.get("tool_name") or "item")
+    names = ["list_tools", f"{name}_details", f"get_{name}"]
+    names = [n for n in names if n not in view.tools and n != tool] or [f"{name}_v{view.turn}"]
+    pick = names[int(rng.integers(0, len(names)))]
+    return tool_call_text(pick, nxt.get("arguments") or {}, f"Next: {pick}.")
+
+
+def _failed_call(view: EpisodeView, calls: list[dict], k: int, rng: np.random.Generator) -> str:
+    """A real tool called with arguments of the wrong type (the app refuses it: 422)."""
+    _, tool = _last_call(view)
+    order = calls[k:] + calls[:k]
+    pool = [c for c in order if c.get("arguments") and c.get("tool_name") != tool]
+    pool = pool or [c for c in order if c.get("arguments")] or order
+    call = pool[0] if rng.random() < 0.5 or len(pool) == 1 else pool[1]
+    args = {key: {"value": [v]} for key, v in (call.get("arguments") or {}).items()}
+    return tool_call_text(call["tool_name"], args or {"id": {"value": []}}, "Next call.")
+
+
+def simulate_fitted_turn(view: EpisodeView, rng: np.random.Generator, agent: FittedAgent) -> str:
+    """One turn of the fitted agent: its outcome drawn from the table's row for (help
+    now, turn bucket, previous class, repeat run), then written as a turn the
+    environment reads as that class. A working call is the expert's advice or the
+    next reference call with probability ``on_path`` (with, without help), else a
+    call that changes nothing; a stop is the reference answer once every reference
+    call is done (or the expert says so), else a premature answer."""
+    calls = list(view.solution.calls) if view.solution else []
+    k = reference_progress(view.history, calls)
+    prev, run = history_features(view.history)
+    helped = view.help is not None
+    p = agent.row(helped, view.turn, prev, run)
+    u = rng.random(2)
+    outcome = OUTCOMES[min(int(np.searchsorted(np.cumsum(p), u[0], side="right")), len(p) - 1)]
+    nxt = calls[k] if k < len(calls) else (calls[-1] if calls else {"tool_name": "item"})
+    if outcome == "repeat" and view.history:
+        return view.history[-1].text
+    if outcome == "format_error":
+        if rng.random() < 0.5:
+            return tool_call_block(json.dumps({"name": nxt.get("tool_name"), "arguments": {}}))
+        inner = json.dumps({"tool_name": nxt.get("tool_name"), "arguments": "{}"})
+        return tool_call_block(f'{{"name": "call_tool", "arguments": {inner},}}')
+    if outcome == "unknown_tool":
+        return _unknown_tool(view, nxt, rng)
+    if outcome == "failed" and calls:
+        return _failed_call(view, calls, k, rng)
+    if outcome == "stop":
+        done = k >= len(calls) or (view.help is not None and view.help.final)
+        return _final_text(view) if done else "I have completed the task."
+    if helped and view.help.call is not None and u[1] < agent.on_path[1]:
+        call = view.help.call
+        return tool_call_text(
+            call["tool_name"], call.get("arguments") or {}, "Following the advice."
+        )
+    if not helped and k < len(calls) and u[1] < agent.on_path[0]:
+        return tool_call_text(
+            nxt["tool_name"], nxt.get("arguments") or {}, f"Next: {nxt['tool_name']}."
+        )
+    return _off_path(view, calls, k, rng) if calls else _LIST_TOOLS
