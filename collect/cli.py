@@ -13,6 +13,7 @@ from collect.awm.sandbox import COMMAND_ERRORS
 from collect.collector import CollectResult, collect
 from collect.config import CollectConfig, schema_node
 from collect.policy import candidate_rates, evaluation_line, load_help_policy
+from collect.shards import OutputBusy, PlanMismatch
 from helpdp.cliconf import run_app
 from helpdp.policies import TablePolicy
 from helpdp.select import MixturePolicy
@@ -29,6 +30,8 @@ HELP = (
 def run_cli(cfg: Any) -> CollectResult:
     """What ``python -m collect`` does with its composed config."""
     result = collect(cfg)
+    for note in result.notes:
+        print(note, flush=True)
     if result.skipped:
         print(f"left out {len(result.skipped)} tasks: {'; '.join(result.skipped[:3])}", flush=True)
     print(result.line(), flush=True)
@@ -57,5 +60,5 @@ def main() -> None:
         node=schema_node(),
         usage="python -m collect out=DIR [KEY=VALUE ...]",
         extra_help=HELP,
-        errors=COMMAND_ERRORS,
+        errors=(*COMMAND_ERRORS, PlanMismatch, OutputBusy),
     )

@@ -17,10 +17,13 @@ This module runs the steps in order; each has its module:
 * :mod:`collect.plan`: the runnable tasks, the episodes and their shards;
 * :mod:`collect.worker`: running a shard (in a worker process with its private
   scratch directory, :mod:`collect.scratch`), by an executor
-  (:mod:`collect.executors`); a rerun of the same command skips finished
-  shards (:mod:`collect.shards`);
-* :mod:`collect.publish`: the tables, summary and manifest, written as a dataset;
+  (:mod:`collect.executors`); a rerun of the same command reuses the finished shards
+  once verified, and runs a damaged or failed one again (:mod:`collect.shards`);
+* :mod:`collect.publish`: the tables, summary and manifest, written as a dataset
+  (files it did not write are kept);
 * :mod:`collect.cli`: the command line.
+
+One collect writes an ``out=`` at a time (:class:`~collect.shards.OutputLock`).
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from collect.awm.clock import WorldClock
 from collect.config import CollectConfig, as_config, collect_config, validate, worlds_dir
 from collect.executors import execute, resolve_workers
 from collect.plan import plan_shards
-from collect.publish import publish
-from collect.shards import ShardStore
+from collect.publish import check_out, publish
+from collect.shards import OutputLock, ShardStore
 from collect.worker import ShardResult, ShardTask, close_workers, run_shard
 from helpdp.cliconf import Interrupted
 
@@ -58,6 +61,8 @@ class CollectResult:
     seconds: float
     summary: dict[str, Any]
     skipped: list[str] = field(default_factory=list)
+    #: what publishing said about the previous dataset in ``out`` (replaced, kept)
+    notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         s = self.summary
@@ -99,6 +104,30 @@ class _Progress:
             self.bar.close()
 
 
+def _reusable(store: ShardStore, n_shards: int) -> list[int]:
+    """The shards to run: those not written, and the written ones that fail their check
+    (:meth:`ShardStore.problem`), removed and announced in one line on stderr."""
+    todo, bad = [], []
+    for i in range(n_shards):
+        if not store.present(i):
+            todo.append(i)
+            continue
+        problem = store.problem(i)
+        if problem is not None:
+            store.discard(i)
+            todo.append(i)
+            bad.append(f"{i:06d} ({problem})")
+    if bad:
+        more = f", and {len(bad) - 3} more" if len(bad) > 3 else ""
+        print(
+            f"collect: running {len(bad)} shard(s) of {store.dir} again: "
+            f"{', '.join(bad[:3])}{more}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return sorted(todo)
+
+
 def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> CollectResult:
     """Collect a dataset as ``config`` says (resuming finished shards); see the module doc.
 
@@ -116,6 +145,8 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
     started = time.perf_counter()
     cfg = as_config(config)
     validate(cfg)
+    if not str(cfg.out or "").strip():
+        raise ValueError("out: empty; name the output directory (out=DIR)")
     # One "now" for the whole run, resolved once: it is part of the shards' fingerprint,
     # so a resumed run keeps the recorded clock (a different one is refused).
     clock = WorldClock.resolve(cfg.clock, worlds_dir(cfg))
@@ -123,15 +154,38 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
     if (actor is not None or help_policy is not None) and cfg.executor.kind == "ray":
         raise ValueError("an actor or policy object runs in this process: use executor.kind=local")
     plan = plan_shards(cfg, None if help_policy is None else help_policy.name)
+    with OutputLock(cfg.out):
+        check_out(cfg)
+        store = ShardStore(cfg.out)
+        store.prepare(plan.record(), overwrite=cfg.overwrite)
+        todo = _reusable(store, len(plan.shards))
+        _run(cfg, plan, store, todo, actor, help_policy)
+        summary, notes = publish(cfg, store, len(plan.shards), plan.skipped, clock, help_policy)
+    return CollectResult(
+        Path(cfg.out),
+        summary["episodes"],
+        summary["steps"],
+        summary["states"],
+        summary["transitions"],
+        len(todo),
+        len(plan.shards),
+        time.perf_counter() - started,
+        summary,
+        plan.skipped,
+        notes,
+    )
+
+
+def _run(
+    cfg: CollectConfig, plan: Any, store: ShardStore, todo: list[int], actor: Any, help_policy: Any
+) -> None:
+    """Run the shards ``todo`` of ``plan`` and write each into ``store`` as it ends; Ctrl-C
+    stops them (:func:`~collect.executors.execute`) and says what was kept."""
     shards = plan.shards
-    out = Path(cfg.out)
-    store = ShardStore(out)
-    store.prepare(plan.record(), overwrite=cfg.overwrite)
-    todo = [i for i in range(len(shards)) if not store.done(i)]
-    done_eps = sum(len(shards[i]) for i in range(len(shards)) if i not in set(todo))
+    done_eps = sum(len(shards[i]) for i in set(range(len(shards))) - set(todo))
     if todo and len(todo) < len(shards):
         print(
-            f"resuming {out}: reusing {len(shards) - len(todo)} of {len(shards)} shards "
+            f"resuming {cfg.out}: reusing {len(shards) - len(todo)} of {len(shards)} shards "
             f"({done_eps} episodes)",
             flush=True,
         )
@@ -163,26 +217,13 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
             force_inline=inline,
         )
     except KeyboardInterrupt:
-        kept = sum(store.done(i) for i in range(len(shards)))
+        kept = sum(store.present(i) for i in range(len(shards)))
         raise Interrupted(
             f"{kept} of {len(shards)} shards kept in {store.dir}; rerun the same command to resume"
         ) from None
     finally:
         bar.close()
         close_workers()
-    summary = publish(cfg, store, len(shards), plan.skipped, clock, help_policy)
-    return CollectResult(
-        out,
-        summary["episodes"],
-        summary["steps"],
-        summary["states"],
-        summary["transitions"],
-        len(todo),
-        len(shards),
-        time.perf_counter() - started,
-        summary,
-        plan.skipped,
-    )
 
 
 def collect_demo(out: str | Path, overrides: list[str] | None = None) -> CollectResult:

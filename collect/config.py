@@ -123,7 +123,11 @@ class CollectConfig:
         "count: episodes without a valid verdict (server errors, verifier failures) count as "
         "failures in the tables; skip: they are listed in episodes.parquet only",
     )
-    overwrite: bool = _f(False, "start over when out/ holds shards of a different collection")
+    overwrite: bool = _f(
+        False,
+        "start over: run every shard again and replace the dataset (out/ may hold another "
+        "collection); files collect did not write are kept",
+    )
     keep_shards: bool = _f(
         True, "keep out/shards after aggregating (a rerun then only re-aggregates)"
     )

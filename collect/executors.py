@@ -8,16 +8,25 @@ workers need no shared filesystem, only the worlds directory at the same path).
 * ``local`` with ``workers=1``: in this process (an actor object may be passed).
 * ``local`` with ``workers>1`` (``0``: one per CPU core): a ``spawn`` process pool;
   each worker builds its environments and actor once and keeps them for all its
-  shards, and exits when the parent dies (even by SIGKILL).
+  shards, and exits when the parent dies (even by SIGKILL). On Ctrl-C (or any
+  failure) the pool stops within seconds: every worker ends its current episode
+  (SIGINT or SIGTERM: ``SystemExit`` through its ``finally`` blocks), starts no other
+  one, and exits; one still running after :data:`STOP_GRACE_S` is killed (its
+  sandboxes follow their parent; the next run sweeps its scratch directory).
 * ``ray``: one Ray task per shard (``ray.init(address=...)`` unless Ray is already
   initialized); Ray reuses worker processes, so each also keeps its environments.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -26,9 +35,16 @@ from typing import Any
 from collect.awm.sandbox.parentwatch import watch_parent
 from helpdp.cliconf import doc_field as _f
 
-__all__ = ["EXECUTOR_KINDS", "ExecutorConfig", "execute", "resolve_workers"]
+__all__ = ["EXECUTOR_KINDS", "STOP_GRACE_S", "ExecutorConfig", "execute", "resolve_workers"]
 
 EXECUTOR_KINDS = ("local", "ray")
+
+#: seconds a pool's workers get to stop after Ctrl-C or a failure (their current
+#: episode's sandboxes closed, their scratch removed) before they are killed
+STOP_GRACE_S = 5.0
+
+#: in a pool worker: Ctrl-C (or the parent's SIGTERM) was seen; no task starts after it
+_STOPPING = False
 
 
 @dataclass
@@ -56,16 +72,68 @@ def resolve_workers(config: ExecutorConfig, n_tasks: int) -> int:
 
 
 def _quiet_interrupt(signum: int, frame: Any) -> None:
+    global _STOPPING
+    if _STOPPING:  # once: the cleanup is not interrupted (the handler stays: a pending
+        return  # signal meeting SIG_IGN would raise "ignored due to race condition")
+    _STOPPING = True
     raise SystemExit(130)
 
 
 def _watch_parent(parent: int) -> None:
     """Exit this worker (status 1) when its parent process is gone (no orphans after a SIGKILL).
-    Ctrl-C reaches every process of the terminal's group: a worker ends with SystemExit
-    (its sandboxes closed by their ``finally`` blocks, no traceback printed), and the
-    parent alone says what was kept."""
+    Ctrl-C reaches every process of the terminal's group (and the parent sends SIGTERM
+    when it stops the pool): a worker ends its task with SystemExit (its sandboxes closed
+    by their ``finally`` blocks, no traceback printed), runs no other (:func:`_in_worker`),
+    and the parent alone says what was kept."""
     signal.signal(signal.SIGINT, _quiet_interrupt)
+    signal.signal(signal.SIGTERM, _quiet_interrupt)
+    # registered before the worker's own cleanup (collect.worker, imported with the first
+    # task), so it runs after it (atexit is last in, first out)
+    atexit.register(_exit_when_stopped)
     watch_parent(parent, interval=0.5, exit_code=1, name="watch-parent")
+
+
+def _exit_when_stopped() -> None:
+    """A stopped worker, its cleanup done, skips the interpreter's teardown (seconds of
+    module and heap finalization on a busy machine) so that Ctrl-C ends in seconds."""
+    if _STOPPING:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(130)
+
+
+def _in_worker(fn: Callable[[Any], Any], task: Any) -> Any:
+    """``fn(task)`` in a pool worker, unless this worker was interrupted: the pool hands a
+    worker its queued tasks even after a task ended in ``SystemExit``, and they must not
+    start new episodes."""
+    if _STOPPING:
+        raise SystemExit(130)
+    return fn(task)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and stop the workers: SIGTERM (each ends its current
+    task, runs no other and exits when the pool says so), then SIGKILL for any still
+    alive after :data:`STOP_GRACE_S`."""
+    # the pool's own processes (a private attribute in CPython's 3.9-3.13 pools)
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.exitcode is None:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    alive = [p for p in procs if p.exitcode is None]
+    while alive and time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            multiprocessing.connection.wait(
+                [p.sentinel for p in alive], deadline - time.monotonic()
+            )
+        alive = [p for p in alive if p.is_alive()]
+    for p in alive:
+        with contextlib.suppress(OSError, ValueError):
+            p.kill()
 
 
 def execute(
@@ -102,7 +170,7 @@ def execute(
         max_workers=workers, mp_context=ctx, initializer=_watch_parent, initargs=(os.getpid(),)
     )
     try:
-        pending = {pool.submit(fn, task) for task in tasks}
+        pending = {pool.submit(_in_worker, fn, task) for task in tasks}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -116,7 +184,7 @@ def execute(
                     raise
                 on_result(result)
     except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_pool(pool)
         raise
     pool.shutdown(wait=True)
     return False

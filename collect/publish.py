@@ -1,13 +1,23 @@
 """Publishing a collection: the finished shards aggregated into the dataset's tables,
 their summary, and ``manifest.json`` with its provenance (config, versions, git commit,
-isolation), written atomically through the contract (:func:`helpdp.data.write_dataset`)."""
+isolation), written atomically through the contract (:func:`helpdp.data.write_dataset`).
+
+A collection writes :data:`OWN_FILES` and ``shards/``, nothing else: every other file in
+``out/`` is kept. A dataset file it does not write (``scores.parquet`` of ``prm.score``)
+is kept as it is while the tables it goes with are unchanged, and otherwise refused by
+name (nothing replaced). :func:`check_out` refuses, before anything runs, an ``out=``
+that holds something else than this collection (unless ``overwrite=true``)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
+import os
 import platform
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +29,16 @@ from collect.awm.clock import WorldClock
 from collect.awm.env import EnvConfig
 from collect.awm.sandbox import describe
 from collect.config import CollectConfig, source_config
-from collect.shards import ShardStore, aggregate
-from helpdp.contract import build_manifest
+from collect.shards import TABLES, PlanMismatch, ShardStore, aggregate
+from helpdp.contract import DATASET_FILES, MANIFEST_FILE, build_manifest, fsync_dir
 from helpdp.data import write_dataset
 
-__all__ = ["git_sha", "manifest", "publish", "summarize", "versions"]
+__all__ = ["OWN_FILES", "check_out", "git_sha", "manifest", "publish", "summarize", "versions"]
+
+#: the tables a collection writes
+WRITTEN_TABLES = ("states", "transitions", "episodes", "steps")
+#: the files of ``out/`` a collection writes (besides ``shards/``); every other is kept
+OWN_FILES = (MANIFEST_FILE, *(f"{t}.parquet" for t in WRITTEN_TABLES))
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -176,6 +191,111 @@ def manifest(
     )
 
 
+def _differ(old: Any, new: Any, where: str = "") -> list[str]:
+    """The fields where two recorded configs differ (fields only one has are skipped:
+    the code added or removed them)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in old if k in new for d in _differ(old[k], new[k], f"{where}.{k}")]
+    return [] if old == new else [where.lstrip(".")]
+
+
+def _collect_manifest(out: Path) -> dict[str, Any] | None:
+    """``out/manifest.json`` when a collection wrote it."""
+    try:
+        man = json.loads((out / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    src = man.get("source") if isinstance(man, dict) else None
+    return man if isinstance(src, dict) and src.get("generator") == "collect" else None
+
+
+def check_out(cfg: CollectConfig) -> None:
+    """Refuse (before anything runs) an ``out=`` that is not a directory, or a non-empty
+    one that holds neither this collection's shards (``shards/plan.json``, checked by
+    :meth:`ShardStore.prepare`) nor a dataset this config collected, unless
+    ``cfg.overwrite``. Raises :class:`PlanMismatch`."""
+    out = Path(cfg.out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise FileExistsError(f"{out}: exists and is not a directory (out= names a directory)")
+    if cfg.overwrite or (out / "shards" / "plan.json").exists() or not any(out.iterdir()):
+        return
+    man = _collect_manifest(out)
+    if man is None:
+        raise PlanMismatch(
+            f"{out}: not empty and holds no collection (no shards/plan.json, no manifest.json "
+            "of collect); use another out= or overwrite=true (files collect did not write are "
+            "kept)"
+        )
+    now = json.loads(json.dumps(source_config(cfg), default=str))
+    differ = _differ(man["source"].get("config") or {}, now)
+    if differ:
+        raise PlanMismatch(
+            f"{out} holds a dataset of another collection (config differs in: "
+            f"{', '.join(differ[:5])}); use another out= or overwrite=true"
+        )
+
+
+def _digest(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _replaced(out: Path, before: dict[str, str | None], after: dict[str, str | None]) -> str:
+    """What a republication replaced (one line)."""
+    changed = [f for f in OWN_FILES if before[f] != after[f]]
+    same = [f for f in OWN_FILES if before[f] is not None and before[f] == after[f]]
+    if not changed:
+        return f"republished {out}: the same dataset (every file identical)"
+    return f"republished {out}: replaced {', '.join(changed)} (changed)" + (
+        f"; {', '.join(same)} identical" if same else ""
+    )
+
+
+def _write(out: Path, man: dict[str, Any], tables: dict[str, Any]) -> list[str]:
+    """Write the dataset into ``out`` keeping every file a collection does not write;
+    returns what it says about a previous dataset (none: nothing)."""
+    before = {f: _digest(out / f) for f in OWN_FILES}
+    foreign = [f for f in DATASET_FILES if f not in OWN_FILES and (out / f).exists()]
+    if not foreign:
+        # one atomic write through the contract, which loads the result with the loader
+        # before it replaces anything (a writer bug fails here, naming the file, column
+        # and row); every entry of out/ that is not a dataset file is carried over
+        write_dataset(out, man, tables, overwrite=True, check=True)
+        after = {f: _digest(out / f) for f in OWN_FILES}
+        return [_replaced(out, before, after)] if any(before.values()) else []
+    # a dataset file someone else wrote (write_dataset would drop it): the new dataset is
+    # written beside out/ (a name write_dataset sweeps when a killed run leaves it) and
+    # compared; only an unchanged set of tables keeps it, with the manifest replaced alone
+    stage = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        write_dataset(stage, man, tables, check=True)
+        after = {f: _digest(stage / f) for f in OWN_FILES}
+        changed = [f for f in OWN_FILES if f != MANIFEST_FILE and before[f] != after[f]]
+        if changed:
+            raise ValueError(
+                f"{', '.join(str(out / f) for f in foreign)}: not written by collect, and goes "
+                f"with tables this run changes ({', '.join(changed)}): move it out of {out} and "
+                "rerun the same command (the shards are kept; nothing was replaced)"
+            )
+        if before[MANIFEST_FILE] != after[MANIFEST_FILE]:
+            os.replace(stage / MANIFEST_FILE, out / MANIFEST_FILE)
+            fsync_dir(out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return [
+        _replaced(out, before, after),
+        f"kept {', '.join(str(out / f) for f in foreign)}: not written by collect (the tables "
+        "it goes with are unchanged)",
+    ]
+
+
 def publish(
     cfg: CollectConfig,
     store: ShardStore,
@@ -183,27 +303,40 @@ def publish(
     skipped: list[str],
     clock: WorldClock,
     help_policy: Any = None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[str]]:
     """Aggregate the ``n_shards`` finished shards of ``store`` and write the dataset into
-    ``cfg.out``; returns its summary (:func:`summarize`)."""
-    tables = aggregate(
-        store.files("steps", n_shards),
-        store.files("states", n_shards),
-        store.files("episodes", n_shards),
-        count_invalid=cfg.invalid_episodes == "count",
-    )
+    ``cfg.out``; returns its summary (:func:`summarize`) and what it says about the
+    previous dataset it replaced (lines; none on a first publication)."""
+    import duckdb
+
+    files = {t: store.files(t, n_shards) for t in TABLES}
+    try:
+        tables = aggregate(
+            files["steps"],
+            files["states"],
+            files["episodes"],
+            count_invalid=cfg.invalid_episodes == "count",
+        )
+    except duckdb.Error as e:  # a shard damaged after it was verified
+        said = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(
+            f"{store.dir}: a shard cannot be read ({said}); rerun the same command (a damaged "
+            "shard is run again)"
+        ) from None
     summary = summarize(tables)
-    # one atomic write through the contract, which loads the result with the loader
-    # before it replaces anything (self-check: a writer bug fails here, naming the
-    # file, column and row); out/ is this collection's (ShardStore checked the plan),
-    # so its previous dataset is replaced and shards/ carried over
-    write_dataset(
-        Path(cfg.out),
+    out = Path(cfg.out)
+    if not summary["counted_episodes"]:
+        outcomes = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())
+        raise ValueError(
+            f"{out}: none of the {summary['episodes']} episodes can be published ({outcomes}); "
+            "nothing written, the shards are kept (shards whose every episode ended in a "
+            "server error run again when the same command is rerun)"
+        )
+    notes = _write(
+        out,
         manifest(cfg, summary, skipped, clock, help_policy),
-        {name: tables[name] for name in ("states", "transitions", "episodes", "steps")},
-        overwrite=True,
-        check=True,
+        {name: tables[name] for name in WRITTEN_TABLES},
     )
     if not cfg.keep_shards:
-        shutil.rmtree(store.dir, ignore_errors=True)
-    return summary
+        store.remove()
+    return summary, notes

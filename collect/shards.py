@@ -4,12 +4,18 @@ Layout of an output directory while (and after) collecting::
 
     OUT/shards/plan.json         what the shards are (config fingerprint, episode ids)
     OUT/shards/000000/           one finished shard: steps, states, episodes (.parquet)
+                                 and meta.json (each file's sha256, episode counts)
     OUT/shards/.tmp-*            a shard being written (removed on the next run)
+    .OUT.lock                    beside OUT: held (flock) by the one collect writing OUT
 
 A shard directory is written under a temporary name and renamed into place, so
-it either exists complete or not at all; a rerun of the same command skips the
-shards that exist. A directory with another collection's ``plan.json`` is
-refused (``overwrite=true`` starts over).
+it either exists complete or not at all; a rerun of the same command reuses the
+shards that exist once they are verified (:meth:`ShardStore.problem`: each file
+against its recorded sha256, or, for shards written before checksums, read in full;
+a shard whose every episode ended in a server error is not finished either), and
+runs the others. A directory with another collection's ``plan.json`` is refused;
+``overwrite=true`` starts over (every shard run again). Only the entries named above
+are ever removed.
 
 :func:`aggregate` builds the dataset tables from all shards with DuckDB
 group-bys (no Python loop per row), typed as :mod:`helpdp.contract` declares them
@@ -21,9 +27,12 @@ completion order. The collector writes them with :func:`helpdp.data.write_datase
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -35,7 +44,10 @@ import pyarrow.parquet as pq
 from helpdp.contract import STATES_SCHEMA, TRANSITIONS_SCHEMA, conform, fsync_dir
 
 __all__ = [
+    "FAILED_OUTCOMES",
     "TABLES",
+    "OutputBusy",
+    "OutputLock",
     "PlanMismatch",
     "ShardStore",
     "aggregate",
@@ -44,9 +56,22 @@ __all__ = [
 
 TABLES = ("steps", "states", "episodes")
 
+#: a shard's metadata file: the sha256 of each table file, its episodes and failures
+META = "meta.json"
+
+#: outcomes where the environment (server, runtime) failed the episode: a shard whose
+#: every episode ended so is not finished (a rerun runs it again)
+FAILED_OUTCOMES = ("server_error",)
+
+_SHARD_NAME = re.compile(r"\d{6}")
+
 
 class PlanMismatch(RuntimeError):
-    """The output directory holds shards of a different collection."""
+    """The output directory holds shards (or a dataset) of a different collection."""
+
+
+class OutputBusy(RuntimeError):
+    """Another process is writing the same output directory."""
 
 
 def table_bytes(table: pa.Table) -> bytes:
@@ -75,6 +100,75 @@ def write_text(text: str, path: Path) -> None:
             tmp.unlink()
 
 
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _failed(outcomes: pa.Array | pa.ChunkedArray) -> int:
+    return sum(o in FAILED_OUTCOMES for o in outcomes.to_pylist())
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+class OutputLock:
+    """One writer per output directory: an exclusive ``flock`` on ``.NAME.lock`` beside
+    ``out`` (beside, not inside: publishing renames ``out``), holding the writer's pid.
+    A second writer gets :class:`OutputBusy` naming that pid. The file is removed on
+    release; one left by a killed run holds no lock (the kernel drops it) and is reused."""
+
+    def __init__(self, out: str | Path):
+        self.out = Path(out)
+        target = self.out.resolve()
+        self.path = target.with_name(f".{target.name or 'root'}.lock")
+        self.fd: int | None = None
+
+    def acquire(self) -> OutputLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                os.close(fd)
+                raise OutputBusy(
+                    f"{self.out}: another collect (pid {holder}) is writing it ({self.path} is "
+                    "locked); wait for it to end or use another out="
+                ) from None
+            try:
+                st, now = os.fstat(fd), os.stat(self.path)
+                same = (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino)
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # its holder removed the file as we opened it: lock the new one
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # still locked: a waiting writer retries on the new file
+        os.close(self.fd)
+        self.fd = None
+
+    def __enter__(self) -> OutputLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class ShardStore:
     """The shards of one collection under ``out/shards``."""
 
@@ -86,41 +180,114 @@ class ShardStore:
         return self.dir / f"{index:06d}"
 
     def prepare(self, plan: dict[str, Any], *, overwrite: bool = False) -> None:
-        """Create the directory or check it belongs to ``plan``; clear leftovers of a crash."""
+        """Create the directory or check it belongs to ``plan``; clear leftovers of a crash.
+        ``overwrite``: remove every shard first (the collection runs again in full)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         plan_path = self.dir / "plan.json"
-        if plan_path.exists():
-            old = json.loads(plan_path.read_text())
-            if old.get("fingerprint") != plan.get("fingerprint"):
-                if not overwrite:
-                    differ = sorted(
-                        k
-                        for k in set(old.get("config", {})) | set(plan.get("config", {}))
-                        if old.get("config", {}).get(k) != plan.get("config", {}).get(k)
-                    )
-                    raise PlanMismatch(
-                        f"{self.out} holds shards of another collection (config differs in: "
-                        f"{', '.join(differ) or 'the schedule'}); use another out= or overwrite=true"
-                    )
-                shutil.rmtree(self.dir)
-                self.dir.mkdir(parents=True)
+        if overwrite:
+            self.clear()
+        elif plan_path.exists():
+            try:
+                old = json.loads(plan_path.read_text())
+            except (OSError, ValueError) as e:
+                raise PlanMismatch(
+                    f"{plan_path}: unreadable ({_first_line(e)}); use another out= or overwrite=true"
+                ) from None
+            if not isinstance(old, dict) or old.get("fingerprint") != plan.get("fingerprint"):
+                old = old if isinstance(old, dict) else {}
+                differ = sorted(
+                    k
+                    for k in set(old.get("config", {})) | set(plan.get("config", {}))
+                    if old.get("config", {}).get(k) != plan.get("config", {}).get(k)
+                )
+                raise PlanMismatch(
+                    f"{self.out} holds shards of another collection (config differs in: "
+                    f"{', '.join(differ) or 'the schedule'}); use another out= or overwrite=true"
+                )
         for leftover in self.dir.glob(".tmp-*"):
             shutil.rmtree(leftover, ignore_errors=True)
         write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n", plan_path)
 
+    def clear(self) -> None:
+        """Remove this store's shards, plan and leftovers (nothing else in ``shards/``)."""
+        if not self.dir.is_dir():
+            return
+        for entry in self.dir.iterdir():
+            if _SHARD_NAME.fullmatch(entry.name) or entry.name.startswith(".tmp-"):
+                shutil.rmtree(entry, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            (self.dir / "plan.json").unlink()
+
+    def remove(self) -> None:
+        """:meth:`clear`, then ``shards/`` itself unless it holds files of someone else."""
+        self.clear()
+        with contextlib.suppress(OSError):
+            self.dir.rmdir()
+
+    def present(self, index: int) -> bool:
+        """Shard ``index`` was written (not verified: :meth:`problem`)."""
+        return self.path(index).is_dir()
+
+    def problem(self, index: int) -> str | None:
+        """Why the written shard ``index`` cannot be reused, or None when it is intact and
+        finished: a file missing or not matching the sha256 recorded when it was written
+        (a shard from before checksums: unreadable), or every episode failed by the
+        environment (:data:`FAILED_OUTCOMES`)."""
+        d = self.path(index)
+        episodes = failed = 0
+        for t in TABLES:
+            if not (d / f"{t}.parquet").is_file():
+                return f"{t}.parquet is missing"
+        meta = d / META
+        if meta.exists():
+            try:
+                m = json.loads(meta.read_text())
+                sums, episodes, failed = m["sha256"], int(m["episodes"]), int(m["failed"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                return f"{META} is unreadable ({_first_line(e)})"
+            for t in TABLES:
+                if _sha256_file(d / f"{t}.parquet") != sums.get(f"{t}.parquet"):
+                    return f"{t}.parquet does not match its sha256"
+        else:  # written before checksums: readable in full?
+            for t in TABLES:
+                try:
+                    table = pq.read_table(d / f"{t}.parquet")
+                except (OSError, ValueError, pa.ArrowException) as e:
+                    return f"{t}.parquet is unreadable ({_first_line(e)})"
+                if t == "episodes":
+                    if "outcome" not in table.column_names:
+                        return "episodes.parquet has no outcome column"
+                    episodes, failed = table.num_rows, _failed(table.column("outcome"))
+        if episodes and failed == episodes:
+            return f"all {episodes} episodes ended in server errors"
+        return None
+
     def done(self, index: int) -> bool:
-        return all((self.path(index) / f"{t}.parquet").is_file() for t in TABLES)
+        """Shard ``index`` is written, intact and finished (:meth:`problem`)."""
+        return self.present(index) and self.problem(index) is None
+
+    def discard(self, index: int) -> None:
+        """Remove shard ``index`` (to run it again)."""
+        shutil.rmtree(self.path(index), ignore_errors=True)
 
     def write(self, index: int, blobs: dict[str, bytes]) -> bool:
-        """Write one shard atomically; False when it already exists (nothing written)."""
+        """Write one shard atomically, with its :data:`META`; False when it already
+        exists (nothing written)."""
         final = self.path(index)
         if final.exists():
             return False
+        outcomes = pq.read_table(io.BytesIO(blobs["episodes"]), columns=["outcome"])
+        meta = {
+            "sha256": {f"{t}.parquet": hashlib.sha256(blobs[t]).hexdigest() for t in TABLES},
+            "episodes": outcomes.num_rows,
+            "failed": _failed(outcomes.column("outcome")),
+        }
         tmp = self.dir / f".tmp-{index:06d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:
             for name in TABLES:
                 _write_file(tmp / f"{name}.parquet", blobs[name])
+            _write_file(tmp / META, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
             fsync_dir(tmp)
             try:
                 os.rename(tmp, final)

@@ -61,6 +61,7 @@ from collect import collector  # collector.collect: patchable in tests
 from collect.awm.dataset import AWMDataset
 from collect.awm.sandbox import COMMAND_ERRORS
 from collect.schedule import SplitConfig, split_tasks
+from collect.shards import PlanMismatch
 from collect.worlds import WORLDS_DIR, is_shipped_label
 from helpdp.budget import search_budget, write_result
 from helpdp.cliconf import doc_field as _f
@@ -336,7 +337,9 @@ def _collect_config(
         c["worlds"] = str(cfg.worlds)
     elif is_shipped_label(c.get("worlds")):
         c["worlds"] = None  # the shipped demo worlds
-    c.update(out=str(out), overwrite=True, keep_shards=True, progress=False)
+    # resume this policy's own shards (an interrupted evaluation goes on); a run directory
+    # of another plan is started over by the caller
+    c.update(out=str(out), overwrite=False, keep_shards=True, progress=False)
     c["executor"] = {
         **c.get("executor", {}), "workers": 1, "kind": "local", "batch_size": int(cfg.batch_size),
     }  # fmt: skip
@@ -439,9 +442,12 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
             key = reuse_key(pol) if cfg.reuse else None
             if key is None or _read(run_dir / "policy.txt") != key:
                 shutil.rmtree(run_dir, ignore_errors=True)  # never resume another policy's shards
-            collector.collect(
-                _collect_config(manifest, cfg, split, run_dir, pinned), help_policy=pol, **actor()
-            )
+            run_cfg = _collect_config(manifest, cfg, split, run_dir, pinned)
+            try:
+                collector.collect(run_cfg, help_policy=pol, **actor())
+            except PlanMismatch:  # our own run directory, of other seeds or tasks: start over
+                shutil.rmtree(run_dir, ignore_errors=True)
+                collector.collect(run_cfg, help_policy=pol, **actor())
             ep = pd.read_parquet(run_dir / "episodes.parquet")
             ep = ep.assign(policy=pol.name, split=split)
             rows.append(ep)
