@@ -101,7 +101,9 @@ class GRPOSettings:
     vllm_gpu_memory_utilization: float = _f(0.3, "share of GPU memory vLLM may take (colocate)")
     logging_steps: int = _f(1, "log every N steps")
     save_steps: int = _f(
-        0, "checkpoint every N steps into out/checkpoint-N (0: none; the final adapter: save_model)"
+        0,
+        "checkpoint every N steps into out/checkpoints/checkpoint-N, with each rank's rollout "
+        "state (0: none; the final adapter: save_model)",
     )
     seed: int = _f(0, "trainer seed (data order, sampling)")
     report_to: list[str] = _f(["tensorboard"], "TRL/transformers loggers")
@@ -148,7 +150,11 @@ class GateConfig:
     path: str = _f("", "table: a `helpdp.search` out directory; helper: a trained helper directory")
     budget: float | None = _f(None, "helper: the deployment budget (expected calls per episode)")
     max_per_episode: int | None = _f(3, "most expert calls in one episode (null: no cap)")
-    max_per_batch: int | None = _f(None, "most expert calls in one rollout batch (null: no cap)")
+    max_per_batch: int | None = _f(
+        None,
+        "most expert calls in one rollout batch of one rank (a global cap B over N ranks: "
+        "B/N; null: no cap)",
+    )
     denied_text: str = _f(
         "The expert is not available now; continue on your own.",
         "agent design: the answer to an ask_expert the gate refuses",
@@ -174,7 +180,11 @@ class SplitScheduleConfig:
         8, "the group size the expert_* counts are for; other sizes scale them, rounded"
     )
     n_expert: int = _f(4, "fixed: expert rollouts per group of reference_group")
-    window: int = _f(64, "adaptive: the rate is over the last `window` episodes")
+    window: int = _f(
+        64,
+        "adaptive: the rate is over the last `window` episodes of all ranks (gathered in "
+        "rank order each step: keep it >= one global batch, or the last ranks' count alone)",
+    )
     initial_rate: float = _f(1.0, "adaptive: the rate assumed before any episode (expert-heavy)")
 
 
@@ -210,7 +220,11 @@ class TasksConfig:
 class TrainConfig:
     """`python -m helpdp.train`: GRPO on AWM tasks with a gated expert (TRL rollout_func)."""
 
-    out: str = _f("outputs/train", "directory: metrics.csv, decisions.jsonl, episodes.jsonl, tb/")
+    out: str = _f(
+        "outputs/train",
+        "directory: metrics.csv, tb/, checkpoints/ (rank 0), decisions.jsonl, episodes.jsonl, "
+        "train.json (in rank<R>/ per rank under a multi-process launch)",
+    )
     model: ModelConfig = _f(ModelConfig(), "the actor")
     grpo: GRPOSettings = _f(GRPOSettings(), "the trainer")
     rollout: RolloutConfig = _f(RolloutConfig(), "episodes")
@@ -224,3 +238,9 @@ class TrainConfig:
     )
     progress: bool = _f(True, "progress bar on stderr")
     save_model: bool = _f(False, "save the adapter to out/model at the end")
+    resume: str = _f(
+        "",
+        "continue from a checkpoint: last (the newest out/checkpoints/checkpoint-N) or its "
+        "directory; the step count, the data order, the rollout's episode seeds and the "
+        "adaptive schedule go on from it, and the logs keep the rows before it",
+    )

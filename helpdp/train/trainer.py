@@ -5,12 +5,20 @@ Per step the metrics of the rollout (completion and format-error rates, expert
 calls blind/recovery, the phase, the gate's decisions, time shares) reach TRL's
 log next to its loss and rewards; :class:`MetricsCallback` writes every log to
 ``out/metrics.csv`` and a progress bar, TRL's TensorBoard callback to ``out/tb``.
+
+Under ``accelerate launch --num_processes N`` every rank builds its own environment
+pool and rollout (its own episodes, seeded by rank); rank 0 alone writes
+``metrics.csv``, ``tb/`` and the model; each rank writes its decisions and episodes
+to ``out/rank<R>/`` (``out/`` itself when alone). Checkpoints (``grpo.save_steps``) go
+to ``out/checkpoints/checkpoint-N`` with each rank's rollout state;
+``resume=last|PATH`` continues from one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -20,16 +28,30 @@ from pathlib import Path
 from typing import Any
 
 from collect.interventions import build_interventions
-from collect.schedule import SplitConfig, split_tasks, task_id
+from collect.schedule import SplitConfig, split_tasks, stable_int64, task_id
 from helpdp.cliconf import as_config
 from helpdp.train.config import TrainConfig
 from helpdp.train.envs import build_pool
 from helpdp.train.gate import SplitSchedule, build_policy
 from helpdp.train.rewards import build_rewards
 from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, VLLMBackend, task_prompts
+from helpdp.train.schedule import (
+    GlobalSplitSchedule,
+    RolloutStateCallback,
+    dist_rank,
+    restore_rollout_state,
+    state_file,
+)
 from helpdp.train.tiny import build_tiny, warm_start, world_texts
 
-__all__ = ["MetricsCallback", "build_trainer", "train", "training_tasks"]
+__all__ = [
+    "MetricsCallback",
+    "build_trainer",
+    "find_checkpoint",
+    "log_dir",
+    "train",
+    "training_tasks",
+]
 
 CONSOLE = {
     "loss": "loss",
@@ -73,7 +95,7 @@ class MetricsCallback:
         from tqdm.auto import tqdm
 
         self.path = Path(out) / "metrics.csv"
-        self.rows: list[dict] = []
+        self.rows: list[dict] = []  # a resumed run: the rows up to its checkpoint (train())
         self.schedule = schedule
         self.seen = 0
         self.bar = tqdm(total=total, desc="grpo", unit="step", disable=not progress)
@@ -85,7 +107,7 @@ class MetricsCallback:
         raise AttributeError(name)
 
     def on_log(self, args, state, control, logs=None, **kw):
-        if not logs or "train_runtime" in logs:
+        if not logs or "train_runtime" in logs or not state.is_world_process_zero:
             return
         row = {"step": state.global_step, **{k: v for k, v in logs.items()}}
         self.rows.append(row)
@@ -123,12 +145,24 @@ def _device(cfg) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def log_dir(out: str | Path) -> Path:
+    """Where this rank writes decisions.jsonl, episodes.jsonl and train.json: ``out``
+    when alone, ``out/rank<R>`` under a multi-process launch."""
+    rank, world = dist_rank()
+    return Path(out) if world == 1 else Path(out) / f"rank{rank}"
+
+
 def _prepare_out(cfg: Any) -> Path:
-    """``cfg.out``, created, without the logs of an earlier run."""
+    """``cfg.out``, created, without the logs of an earlier run (rank 0: metrics.csv;
+    every rank: its own decisions and episodes); a resumed run keeps them (train())."""
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in ("decisions.jsonl", "episodes.jsonl", "metrics.csv"):
-        (out / name).unlink(missing_ok=True)
+    log_dir(out).mkdir(parents=True, exist_ok=True)
+    if cfg.resume:
+        return out
+    for name in ("decisions.jsonl", "episodes.jsonl"):
+        (log_dir(out) / name).unlink(missing_ok=True)
+    if dist_rank()[0] == 0:
+        (out / "metrics.csv").unlink(missing_ok=True)
     return out
 
 
@@ -207,7 +241,7 @@ def _grpo_args(cfg: Any, out: Path):
 
     g = cfg.grpo
     return GRPOConfig(
-        output_dir=str(out / "trainer"),
+        output_dir=str(out / "checkpoints"),
         max_steps=g.max_steps,
         learning_rate=g.learning_rate,
         per_device_train_batch_size=g.prompts_per_step * g.num_generations,
@@ -285,8 +319,9 @@ def _peft_config(cfg: Any):
 def _callbacks(cfg: Any, out: Path, schedule: SplitSchedule) -> list[Any]:
     """metrics.csv and the progress bar; TensorBoard when ``grpo.report_to`` names it."""
     g = cfg.grpo
-    callbacks: list[Any] = [MetricsCallback(out, g.max_steps, schedule, cfg.progress)]
-    if "tensorboard" in g.report_to:
+    rank = dist_rank()[0]
+    callbacks: list[Any] = [MetricsCallback(out, g.max_steps, schedule, cfg.progress and rank == 0)]
+    if "tensorboard" in g.report_to and rank == 0:  # one event file, rank 0's
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
 
@@ -305,7 +340,7 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
         raise ValueError(f"gate.design must be agent or proactive, got {cfg.gate.design!r}")
     if cfg.grpo.cpu_threads:
         torch.set_num_threads(int(cfg.grpo.cpu_threads))
-    out = _prepare_out(cfg)
+    out = Path(cfg.out)  # prepared below, once rank 0 has claimed it (the command's guard)
     pool = build_pool(cfg, work_root)
     tasks, dataset, lookup = _training_data(cfg, pool)
     model, tok = _load_model(cfg, pool, tasks)
@@ -313,11 +348,20 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
     args = _grpo_args(cfg, out)
     funcs, weights = build_rewards(cfg.rewards)
     args.reward_weights = weights
-    schedule = SplitSchedule.from_config(cfg.schedule)
+    schedule = GlobalSplitSchedule.from_config(cfg.schedule)
+    rank, _ = dist_rank()
+    # each rank's own episode seeds (rank 0 keeps grpo.seed: one process is unchanged)
+    seed = cfg.grpo.seed
+    if rank:
+        seed = stable_int64("helpdp.train.rank", cfg.grpo.seed, rank) & 0x7FFFFFFF
     if interventions is None:
         interventions = build_interventions(dict(cfg.interventions))
     interventions = list(interventions)[:1]
-    policy = policy if policy is not None else build_policy(cfg.gate)
+    if policy is None:  # the random gates draw per (seed, episode id): their own per rank
+        gate_seed = cfg.gate.seed
+        if rank:
+            gate_seed = stable_int64("helpdp.train.gate", cfg.gate.seed, rank) & 0x7FFFFFFF
+        policy = build_policy(dataclasses.replace(cfg.gate, seed=gate_seed))
     rollout = AWMRollout(
         pool,
         interventions,
@@ -331,12 +375,12 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
         denied_text=cfg.gate.denied_text,
         max_completion=cfg.grpo.max_completion_length,
         threads=cfg.rollout.threads,
-        seed=cfg.grpo.seed,
+        seed=seed,
         num_generations=cfg.grpo.num_generations,
-        out=out,
+        out=log_dir(out),
     )
     peft_config = _peft_config(cfg)
-    callbacks = _callbacks(cfg, out, schedule)
+    callbacks = _callbacks(cfg, out, schedule) + [RolloutStateCallback(rollout, rank)]
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if cfg.grpo.use_vllm and _device(cfg) == "cpu":
         from helpdp.train.vllm_cpu import patch_vllm_cpu
@@ -352,27 +396,92 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
         rollout_func=rollout,
         callbacks=callbacks,
     )
+    trainer.accelerator.wait_for_everyone()  # rank 0 claimed out= before getting here
+    _prepare_out(cfg)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # the progress bar and metrics.csv report instead
     return trainer, rollout, pool
 
 
+def find_checkpoint(cfg: Any) -> Path | None:
+    """The checkpoint ``cfg.resume`` names: None when empty; ``last``: the newest
+    ``out/checkpoints/checkpoint-N``; else a directory. A missing one is an error."""
+    if not cfg.resume:
+        return None
+    if cfg.resume == "last":
+        root = Path(cfg.out) / "checkpoints"
+        found = sorted(
+            (p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+            key=lambda p: int(p.name.split("-")[-1]),
+        )
+        if not found:
+            raise ValueError(f"resume=last: no checkpoint-N in {root}")
+        return found[-1]
+    path = Path(cfg.resume)
+    if not (path / "trainer_state.json").is_file():
+        raise ValueError(f"resume: {path} is not a checkpoint (no trainer_state.json)")
+    return path
+
+
+def _resume_logs(cfg: Any, checkpoint: Path, rollout: Any, callbacks: list[Any]) -> None:
+    """A resumed run: the rollout's state of the checkpoint, this rank's decisions and
+    episodes of the batches before it, rank 0's metrics rows up to its step."""
+    rank = dist_rank()[0]
+    path = state_file(checkpoint, rank)
+    if not path.is_file():
+        raise ValueError(f"resume: {path} is missing (a checkpoint of this many ranks?)")
+    restore_rollout_state(rollout, json.loads(path.read_text()))
+    for name in ("decisions.jsonl", "episodes.jsonl"):
+        f = log_dir(cfg.out) / name
+        if f.is_file():
+            keep = [
+                ln for ln in f.read_text().splitlines() if json.loads(ln)["step"] < rollout.step
+            ]
+            f.write_text("".join(ln + "\n" for ln in keep))
+    step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
+    metrics = Path(cfg.out) / "metrics.csv"
+    if rank == 0 and metrics.is_file():
+        with open(metrics, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if int(r["step"]) <= step]
+        for cb in callbacks:
+            if isinstance(cb, MetricsCallback):
+                cb.rows = [{k: _number(v) for k, v in r.items() if v != ""} for r in rows]
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
 def train(cfg: Any, **kw) -> dict[str, Any]:
-    """Train; returns a summary (also written to ``out/train.json``)."""
+    """Train (or resume: ``cfg.resume``); returns a summary (also written to
+    ``train.json`` of this rank's :func:`log_dir`)."""
     cfg = as_config(TrainConfig, cfg, instance=True)
     t0 = time.perf_counter()
+    checkpoint = find_checkpoint(cfg)
     scratch = tempfile.mkdtemp(prefix="helpdp-train-")
+    ckpt_dir = Path(cfg.out) / "checkpoints"
+    ckpt_existed = ckpt_dir.exists()
     trainer = pool = None
     try:
         trainer, rollout, pool = build_trainer(cfg, work_root=scratch, **kw)
-        trainer.train()
+        if checkpoint is not None:
+            _resume_logs(cfg, checkpoint, rollout, trainer.callback_handler.callbacks)
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         out = Path(cfg.out)
         if cfg.save_model:
             trainer.save_model(str(out / "model"))
         losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
         summary = {
             "steps": trainer.state.global_step,
+            "resumed_from": str(checkpoint) if checkpoint else None,
+            "rank": dist_rank()[0],
             "losses": losses,
             "episodes": rollout.episodes,
             "expert_calls": sum(1 for d in rollout.decisions if d["action"]),
@@ -381,7 +490,8 @@ def train(cfg: Any, **kw) -> dict[str, Any]:
             "rollout": rollout.history,
             "seconds": time.perf_counter() - t0,
         }
-        (out / "train.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+        path = log_dir(out) / "train.json"
+        path.write_text(json.dumps(summary, indent=2, default=float) + "\n")
         summary["trainer"], summary["rollout_func"] = trainer, rollout
         return summary
     finally:
@@ -389,7 +499,8 @@ def train(cfg: Any, **kw) -> dict[str, Any]:
             with contextlib.suppress(Exception):
                 pool.close()
         shutil.rmtree(scratch, ignore_errors=True)
-        shutil.rmtree(Path(cfg.out) / "trainer", ignore_errors=True)
+        if not ckpt_existed and not cfg.grpo.save_steps and dist_rank()[0] == 0:
+            shutil.rmtree(ckpt_dir, ignore_errors=True)  # only TRL's model card, this run's
 
 
 def run_cli(cfg: Any) -> dict[str, Any]:
