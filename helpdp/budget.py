@@ -1,4 +1,4 @@
-"""Search the help cost r (``python -m helpdp.search`` runs ``run_search``) whose policy meets an expert-usage budget (CONTRACT section 3).
+"""Search the help cost r (``python -m helpdp.search`` runs ``run_search``) whose policy meets an expert-usage budget (docs/method.md, "Outputs").
 
 For ``rule=exact`` the optimal value ``g(r) = max_pi E[S] - r E[U]`` is convex and
 piecewise linear in r, each piece one deterministic policy, and E[U](r) is a
@@ -155,7 +155,7 @@ class SearchResult:
 
 
 def _search_json(res, **fields) -> dict:
-    """search.json (CONTRACT section 3): ``fields`` (budget, r, expected_usage,
+    """search.json (docs/method.md, "Outputs"): ``fields`` (budget, r, expected_usage,
     expected_success, mixture), then the search's solves, seconds, rule and gamma."""
     return {
         **fields,
@@ -589,7 +589,7 @@ def mix_budgets(
 
 
 def policy_frame(ds: Dataset, sol: Solution) -> pd.DataFrame:
-    """The policy as CONTRACT section 3's policy.parquet: one row per state with an
+    """The policy as docs/method.md, "Outputs"'s policy.parquet: one row per state with an
     action to choose (non-terminal, at least one observed action)."""
     keep = sol.action >= 0
     usage = sol.values[:, 2:]

@@ -40,7 +40,7 @@ class SearchConfig(SolverConfig):
     """`python -m helpdp.search`: find the help cost r whose policy meets a budget."""
 
     data: Any = _f(
-        None, "dataset directory (CONTRACT section 1); null runs on the embedded demo dataset"
+        None, "dataset directory (docs/data-format.md); null runs on the embedded demo dataset"
     )
     budget: Any = _f(
         1.0,

@@ -1,4 +1,4 @@
-"""The dataset contract, declared once (CONTRACT section 1, ``docs/data-format.md``).
+"""The dataset contract, declared once (``docs/data-format.md``).
 
 Everything that writes or reads a dataset directory takes its shape from here:
 

@@ -1,4 +1,4 @@
-"""Read, validate and compile a dataset directory (CONTRACT section 1).
+"""Read, validate and compile a dataset directory (docs/data-format.md).
 
 ``load_dataset(path)`` reads ``manifest.json``, ``states.parquet``,
 ``transitions.parquet`` and, when present, ``scores.parquet``, ``episodes.parquet``

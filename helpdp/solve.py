@@ -3,7 +3,7 @@
 ``solve(mdp, r)`` is the Lagrangian value iteration (``rule="exact"``) or the
 paper's usage/policy iteration with PRM scores (``rule="paper"``), returning a
 ``Solution``: the deterministic policy, per-state V, S and M^k, and the start-state
-means E[S] and E[U^k] (CONTRACT section 2).
+means E[S] and E[U^k] (docs/method.md, "The equations").
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ def trace_parts(
 
 
 def answer(fr: Frontier, budget: float) -> dict:
-    """search.json's numbers (CONTRACT section 3) for ``budget``, read off ``fr``."""
+    """search.json's numbers (docs/method.md, "Outputs") for ``budget``, read off ``fr``."""
     try:
         q = fr.query(float(budget))
     except InfeasibleBudgetError as e:

@@ -202,7 +202,7 @@ class Frontier:
 
     def query(self, budget: float) -> Query:
         """The policy of largest usage with E[U] <= budget, and the mixture at the
-        breakpoint that spends the budget exactly (CONTRACT section 3). O(log n)."""
+        breakpoint that spends the budget exactly (docs/method.md, "Outputs"). O(log n)."""
         u = self.usage
         if u[0] <= budget + USAGE_EPS:
             return Query(float(budget), 0.0, self.vertex(0), None, None)

@@ -1,4 +1,4 @@
-"""rule=paper: the paper's usage/policy iteration with PRM scores (CONTRACT section 2)."""
+"""rule=paper: the paper's usage/policy iteration with PRM scores (docs/method.md, "The equations")."""
 
 import numpy as np
 import pandas as pd

@@ -1,4 +1,4 @@
-"""The command lines and their outputs (CONTRACT section 3), on the demo data."""
+"""The command lines and their outputs (docs/method.md, "Outputs"), on the demo data."""
 
 import json
 import re

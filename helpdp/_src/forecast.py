@@ -22,7 +22,7 @@ def evaluate_rows(
 ):  # fmt: skip
     """Policy evaluation of the row policy ``pi_row``; writes ``val`` (n, 2 + K):
     ``val[s, 0] = S`` (discounted success), ``val[s, k] = M^k`` (discounted calls
-    of intervention k, k = 1..K), the quantities of CONTRACT section 2 for a fixed,
+    of intervention k, k = 1..K), the quantities of docs/method.md, "The equations" for a fixed,
     possibly stochastic, policy, and ``val[s, K + 1] = F``, the expected discounted
     number of visits to states with ``flag[s] = 1`` (e.g. where the policy had to
     fall back on the data's behaviour).

@@ -18,7 +18,7 @@ of successors: ``val[s, 0] = V``, ``val[s, 1] = S`` (discounted success),
 
 Two action-selection rules share one sweep:
 
-* ``RULE_EXACT``: the Lagrangian Bellman backup of CONTRACT section 2,
+* ``RULE_EXACT``: the Lagrangian Bellman backup of docs/method.md, "The equations",
   ``Q_a = -costs[a] + gamma * sum P_a V'``.
 * ``RULE_PAPER``: the usage/policy iteration of Min et al. (2025, Sec. 5.2), which
   scores an action by a process reward model's success estimate ``p_a`` and the
