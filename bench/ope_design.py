@@ -6,7 +6,7 @@ On ``helpdp.synthetic.HelpWorld`` (4 tasks, exact values known by recursion), fo
 set of candidate policies (never, always, the rules), each replication spends the same
 number of episodes two ways:
 
-* **grid** -- the paper's schedule: one episode per (task, p, seed) at p in 0, .1, .3,
+* **grid** -- the schedule of Min et al. (2025): one episode per (task, p, seed) at p in 0, .1, .3,
   .5, .7, .9, 1; every candidate is then estimated off-policy (``helpdp.ope``:
   self-normalised IS, doubly robust, weighted DR);
 * **candidates** -- each episode runs one candidate, drawn in turn (so every

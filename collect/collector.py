@@ -228,7 +228,7 @@ def _run(
 
 def collect_demo(out: str | Path, overrides: list[str] | None = None) -> CollectResult:
     """The demo dataset (``python -m collect out=DIR``): the shipped worlds, the simulated
-    actor, the oracle, the paper's schedule. Deterministic: a rerun into a fresh
+    actor, the oracle, the schedule of Min et al. (2025). Deterministic: a rerun into a fresh
     directory gives byte-identical Parquet files. ``overrides``: extra Hydra overrides."""
     cfg = collect_config([f"out={out}", *(overrides or [])])
     return collect(cfg)

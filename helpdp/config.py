@@ -19,7 +19,7 @@ class SolverConfig:
     rule: str = _f(
         "exact",
         "exact: Lagrangian value iteration on the count model (optimal for each r). "
-        "paper: the paper's usage/policy iteration with PRM scores from scores.parquet "
+        "paper: the usage/policy iteration of Min et al. (2025) with PRM scores from scores.parquet "
         "(help iff r < dp/dM).",
     )
     gamma: float | None = _f(None, "discount; null takes the manifest's gamma")

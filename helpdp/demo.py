@@ -2,7 +2,7 @@
 
 It was collected from the three demo worlds shipped in ``collect/worlds`` (workflow
 automation, e-commerce admin, smart home; 10 tasks each) with the ``simulated``
-actor and the ``oracle`` intervention under the paper's schedule: expert calls
+actor and the ``oracle`` intervention under the schedule of Min et al. (2025): expert calls
 triggered at random with probability 0, .1, .3, .5, .7, .9, 1 per turn, 3 seeds per
 task and probability, 630 episodes. States are keyed by ``state_key=db`` (task,
 database digest, last observation, turn), so paths that reach the same world state

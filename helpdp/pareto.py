@@ -60,7 +60,7 @@ def frontier(
     method: str = "auto",
     **solver_kw,
 ) -> Frontier:
-    """Trace every vertex of the frontier (``rule=exact`` only: the paper rule's
+    """Trace every vertex of the frontier (``rule=exact`` only: under the rule of Min et al. (2025),
     usage is not monotone in r, so it has no such frontier). ``method``: ``"auto"``
     (the per-task trace where it applies, else solves), ``"frontier"``, ``"solves"``."""
     if mdp.n_actions != 2:

@@ -97,7 +97,7 @@ def solve(
     refused there, since value iteration need not converge. ``rule="paper"``
     needs ``p_row`` (a PRM success estimate per state-action row, see
     ``score_rows``); on cyclic graphs it stops after ``max_iters`` sweeps, as in
-    the paper's iteration.
+    the iteration of Min et al. (2025).
 
     ``parallel`` picks the pass on acyclic graphs (every pass gives the same
     numbers): ``True``/``"auto"`` chooses among the eligible passes by their

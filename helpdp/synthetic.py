@@ -14,7 +14,7 @@ with high probability, and leaves its plan in context, which lowers the error
 rate of the next step. Help is therefore worth a lot at critical steps and after
 errors, and little on easy steps: exactly the structure the budgeted DP exploits.
 
-Episodes follow the paper's collection schedule: expert calls are triggered
+Episodes follow the collection schedule of Min et al. (2025): expert calls are triggered
 uniformly at random with probability p in {0, .1, .3, .5, .7, .9, 1} for several
 seeds. A state is keyed by (task, progress, failed steps, error streak, plan in
 context), so paths that reach the same situation merge (a DAG, as ``state_key=db``

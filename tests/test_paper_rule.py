@@ -1,4 +1,4 @@
-"""rule=paper: the paper's usage/policy iteration with PRM scores (docs/method.md, "The equations")."""
+"""rule=paper: the usage/policy iteration of Min et al. (2025) with PRM scores (docs/method.md, "The equations")."""
 
 import numpy as np
 import pandas as pd

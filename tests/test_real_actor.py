@@ -189,7 +189,7 @@ def test_prefix_cache_reuses_the_episodes_prefix_and_changes_nothing(tiny_model)
 
 def test_the_shipped_real_actor_dataset_loads_and_the_search_runs_on_it():
     """helpdp/data/real-actor: the real model's collection (lenient turns, the oracle,
-    the paper's probabilities), with its provenance; the DP runs on it."""
+    the probabilities of Min et al. (2025)), with its provenance; the DP runs on it."""
     import json
 
     import helpdp

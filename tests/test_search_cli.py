@@ -242,7 +242,7 @@ def test_paper_rule_from_the_command_line(tmp_path):
     )
     assert js["rule"] == "paper" and js["expected_usage"] <= 1.0 + 1e-9
     exact = search_budget(ds.mdp, 1.0, gamma=1.0)
-    # the exact rule is optimal under the model: the paper's heuristic cannot beat it
+    # the exact rule is optimal under the model: the heuristic of Min et al. (2025) cannot beat it
     assert js["expected_success"] <= exact.expected_success + 1e-9
     # and it beats random help at the same expected usage: help with probability q at
     # every state where both actions were observed, q bisected to spend E[U] as much

@@ -31,7 +31,7 @@ Two action-selection rules share one sweep:
   defaults to the less-help action. It differs from ``RULE_EXACT`` in three ways:
   (1) success comes from the PRM (the success of continuing *as the data was
   collected*), not from the DP's own S under the new policy; (2) usage is paid
-  only on success (``p * r * M``), the paper's reward "1 - r * usage on success";
+  only on success (``p * r * M``), the reward of Min et al. (2025) "1 - r * usage on success";
   (3) it is a fixed-point iteration with no optimality guarantee, hence
   ``max_iters``. S and M are still computed under the model for the chosen policy,
   so both rules report E[U] and E[S] the same way.
