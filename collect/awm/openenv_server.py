@@ -54,15 +54,13 @@ from openenv.core.env_server.mcp_types import (
 from openenv.core.env_server.types import ConcurrencyConfig, Observation, State
 from pydantic import Field
 
-from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvPool
 from collect.awm.http_guard import _Guard
 from collect.awm.protocol import Action, Failure, RewardConfig, episode_reward
 from collect.awm.sandbox import COMMAND_ERRORS
-from collect.awm.serve import ServeConfig, _read_token, check_bind, uvicorn_config
+from collect.awm.serve import ServeConfig, _read_token, run_server
 from collect.awm.verification import Verification
 from collect.awm.wire import _kind, public_info
-from collect.worlds import WORLDS_DIR
 from helpdp.cliconf import run_app
 
 __all__ = [
@@ -469,27 +467,7 @@ def create_openenv_app(
 
 def serve_openenv(config: ServeConfig) -> None:
     """Run the OpenEnv-mode server until interrupted (blocking)."""
-    import signal
-
-    import uvicorn
-
-    token = check_bind(config)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    dataset = AWMDataset(config.data or WORLDS_DIR)
-    pool = EnvPool(
-        dataset, config.env, scenarios=config.scenarios or None, clock=dataset.clock(config.clock)
-    )
-    try:
-        app = create_openenv_app(pool, config, token=token or "")
-        print(
-            f"serving {len(pool.names())} scenarios as an OpenEnv environment on "
-            f"http://{config.host}:{config.port}"
-            + (" (bearer token required)" if token else " (no token: loopback only)"),
-            flush=True,
-        )
-        uvicorn.Server(uvicorn_config(app, config)).run()
-    finally:
-        pool.close()
+    run_server(config, create_openenv_app, " as an OpenEnv environment")
 
 
 def main() -> None:

@@ -69,6 +69,7 @@ import secrets
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -500,8 +501,10 @@ def check_bind(config: ServeConfig) -> str | None:
     return token
 
 
-def serve(config: ServeConfig) -> None:
-    """Run the server until interrupted (blocking)."""
+def run_server(config: ServeConfig, make_app: Callable[..., Any], what: str) -> None:
+    """Serve ``make_app(pool, config, token=...)`` until interrupted (blocking): the bind
+    checked first, the pool built on ``config``'s worlds and closed on the way out
+    (``what``: how the start line names the service)."""
     import signal
 
     import uvicorn
@@ -515,15 +518,20 @@ def serve(config: ServeConfig) -> None:
         dataset, config.env, scenarios=config.scenarios or None, clock=dataset.clock(config.clock)
     )
     try:
-        app = create_app(pool, config, token=token or "")
+        app = make_app(pool, config, token=token or "")
         print(
-            f"serving {len(pool.names())} scenarios on http://{config.host}:{config.port}"
+            f"serving {len(pool.names())} scenarios{what} on http://{config.host}:{config.port}"
             + (" (bearer token required)" if token else " (no token: loopback only)"),
             flush=True,
         )
         uvicorn.Server(uvicorn_config(app, config)).run()
     finally:
         pool.close()
+
+
+def serve(config: ServeConfig) -> None:
+    """Run the server until interrupted (blocking)."""
+    run_server(config, create_app, "")
 
 
 def main() -> None:
