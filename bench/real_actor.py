@@ -65,6 +65,7 @@ import pandas as pd
 from collect.actors import HFActor, OpenAIActor, actor_config
 from collect.awm.protocol import lenient_turn
 from collect.collector import collect, collect_config
+from helpdp.intervals import wilson
 
 
 class TimedActor:
@@ -282,16 +283,6 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
         check=True,
     )
     return man["source"]["partial"]
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a success rate k / n."""
-    if n == 0:
-        return float("nan"), float("nan")
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def eval_report(dirs: list[str], skip: tuple[str, ...] = ()) -> dict:

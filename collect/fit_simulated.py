@@ -42,6 +42,7 @@ import pandas as pd
 from collect.simulate import OUTCOMES, START
 from helpdp.cliconf import doc_field as _f
 from helpdp.events import classify_steps
+from helpdp.intervals import wilson
 
 __all__ = [
     "FitSimulatedConfig",
@@ -366,13 +367,7 @@ def _stats(c: pd.DataFrame | np.ndarray, cols: list[str]) -> dict[str, float]:
 
 
 def _wilson(k: float, n: float, z: float) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
+    return (0.0, 1.0) if n == 0 else wilson(k, n, z)
 
 
 def heldout_table(

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpdp.intervals import wilson
 from helpdp.policies import HelpPolicy, TablePolicy, build_policy
 from helpdp.select import MixturePolicy, load_policy
 
@@ -67,12 +68,10 @@ def candidate_rates(policy: MixturePolicy, episodes: pd.DataFrame, z: float = 1.
         e = episodes[pick == k]
         n = len(e)
         sr = float(e["success"].mean()) if n else float("nan")
-        centre = (sr + z * z / (2 * n)) / (1 + z * z / n) if n else float("nan")
-        half = z * np.sqrt(sr * (1 - sr) / n + z * z / (4 * n * n)) / (1 + z * z / n) if n else 0
+        lo, hi = wilson(float(e["success"].sum()), n, z)
         u = e["expert_calls"].astype(float)
         u_half = z * float(u.std(ddof=1)) / np.sqrt(n) if n > 1 else float("nan")
-        rows.append({"candidate": pol.name, "episodes": n, "SR": sr, "SR_lo": centre - half,
-                     "SR_hi": centre + half, "U": float(u.mean()) if n else float("nan"),
+        rows.append({"candidate": pol.name, "episodes": n, "SR": sr, "SR_lo": lo, "SR_hi": hi, "U": float(u.mean()) if n else float("nan"),
                      "U_ci": u_half})  # fmt: skip
     return pd.DataFrame(rows)
 

@@ -9,11 +9,12 @@ and the per-policy table (:func:`summarize`) and comparisons (:func:`compare`).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from helpdp.intervals import mean_ci
 
 __all__ = [
     "compare",
@@ -28,13 +29,8 @@ __all__ = [
 
 
 def paired_ci(diff: np.ndarray, z: float = 1.96) -> tuple[float, float, float]:
-    """Mean of paired differences and its 95% interval (normal approximation)."""
-    d = np.asarray(diff, np.float64)
-    if len(d) == 0:
-        return float("nan"), float("nan"), float("nan")
-    m = float(d.mean())
-    half = z * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else float("inf")
-    return m, m - half, m + half
+    """Mean of paired differences and its 95% interval (:func:`helpdp.intervals.mean_ci`)."""
+    return mean_ci(diff, z)
 
 
 def equal_spend_baseline(
