@@ -14,35 +14,14 @@ import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from collector_helpers import SMALL
+from collector_helpers import run_cli as _cli
+from collector_helpers import small_args as _args
+from collector_helpers import table_bytes_of as _tables
 
 from collect.collector import collect, collect_config
 from collect.shards import TABLES, OutputBusy, OutputLock, PlanMismatch, ShardStore, table_bytes
 from helpdp.contract import conform, write_table
-
-DATASET = ("states", "transitions", "episodes", "steps")
-SMALL = [
-    "schedule.scenarios=[smart_home_1]",
-    "schedule.max_tasks=2",
-    "schedule.probabilities=[0.0,1.0]",
-    "schedule.seeds=[0]",
-    "executor.shard_size=1",
-    "executor.workers=1",
-    "progress=false",
-]
-
-
-def _args(out: Path, work: Path, *extra: str) -> list[str]:
-    return [f"out={out}", f"env.work_root={work}", *SMALL, *extra]
-
-
-def _cli(out: Path, work: Path, *extra: str, cwd=None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "collect", *_args(out, work, *extra)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
-
-
-def _tables(out: Path) -> dict[str, bytes]:
-    return {n: (out / f"{n}.parquet").read_bytes() for n in DATASET}
 
 
 def _scores(out: Path) -> bytes:

@@ -8,42 +8,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from collector_helpers import run_cli as _cli
+from collector_helpers import small_args as _args
+from collector_helpers import table_bytes_of as _tables
 
 from collect.collector import collect, collect_config
 from collect.shards import META, TABLES, ShardStore, table_bytes
-
-DATASET = ("states", "transitions", "episodes", "steps")
-#: 2 tasks x 2 probabilities x 1 seed = 4 episodes, one shard each
-SMALL = [
-    "schedule.scenarios=[smart_home_1]",
-    "schedule.max_tasks=2",
-    "schedule.probabilities=[0.0,1.0]",
-    "schedule.seeds=[0]",
-    "executor.shard_size=1",
-    "executor.workers=1",
-    "progress=false",
-]
-
-
-def _args(out: Path, work: Path, *extra: str) -> list[str]:
-    return [f"out={out}", f"env.work_root={work}", *SMALL, *extra]
-
-
-def _cli(out: Path, work: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "collect", *_args(out, work, *extra)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-
-
-def _tables(out: Path) -> dict[str, bytes]:
-    return {n: (out / f"{n}.parquet").read_bytes() for n in DATASET}
 
 
 def _rewrite(store: ShardStore, index: int, change) -> None:
