@@ -313,8 +313,11 @@ def _off_path(view: EpisodeView, calls: list[dict], k: int, rng: np.random.Gener
     ]
     reads = [c for c in reads if not (kind == "call_tool" and c.get("tool_name") == tool)]
     options = ([None] if kind != "list_tools" else []) + reads
-    if not options:
-        return tool_call_text(calls[k]["tool_name"], calls[k].get("arguments") or {})
+    if not options:  # after list_tools with no read call to make: the task's last call
+        if not calls:
+            return _LIST_TOOLS
+        last = calls[min(k, len(calls) - 1)]
+        return tool_call_text(last["tool_name"], last.get("arguments") or {})
     pick = options[int(rng.integers(0, len(options)))]
     if pick is None:
         return _LIST_TOOLS
@@ -336,6 +339,9 @@ def _failed_call(view: EpisodeView, calls: list[dict], k: int, rng: np.random.Ge
     order = calls[k:] + calls[:k]
     pool = [c for c in order if c.get("arguments") and c.get("tool_name") != tool]
     pool = pool or [c for c in order if c.get("arguments")] or order
+    if not pool:  # a task without reference calls: any real tool, with a wrong argument
+        name = next((t for t in sorted(view.tools) if t != tool), tool or "list_tools")
+        return tool_call_text(name, {"id": {"value": []}}, "Next call.")
     call = pool[0] if rng.random() < 0.5 or len(pool) == 1 else pool[1]
     args = {key: {"value": [v]} for key, v in (call.get("arguments") or {}).items()}
     return tool_call_text(call["tool_name"], args or {"id": {"value": []}}, "Next call.")
