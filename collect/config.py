@@ -25,7 +25,7 @@ from collect.awm.env import EnvConfig
 from collect.awm.sandbox import check_isolation
 from collect.executors import ExecutorConfig
 from collect.interventions import INTERVENTION_KINDS, InterventionConfig
-from collect.schedule import ScheduleConfig, SplitConfig
+from collect.schedule import ScheduleConfig, SplitConfig, Stage2Config, stage2_design
 from collect.scratch import scratch_root
 from collect.statekey import make_keys
 from collect.worlds import SHIPPED_LABEL, WORLDS_DIR
@@ -86,6 +86,12 @@ class CollectConfig:
         ScheduleConfig(), "tasks, trigger probabilities, seeds (group collect/schedule)"
     )
     split: SplitConfig = _f(SplitConfig(), "train/validation/test split of the tasks")
+    stage2: Stage2Config = _f(
+        Stage2Config(),
+        "stage 2 of the two-stage design: stage2.base=POLICY runs that policy on every task "
+        "once per seed and randomises help only at trigger states (replaces the grid of "
+        "schedule.probabilities; docs/collect.md)",
+    )
     state_key: str = _f(
         "history",
         "history: a state is the task and its canonical history (a tree); db: the task, a "
@@ -185,6 +191,8 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
             d.pop(key, None)
     if d.get("policy") is None:
         d.pop("policy", None)  # collections with random help record no policy
+    if (d.get("stage2") or {}).get("base") is None:
+        d.pop("stage2", None)  # the grid records no stage 2 (as before it)
     return d
 
 
@@ -207,6 +215,8 @@ def validate(cfg: CollectConfig) -> None:
     if cfg.executor.batch_size < 1:
         raise ValueError("executor.batch_size must be >= 1")
     check_actor(cfg.actor)
+    if stage2_design(cfg.stage2, cfg.schedule.seed) is not None and cfg.policy is not None:
+        raise ValueError("stage2.base and policy exclude each other: stage 2 is its own policy")
     for name, iv in cfg.interventions.items():
         if iv.kind not in INTERVENTION_KINDS:
             raise ValueError(f"interventions.{name}.kind must be one of {INTERVENTION_KINDS}")

@@ -13,6 +13,16 @@ manifest is the first source's, with the schedule's tasks and splits the union o
 the sources', a fresh ``summary``, and ``source.merged_from`` saying what each
 source held (its directory name, episodes, tasks, fingerprint-relevant schedule,
 ``partial`` where it was one).
+
+The two stages of the two-stage design (docs/collect.md, "Stage 2: randomising at
+trigger states") merge on the same tasks: a stage-2 collection (``stage2`` in its
+config, ``design`` in its episodes) may share tasks and states with the other sources
+(the same experiment but for ``stage2`` and ``schedule.probabilities``); their
+episodes stay disjoint, a state seen by several sources is one row (its smallest
+depth; the same task, terminal and success in all of them, else refused) and the
+transitions' counts add up. The stage-2 columns (:data:`DESIGN_COLUMNS`) are null in
+the rows of a source without them. The merged manifest is then the first grid
+source's, without ``stage2`` (each source's is in ``merged_from``).
 """
 
 from __future__ import annotations
@@ -40,6 +50,14 @@ __all__ = ["MergeConfig", "merge_collections"]
 RUN_KEYS = ("out", "overwrite", "keep_shards", "progress", "executor", "schedule")
 SCHEDULE_UNION = ("tasks", "splits")  # merged as the sorted union
 SCHEDULE_FREE = ("seeds", "max_tasks", "scenarios")  # may differ; recorded per source
+#: the columns only a stage-2 collection writes (collect.rollout.DESIGN_STEP/_EPISODE)
+DESIGN_COLUMNS = {"steps": ("p_help", "args_sha"), "episodes": ("design",)}
+
+
+def _stage2(manifest: dict) -> dict | None:
+    """The ``stage2`` config of a stage-2 collection's manifest (None: the grid)."""
+    st = manifest.get("source", {}).get("config", {}).get("stage2")
+    return st if isinstance(st, dict) and st.get("base") is not None else None
 
 
 @dataclass
@@ -74,11 +92,14 @@ def _check_same_experiment(names: list[str], manifests: list[dict]) -> None:
                     f"{first.get(key)!r}: not the same experiment"
                 )
         src, src0 = m.get("source", {}), first.get("source", {})
-        conf = {k: v for k, v in src.get("config", {}).items() if k not in RUN_KEYS}
-        conf0 = {k: v for k, v in src0.get("config", {}).items() if k not in RUN_KEYS}
+        free = (*RUN_KEYS, "stage2")  # stage 2 on the same experiment merges with stage 1
+        conf = {k: v for k, v in src.get("config", {}).items() if k not in free}
+        conf0 = {k: v for k, v in src0.get("config", {}).items() if k not in free}
         sched = src.get("config", {}).get("schedule", {})
         sched0 = src0.get("config", {}).get("schedule", {})
         skip = SCHEDULE_UNION + SCHEDULE_FREE
+        if _stage2(m) or _stage2(first):
+            skip += ("probabilities",)  # stage 2 draws at trigger states, not on the grid
         diff = _differences(conf, conf0) + [
             f"schedule.{d}"
             for d in _differences(
@@ -161,20 +182,62 @@ def _check_owned(name: str, f: dict[str, pd.DataFrame]) -> None:
             )
 
 
-def _check_disjoint(names: list[str], frames: list[dict[str, pd.DataFrame]]) -> None:
+def _check_disjoint(
+    names: list[str], frames: list[dict[str, pd.DataFrame]], stage2: list[bool]
+) -> bool:
+    """Refuse a task (or state) in two sources unless one of the two is a stage-2
+    collection, and an episode in two sources always; whether some tasks are shared."""
+    shared = False
     for table, col in (("states", "task_id"), ("states", "state_id"), ("episodes", "episode_id")):
-        seen: dict[Any, str] = {}
-        for name, f in zip(names, frames):
+        seen: dict[Any, int] = {}
+        for i, (name, f) in enumerate(zip(names, frames)):
             if f.get(table) is None:
                 continue
             for v in pd.unique(f[table][col]):
-                if v in seen:
+                j = seen.get(v)
+                if j is not None and (col == "episode_id" or not (stage2[i] or stage2[j])):
+                    shown = v.item() if isinstance(v, np.generic) else v
                     raise DatasetError(
-                        f"{name}/{table}.parquet: {col} {v!r} is also in {seen[v]}: merged "
-                        "collections must hold disjoint tasks"
+                        f"{name}/{table}.parquet: {col} {shown!r} is also in {names[j]}: merged "
+                        "collections must hold disjoint tasks (or be the two stages of the "
+                        "two-stage design) and disjoint episodes"
                     )
-                seen[v] = name
+                shared |= j is not None
+                seen.setdefault(v, i)
         # (a task's states and episodes belong to one source, so this is enough)
+    return shared
+
+
+def _merge_shared(names: list[str], tables: dict[str, pd.DataFrame]) -> None:
+    """Sources that share tasks (the two stages): one row per state (its smallest depth,
+    first source first), the transitions' counts summed, one score row per state."""
+    st = tables["states"]
+    agg = st.groupby("state_id", sort=False).agg(
+        task=("task_id", "nunique"), term=("terminal", "nunique"), succ=("success", "nunique")
+    )
+    clash = agg[(agg[["task", "term", "succ"]] > 1).any(axis=1)]
+    if len(clash):
+        raise DatasetError(
+            f"states.parquet: state_id {clash.index[0]!r} names different tasks or "
+            f"terminal/success in {', '.join(names)} (another state key or worlds?)"
+        )
+    first = st.sort_values("depth", kind="stable").drop_duplicates("state_id")
+    start = st.groupby("state_id")["is_start"].any()
+    first = first.assign(is_start=start.reindex(first["state_id"]).to_numpy())
+    tables["states"] = first.sort_values("state_id", kind="stable").reset_index(drop=True)
+    tr = tables["transitions"]
+    keys = ["state_id", "action", "next_state_id"]
+    summed = tr.groupby(keys, as_index=False, sort=True)["count"].sum()
+    tables["transitions"] = summed.astype({"count": tr["count"].dtype})[list(tr.columns)]
+    sc = tables.get("scores")
+    if sc is not None:
+        sc = sc.drop_duplicates()
+        if sc["state_id"].duplicated().any():
+            bad = sc["state_id"][sc["state_id"].duplicated()].iloc[0]
+            raise DatasetError(
+                f"scores.parquet: state_id {bad!r} has different scores in {', '.join(names)}"
+            )
+        tables["scores"] = sc.reset_index(drop=True)
 
 
 def _concat(names: list[str], frames: list[dict], table: str) -> pd.DataFrame | None:
@@ -184,13 +247,16 @@ def _concat(names: list[str], frames: list[dict], table: str) -> pd.DataFrame | 
     if any(p is None for p in parts):
         missing = names[[p is None for p in parts].index(True)]
         raise DatasetError(f"{missing}/{table}.parquet: missing, other sources have it")
-    cols = list(parts[0].columns)
+    opt = DESIGN_COLUMNS.get(table, ())
+    cols = [c for c in parts[0].columns if c not in opt]
     for name, p in zip(names[1:], parts[1:]):
-        if list(p.columns) != cols:
+        own = [c for c in p.columns if c not in opt]
+        if own != cols:
             raise DatasetError(
-                f"{name}/{table}.parquet: columns {list(p.columns)} differ from {names[0]}'s {cols}"
+                f"{name}/{table}.parquet: columns {own} differ from {names[0]}'s {cols}"
             )
-    return pd.concat(parts, ignore_index=True)
+    extra = [c for c in opt if any(c in p.columns for p in parts)]  # null where absent
+    return pd.concat([p.reindex(columns=cols + extra) for p in parts], ignore_index=True)
 
 
 def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
@@ -211,11 +277,16 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
     ]  # fmt: skip
     for name, f in zip(names, frames):
         _check_owned(name, f)
-    _check_disjoint(names, frames)
+    stage2 = [_stage2(m) is not None for m in manifests]
+    shared = _check_disjoint(names, frames, stage2)
     tables = {t: _concat(names, frames, t) for t in frames[0]}
     tables = {t: v for t, v in tables.items() if v is not None}
-    man = copy.deepcopy(manifests[0])
+    if shared:
+        _merge_shared(names, tables)
+    base = stage2.index(False) if False in stage2 else 0  # the grid's manifest, if any
+    man = copy.deepcopy(manifests[base])
     src = man.setdefault("source", {})
+    src.get("config", {}).pop("stage2", None)  # per source in merged_from
     scheds = [m.get("source", {}).get("config", {}).get("schedule") for m in manifests]
     if all(isinstance(s, dict) for s in scheds):
         for key in SCHEDULE_UNION:
@@ -231,6 +302,8 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
             "schedule": s.get("config", {}).get("schedule"),
             "git_sha": s.get("git_sha"),
         }
+        if _stage2(m):
+            entry["stage2"] = _stage2(m)
         if "partial" in s:
             entry["partial"] = s["partial"]
         merged_from.append(entry)

@@ -11,7 +11,7 @@ from typing import Any
 
 from collect.awm.dataset import AWMDataset
 from collect.config import CollectConfig, source_config, worlds_dir
-from collect.schedule import EpisodeSpec, build_schedule, shard_episodes
+from collect.schedule import EpisodeSpec, build_schedule, shard_episodes, stage2_design
 from collect.worlds import is_shipped_label
 
 __all__ = ["ShardPlan", "fingerprint_config", "plan_episodes", "plan_shards", "runnable_tasks"]
@@ -56,7 +56,8 @@ def runnable_tasks(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str]
 def plan_episodes(cfg: CollectConfig) -> list[EpisodeSpec]:
     """Every episode the collection runs (see :func:`collect.schedule.build_schedule`)."""
     tasks, _ = runnable_tasks(cfg)
-    return build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split)
+    design = stage2_design(cfg.stage2, cfg.schedule.seed)
+    return build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split, design)
 
 
 def fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
@@ -107,7 +108,10 @@ def plan_shards(cfg: CollectConfig, help_policy_name: str | None = None) -> Shar
     if not tasks:
         why = "; ".join(skipped[:5]) or f"{worlds_dir(cfg)} holds no scenario with tasks"
         raise ValueError("no task can run: " + why)
-    specs = build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split)
+    design = stage2_design(cfg.stage2, cfg.schedule.seed)
+    if design is not None and help_policy_name is not None:
+        raise ValueError("stage2.base and a help policy exclude each other")
+    specs = build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split, design)
     if not specs:
         raise ValueError(
             f"the schedule is empty (no task in schedule.splits={cfg.schedule.splits})"

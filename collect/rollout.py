@@ -50,7 +50,7 @@ from collect.types import (
 )
 from helpdp.contract import EPISODES_SCHEMA, STATES_SCHEMA, STEPS_SCHEMA
 from helpdp.events import args_sha, classify_steps
-from helpdp.policies import HelpPolicy, StateView, safe_decide
+from helpdp.policies import HelpPolicy, StateView, action_probs, safe_decide
 
 if TYPE_CHECKING:
     from collect.awm.env import EnvPool
@@ -207,6 +207,10 @@ class RunContext:
     # called after every help decision with the runner and a dict: episode_id, t, asked,
     # gate (the policy's action), action (what ran), tokens, error
     on_decision: Callable[[Any, dict[str, Any]], None] | None = None
+    # stage 2 (collect.schedule.stage2_design): the design's record (design_spec); then
+    # ``policy`` is that design, each step records p_help (its probability of help, NaN
+    # where it failed) and args_sha, each episode ``design`` (episode_tables(design=True))
+    design: str | None = None
 
 
 @dataclass
@@ -236,6 +240,8 @@ class EpisodeRunner:
         self.blind = self.recovery = self.errors = self.format_errors = self.policy_errors = 0
         self.help_errors = 0  # failed interventions that became nohelp (help_failure)
         self.policy_error: str | None = None  # the last failure of the policy, if any
+        self.p_help: float | None = None  # stage 2: the design's P(help) at this decision
+        self._view: StateView | None = None  # the view of the latest policy decision
         self.prompt_tokens = self.completion_tokens = self.expert_tokens = 0
         self.outcome = "server_error"
         self.end_reason = "server_error"
@@ -302,6 +308,8 @@ class EpisodeRunner:
                 asked = bool(self.history) and self.history[-1].parsed.get("kind") == "ask_expert"
             gate = self._policy_action(t) if asked else 0
             action = gate if 0 < gate <= len(ints) and available[gate - 1] else 0
+            if self.ctx.design is not None:
+                self.p_help = self._p_help(available)
         help_ = None
         help_error = None
         if action:
@@ -447,10 +455,22 @@ class EpisodeRunner:
             last_help=max((h.t for h in self.history if h.action > 0), default=-1),
             **self._events(),
         )
+        self._view = view
         actions, error = safe_decide(self.ctx.policy, [view])
         self.policy_errors += error is not None  # counted in episodes.parquet; nohelp used
         self.policy_error = error
         return int(actions[0])
+
+    def _p_help(self, available: Sequence[bool]) -> float:
+        """The design's probability of help at the latest decision, interventions out of
+        calls left out (they never run); NaN where the policy failed (nohelp ran)."""
+        if self.policy_error is not None:
+            return float("nan")
+        try:
+            p = action_probs(self.ctx.policy, [self._view], len(available) + 1)[0]
+        except Exception:  # noqa: BLE001 - recorded as unknown: the OPE refuses the row
+            return float("nan")
+        return float(sum(p[k + 1] for k, ok in enumerate(available) if ok))
 
     def _digest(self) -> str:
         return self.env.db_digest()
@@ -488,8 +508,9 @@ class EpisodeRunner:
                 "format_error": bool(info.get("format_error", False)),
                 "prompt_tokens": int(reply.prompt_tokens) if reply else 0,
                 "completion_tokens": int(reply.completion_tokens) if reply else 0,
-                # for the views' repeats; not a column of the shard tables (STEP_SCHEMA)
+                # for the views' repeats; columns of the stage-2 tables only (DESIGN_STEP)
                 "args_sha": args_sha(parsed.get("arguments")),
+                "p_help": self.p_help,
             }
         )
 
@@ -541,6 +562,8 @@ class EpisodeRunner:
         for i, iv in enumerate(self.ctx.interventions):
             row[f"p_{iv.name}"] = spec.trigger_p[i]
             row[f"calls_{iv.name}"] = self.calls[i]
+        if self.ctx.design is not None:
+            row["design"] = self.ctx.design
         self.log = EpisodeLog(spec, self.steps, self.states, row)
         env, self.env = self.env, None
         if env is not None:
@@ -688,14 +711,25 @@ _EPISODE_FIELDS = [
 ]
 
 
-def episode_schema(names: Sequence[str]) -> pa.Schema:
-    """episodes table schema for interventions ``names`` (``p_<name>``, ``calls_<name>`` each)."""
+#: the columns a stage-2 collection adds (RunContext.design; docs/data-format.md): per
+#: step the design's probability of help and the call's arguments hash, per episode
+#: the design (the grid writes none of them: its tables are as before stage 2)
+DESIGN_STEP = [("p_help", pa.float64()), ("args_sha", pa.string())]
+DESIGN_EPISODE = [("design", pa.string())]
+
+
+def episode_schema(names: Sequence[str], design: bool = False) -> pa.Schema:
+    """episodes table schema for interventions ``names`` (``p_<name>``, ``calls_<name>``
+    each; ``design``: a stage-2 collection's, with :data:`DESIGN_EPISODE`)."""
     extra = [(f"p_{n}", pa.float64()) for n in names] + [(f"calls_{n}", pa.int32()) for n in names]
-    return pa.schema(_EPISODE_FIELDS + extra)
+    return pa.schema(_EPISODE_FIELDS + extra + (DESIGN_EPISODE if design else []))
 
 
-def episode_tables(logs: Sequence[EpisodeLog], names: Sequence[str]) -> dict[str, pa.Table]:
-    """``steps``, ``states``, ``episodes`` Arrow tables of ``logs`` (the shard format).
+def episode_tables(
+    logs: Sequence[EpisodeLog], names: Sequence[str], design: bool = False
+) -> dict[str, pa.Table]:
+    """``steps``, ``states``, ``episodes`` Arrow tables of ``logs`` (the shard format;
+    ``design``: a stage-2 collection's, with :data:`DESIGN_STEP` and :data:`DESIGN_EPISODE`).
 
     Step and state rows carry their episode's ``valid`` (a verified outcome), so that
     :func:`collect.shards.aggregate` can leave invalid episodes out of the counts.
@@ -708,8 +742,9 @@ def episode_tables(logs: Sequence[EpisodeLog], names: Sequence[str]) -> dict[str
         episodes.append(log.episode)
         steps.extend({**s, "valid": valid} for s in log.steps)
         states.extend({**s, "valid": valid} for s in log.states)
+    step_schema = pa.schema([*STEP_SCHEMA, *DESIGN_STEP]) if design else STEP_SCHEMA
     return {
-        "steps": pa.Table.from_pylist(steps, schema=STEP_SCHEMA),
+        "steps": pa.Table.from_pylist(steps, schema=step_schema),
         "states": pa.Table.from_pylist(states, schema=STATE_SCHEMA),
-        "episodes": pa.Table.from_pylist(episodes, schema=episode_schema(names)),
+        "episodes": pa.Table.from_pylist(episodes, schema=episode_schema(names, design)),
     }

@@ -8,10 +8,18 @@ since a step takes one action). Everything random is drawn from generators
 seeded by ``(schedule.seed, task, probability vector, seed)`` and the turn
 index, so a schedule and its draws are the same on every run and machine,
 whatever the order, batching or sharding of the episodes.
+
+Stage 2 (:class:`Stage2Config`, ``stage2.base=...``): instead of the grid, every task
+runs once per seed under a base help policy whose decision is randomised only at
+trigger states (:func:`stage2_design`, ``helpdp.policies.TriggerRandomised``): help
+with the known probability ``q`` where one of the events fires, the base's decision
+elsewhere. Its episodes record the design and each step its probability of help, so
+that off-policy evaluation weights a merge of both stages as one mixture.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from helpdp.cliconf import doc_field as _f
+from helpdp.policies import TablePolicy, TriggerRandomised, build_policy
 from helpdp.splits import SPLITS, _digest, stable_int64
 
 __all__ = [
@@ -26,12 +35,15 @@ __all__ = [
     "EpisodeSpec",
     "ScheduleConfig",
     "SplitConfig",
+    "Stage2Config",
     "build_schedule",
+    "design_spec",
     "draw_action",
     "episode_rng",
     "shard_episodes",
     "split_tasks",
     "stable_int64",
+    "stage2_design",
     "task_id",
     "trigger_vectors",
 ]
@@ -63,6 +75,52 @@ class SplitConfig:
     seed: int = _f(0, "seed of the task ranking that assigns splits")
     validation_tasks: list[str] = _f([], "task ids forced into validation (e.g. smart_home_1/3)")
     test_tasks: list[str] = _f([], "task ids forced into test")
+
+
+@dataclass
+class Stage2Config:
+    """Stage 2 of the two-stage design (docs/collect.md, "Stage 2: randomising at trigger
+    states"): a base policy, randomised only at trigger states, instead of the grid."""
+
+    base: Any = _f(
+        None,
+        "base help policy, a name of helpdp.policies.build_policy (turn0, turns:0,2, "
+        "turn0+after:failure, ...; decided per state); null: no stage 2, the grid of "
+        "schedule.probabilities",
+    )
+    events: list[str] = _f(
+        ["repeat", "failed", "unknown_tool"],
+        "the trigger states: where one of these fires (helpdp.events: repeat, loop, failed, "
+        "unknown_tool, format_error, working, turn:K, context:N) help is drawn with "
+        "probability q, whatever the base says",
+    )
+    q: float = _f(0.5, "probability of help at a trigger state (the first intervention)")
+
+
+def stage2_design(stage2: Stage2Config, seed: int) -> TriggerRandomised | None:
+    """The behaviour of a stage-2 collection (None: the grid): ``TriggerRandomised(base,
+    events, q)`` calling the first intervention, its draws seeded by ``seed`` (the
+    schedule's). Refuses a base that is not a policy name (a search output or a
+    selected.json lives in a file the record of the design cannot rebuild)."""
+    if stage2.base is None:
+        return None
+    if not 0.0 <= float(stage2.q) <= 1.0:
+        raise ValueError(f"stage2.q must lie in [0, 1], got {stage2.q}")
+    if not list(stage2.events):
+        raise ValueError("stage2.events is empty: name the trigger states")
+    base = stage2.base if isinstance(stage2.base, dict) else str(stage2.base)
+    try:
+        if isinstance(build_policy(base, seed=int(seed)), TablePolicy):
+            raise ValueError("a search output, not a policy name")
+        return TriggerRandomised(base, list(stage2.events), float(stage2.q), seed=int(seed))
+    except ValueError as e:
+        raise ValueError(f"stage2: {e}") from None
+
+
+def design_spec(design: TriggerRandomised) -> str:
+    """The design as ``episodes.parquet``'s ``design`` records it: the canonical JSON of
+    its spec (keys sorted), what ``helpdp.policies.build_policy`` reads back."""
+    return json.dumps(design.spec(), sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -177,14 +235,25 @@ def build_schedule(
     n_interventions: int,
     schedule: ScheduleConfig,
     split: SplitConfig,
+    design: TriggerRandomised | None = None,
 ) -> list[EpisodeSpec]:
     """Every episode of a collection, in a fixed order (task, probability entry, seed).
 
     ``tasks``: ``(scenario, task_idx)`` pairs (already filtered to what can run).
     Episode ids and seeds depend only on (schedule.seed, task, probability vector,
-    seed), never on the position in the list.
+    seed), never on the position in the list. With a stage-2 ``design``
+    (:func:`stage2_design`) one episode per (task, seed) instead, whose ``trigger_p`` is
+    ``(q, 0, ...)`` (help at trigger states, first intervention; the weights read the
+    design) and whose id and seeds depend on (schedule.seed, task, design, seed).
     """
-    vectors = trigger_vectors(schedule.probabilities, n_interventions)
+    if design is None:
+        vectors = trigger_vectors(schedule.probabilities, n_interventions)
+        keys = [list(v) for v in vectors]
+    else:
+        if n_interventions < 1:
+            raise ValueError("a collection needs at least one intervention")
+        vectors = [(design.q,) + (0.0,) * (n_interventions - 1)]
+        keys = [["stage2", design_spec(design)]]
     seeds = [int(s) for s in schedule.seeds]
     if not seeds:
         raise ValueError("schedule.seeds is empty")
@@ -199,9 +268,9 @@ def build_schedule(
     for (scenario, idx), tid in zip(tasks, ids):
         if splits[tid] not in schedule.splits:
             continue
-        for vec in vectors:
+        for vec, vkey in zip(vectors, keys):
             for seed in seeds:
-                key = ("episode", int(schedule.seed), tid, list(vec), seed)
+                key = ("episode", int(schedule.seed), tid, vkey, seed)
                 digest = _digest(*key)
                 specs.append(
                     EpisodeSpec(

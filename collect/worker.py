@@ -18,7 +18,7 @@ from collect.config import CollectConfig, TextConfig, worlds_dir
 from collect.interventions import build_interventions
 from collect.policy import load_help_policy
 from collect.rollout import RunContext, TextRenderer, episode_tables, run_episodes
-from collect.schedule import EpisodeSpec
+from collect.schedule import EpisodeSpec, design_spec, stage2_design
 from collect.scratch import make_scratch_dir, scratch_root, sweep_scratch
 from collect.shards import table_bytes
 from collect.statekey import make_keys
@@ -93,6 +93,9 @@ class _Worker:
             actor = LenientActor(actor)  # the manifest's call_format is what the turns get
         self.actor = actor if actor is not None else build_actor(cfg.actor)
         self.interventions = build_interventions(cfg.interventions)
+        design = stage2_design(cfg.stage2, cfg.schedule.seed)  # stage 2: it decides
+        if design is not None:
+            help_policy = design
         self.ctx = RunContext(
             self.pool,
             self.interventions,
@@ -101,6 +104,7 @@ class _Worker:
             policy=help_policy
             if help_policy is not None
             else (load_help_policy(cfg.policy) if cfg.policy else None),
+            design=None if design is None else design_spec(design),
         )
         self.batch_size = cfg.executor.batch_size
         self.names = list(cfg.interventions)
@@ -144,7 +148,7 @@ def run_shard(
     logs = run_episodes(
         task.specs, worker.actor, worker.ctx, batch_size=worker.batch_size, on_episode=on_episode
     )
-    tables = episode_tables(logs, worker.names)
+    tables = episode_tables(logs, worker.names, worker.ctx.design is not None)
     steps = sum(len(lg.steps) for lg in logs)
     return ShardResult(
         task.index,

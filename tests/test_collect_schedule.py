@@ -11,11 +11,14 @@ from collect.schedule import (
     EpisodeSpec,
     ScheduleConfig,
     SplitConfig,
+    Stage2Config,
     build_schedule,
+    design_spec,
     draw_action,
     episode_rng,
     shard_episodes,
     split_tasks,
+    stage2_design,
     trigger_vectors,
 )
 
@@ -120,3 +123,36 @@ def test_shards_cover_the_schedule_in_order():
     assert all(len(sh) == 16 for sh in shards[:-1]) and 1 <= len(shards[-1]) <= 16
     with pytest.raises(ValueError):
         shard_episodes(specs, 0)
+
+
+def test_stage2_runs_each_task_once_per_seed_under_its_design():
+    design = stage2_design(Stage2Config("turn0", ["repeat", "turn:2"], 0.25), seed=0)
+    assert stage2_design(Stage2Config(), seed=0) is None  # the default: the grid
+    sched = ScheduleConfig(seeds=[10, 11])
+    specs = build_schedule(TASKS, 2, sched, SplitConfig(), design)
+    assert len(specs) == len(TASKS) * 2
+    assert {s.trigger_p for s in specs} == {(0.25, 0.0)}  # q for the first intervention
+    assert collections.Counter((s.task_id, s.seed) for s in specs).most_common(1)[0][1] == 1
+    grid = build_schedule(TASKS, 2, sched, SplitConfig())
+    assert not {s.episode_id for s in specs} & {s.episode_id for s in grid}
+    other = stage2_design(Stage2Config("turn0", ["repeat", "turn:2"], 0.5), seed=0)
+    assert not {s.episode_id for s in specs} & {
+        s.episode_id for s in build_schedule(TASKS, 2, sched, SplitConfig(), other)
+    }  # another design, other episodes
+    assert design_spec(design) == (
+        '{"base":"turn0","events":["repeat","turn:2"],"kind":"triggers","q":0.25,"seed":0}'
+    )
+
+
+def test_the_grid_records_no_stage2_and_stage2_records_its_design():
+    from collect.config import collect_config, source_config
+    from collect.plan import fingerprint_config
+
+    grid = collect_config(["out=x"])
+    assert "stage2" not in source_config(grid) and "stage2" not in fingerprint_config(grid)
+    s2 = collect_config(["out=x", "stage2.base=turn0", "stage2.q=0.3"])
+    assert source_config(s2)["stage2"] == {
+        "base": "turn0",
+        "events": ["repeat", "failed", "unknown_tool"],
+        "q": 0.3,
+    }

@@ -1,0 +1,150 @@
+"""Stage 2 of the two-stage design end to end (collect/schedule.py ``stage2``): a base
+policy randomised only at trigger states, collected with the simulated actor on the demo
+worlds; every step's logged ``p_help`` is the design's, help is drawn only at trigger
+states, ``collect.merge`` joins it with a grid collection of the same tasks, and
+trajectory IS on the merge equals the hand computation of the mixture weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collect.collector import collect, collect_config
+from collect.merge import merge_collections
+from helpdp import load_dataset
+from helpdp.ope import estimate, load_logged
+from helpdp.policies import action_probs, build_policy
+
+Q = 0.5
+EVENTS = ["failed", "unknown_tool", "format_error", "turn:1"]
+COMMON = ["state_key=db", "progress=false", "schedule.scenarios=[e_commerce_admin_1]",
+          "schedule.max_tasks=2"]  # fmt: skip
+STAGE2 = ["stage2.base=never", f"stage2.events=[{','.join(EVENTS)}]", f"stage2.q={Q}",
+          "schedule.seeds=[100,101,102,103]"]  # fmt: skip
+GRID = ["schedule.probabilities=[0.0,0.5,1.0]", "schedule.seeds=[0,1]"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stage2")
+    grid = collect(collect_config([f"out={root / 'grid'}", *COMMON, *GRID])).out
+    s2 = collect(collect_config([f"out={root / 's2'}", *COMMON, *STAGE2])).out
+    merged = merge_collections([grid, s2], root / "merged")
+    return {"grid": grid, "s2": s2, "merged": merged}
+
+
+def _triggers(steps: pd.DataFrame) -> np.ndarray:
+    """The trigger states of EVENTS by hand from the raw steps: turn 1, or the previous
+    turn failed (tool error, bad arguments, server), called an unknown tool or was not
+    a well-formed turn."""
+    st = steps.sort_values(["episode_id", "t"]).reset_index(drop=True)
+    same = st["episode_id"].eq(st["episode_id"].shift(1))
+    fail = st["failure"].shift(1).where(same)
+    bad_format = fail.isin(["invalid_json", "malformed_tag", "untagged_call",
+                            "unknown_meta_function"]) | (
+        same & (st["format_error"].shift(1, fill_value=False).astype(bool)
+                | (st["kind"].shift(1).isin(["invalid", "error"]) & fail.isna()))
+    )  # fmt: skip
+    failed = fail.isin(["tool_error", "invalid_arguments", "server_error", "unknown_tool"])
+    return ((st["t"] == 1) | failed | bad_format).to_numpy()
+
+
+def test_stage2_logs_the_design_and_draws_only_at_triggers(runs):
+    ds = load_dataset(runs["s2"])
+    ep, st = ds.episodes, ds.steps.sort_values(["episode_id", "t"]).reset_index(drop=True)
+    assert len(ep) == 2 * 4  # one episode per (task, seed), no grid
+    (design,) = ep["design"].unique()
+    spec = json.loads(design)
+    assert spec == {"kind": "triggers", "base": "never", "events": EVENTS, "q": Q, "seed": 0}
+    assert (ep["trigger_p"] == Q).all() and (ep["p_oracle"] == Q).all()
+    assert st["args_sha"].str.fullmatch(r"[0-9a-f]{16}").all()
+    logged = load_logged(runs["s2"])  # refuses a p_help that disagrees with the design
+    views = logged.views()
+    probs = action_probs(build_policy(spec), views, 2)[:, 1]
+    np.testing.assert_array_equal(logged.steps["p_help"].to_numpy(), probs)
+    trig = _triggers(st)
+    assert trig.sum() >= 5 and (~trig).sum() >= 5
+    # trigger states: help with probability q; elsewhere the base (never): no help
+    np.testing.assert_array_equal(st["p_help"].to_numpy(), np.where(trig, Q, 0.0))
+    assert (st["action"].to_numpy()[~trig] == 0).all()
+    assert 0 < st["action"].to_numpy()[trig].sum() < trig.sum()
+
+
+def test_the_grid_writes_no_stage2_columns_and_the_merge_nulls_them(runs):
+    grid = load_dataset(runs["grid"])
+    assert "design" not in grid.episodes and not {"p_help", "args_sha"} & set(grid.steps)
+    assert "stage2" not in grid.manifest["source"]["config"]
+    m = load_dataset(runs["merged"])
+    n_grid = len(grid.episodes)
+    assert len(m.episodes) == n_grid + 8
+    assert m.episodes["design"].isna().sum() == n_grid
+    is_grid = m.steps["episode_id"].isin(grid.episodes["episode_id"])
+    assert m.steps.loc[is_grid, "p_help"].isna().all()
+    assert m.steps.loc[~is_grid, "p_help"].notna().all()
+    # the tasks are shared: one row per state, the transitions' counts add up
+    assert not m.states["state_id"].duplicated().any()
+    assert int(m.transitions["count"].sum()) == len(m.steps)
+    src = m.manifest["source"]
+    assert "stage2" not in src["config"]
+    assert src["merged_from"][1]["stage2"]["base"] == "never"
+    logged = load_logged(runs["merged"])
+    assert len(logged.designs) == 1 and logged.vectors.reshape(-1).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_is_on_the_merge_is_the_hand_computed_mixture(runs):
+    """IS of "help at turn 1", which differs from the base (never) only at a trigger
+    state (turn:1), against its hand computation: per task, each episode's weight is
+    pi(episode) / sum over the task's designs of share x mu(episode)."""
+    m = load_dataset(runs["merged"])
+    ep, st = m.episodes, m.steps.sort_values(["episode_id", "t"]).reset_index(drop=True)
+    trig = _triggers(st)
+    a, t = st["action"].to_numpy(), st["t"].to_numpy()
+    pi = np.where(a == (t == 1), 1.0, 0.0)
+    mu_grid = {v: np.where(a == 1, v, 1 - v) for v in (0.0, 0.5, 1.0)}
+    mu_design = np.where(trig, Q, np.where(a == 0, 1.0, 0.0))  # never, q at triggers
+    per_task = []
+    for _, e_task in ep.groupby("task_id"):
+        shares = {("d" if d else v): n / len(e_task) for (d, v), n in
+                  e_task.assign(d=e_task["design"].notna()).groupby(["d", "trigger_p"]).size()
+                  .items()}  # fmt: skip
+        vals = []
+        for _, e in e_task.iterrows():
+            rows = (st["episode_id"] == e["episode_id"]).to_numpy()
+            mix = sum(s * np.prod((mu_design if k == "d" else mu_grid[k])[rows])
+                      for k, s in shares.items())  # fmt: skip
+            vals.append(np.prod(pi[rows]) / mix * float(e["success"]))
+        per_task.append(np.mean(vals))
+    hand = float(np.mean(per_task))
+    got = estimate(build_policy("turns:1"), runs["merged"], estimators=("is",), unit="episode",
+                   n_boot=10)  # fmt: skip
+    assert got.get("is", "SR")[0] == pytest.approx(hand, rel=1e-12, abs=1e-12)
+    assert hand > 0  # some episodes agree with the rule
+
+
+def test_stage2_options_are_checked_before_anything_runs(tmp_path):
+    from collect.config import validate
+
+    def cfg(*extra):
+        return collect_config([f"out={tmp_path / 'x'}", *extra])
+
+    with pytest.raises(ValueError, match="stage2: policy 'bogus'"):
+        validate(cfg("stage2.base=bogus"))
+    with pytest.raises(ValueError, match=r"stage2.q must lie in \[0, 1\]"):
+        validate(cfg("stage2.base=turn0", "stage2.q=1.5"))
+    with pytest.raises(ValueError, match="stage2: .*event"):
+        validate(cfg("stage2.base=turn0", "stage2.events=[sometimes]"))
+    with pytest.raises(ValueError, match="mixes per episode"):
+        validate(cfg("stage2.base=random_episodes:0.3"))
+    with pytest.raises(ValueError, match="stage2.base and policy exclude each other"):
+        validate(cfg("stage2.base=turn0", "policy=turn0"))
+
+
+def test_a_stage2_collection_twice_is_refused_by_episode(runs, tmp_path):
+    from helpdp.data import DatasetError
+
+    with pytest.raises(DatasetError, match=r"s2/episodes.parquet: episode_id -?\d+ is also in s2"):
+        merge_collections([runs["s2"], runs["s2"]], tmp_path / "twice")
+    assert not (tmp_path / "twice").exists()
