@@ -34,6 +34,13 @@ policy.parquet's component, ``label_more_help`` the mixture's most likely action
 Several budgets (``budget=[0.5,1,2]``) give one block of rows per budget, from one
 load: one helper can then be trained for every budget.
 
+**A policy instead of the DP** (``policy=``): a ``selected.json`` of
+``helpdp.select`` or any ``helpdp.policies.build_policy`` spec (event rules included):
+each state's ``p_<action>`` is that policy's action distribution over the state's
+logged visits. Every run prints the hard labels' help share and the **soft help
+mass** (the mean help probability of the soft targets), which differ where the
+policy mixes: a mixture's rows can carry help mass while no hard label is help.
+
 Output, in the directory ``out``: ``labels.parquet`` (``state_id, task_id, split,
 depth, text, label, label_more_help, weight_more_help, p_<action>..., r, budget,
 on_path, visits, success, usage, strategy, rule``) and ``labels.json`` (the
@@ -60,7 +67,7 @@ from helpdp.config import SolverConfig
 from helpdp.data import Dataset, load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.ope import load_logged
-from helpdp.policies import action_probs, components
+from helpdp.policies import action_probs, build_policy, components, policy_spec
 from helpdp.select import load_policy
 from helpdp.solve import Solution, score_rows, solve
 from helpdp.splits import task_splits
@@ -100,9 +107,11 @@ class LabelConfig(SolverConfig):
     quiet: bool = _f(False, "print only the summary lines")
     policy: Any = _f(
         None,
-        "a selected.json of python -m helpdp.select (or its directory): label every collected "
-        "state with that policy's action distribution over its logged visits instead of the "
-        "DP's decisions (budget and search_splits are then the selection's)",
+        "label every collected state with a policy's action distribution over its logged "
+        "visits instead of the DP's decisions: a selected.json of python -m helpdp.select (or "
+        "its directory; the rows are filed under its budget) or any helpdp.policies."
+        "build_policy spec (turn0, turns:0,2, turn0+after:repeat,failed+max:2, ...; filed "
+        "under budget, one number)",
     )
 
 
@@ -214,6 +223,15 @@ def label_frame(
     return df.sort_values("state_id", ignore_index=True)
 
 
+def help_shares(df: pd.DataFrame, actions) -> tuple[float, float]:
+    """``(share of rows whose hard label is help, soft help mass)``: the mass is the mean
+    over rows of the soft targets' help probability (``1 - p_<nohelp>``), what the helper
+    trains on; a mixture's rows can carry help mass while no hard label is help."""
+    if not len(df):
+        return math.nan, math.nan
+    return float((df["label"] > 0).mean()), float(1.0 - df[f"p_{actions[0]}"].mean())
+
+
 def make_labels(ds: Dataset, cfg) -> tuple[pd.DataFrame, dict]:
     """Label rows for every budget of ``cfg`` (a ``LabelConfig``-shaped mapping) and
     a summary (``labels.json``)."""
@@ -260,12 +278,13 @@ def make_labels(ds: Dataset, cfg) -> tuple[pd.DataFrame, dict]:
         }
         per_budget.append({**summary, "label_counts": counts, "rows": len(df)})
         frames.append(df)
-        help_rate = float((df["label"] > 0).mean()) if len(df) else float("nan")
+        help_rate, mass = help_shares(df, ds.actions)
+        per_budget[-1].update({"help_label_share": help_rate, "soft_help_mass": mass})
         print(
             f"budget {np.round(np.asarray(b), 6).tolist()}: r={df['r'].iloc[0] if len(df) else float('nan'):.6g} "
             f"E[U]={np.sum(summary['expected_usage']):.4f} E[S]={summary['expected_success']:.4f} "
-            f"(search tasks: {len(search_tasks)})  {len(df)} rows, help label on {help_rate:.1%}  "
-            f"[{time.perf_counter() - t0:.2f}s]"
+            f"(search tasks: {len(search_tasks)})  {len(df)} rows, help label on {help_rate:.1%}, "
+            f"soft help mass {mass:.3f}  [{time.perf_counter() - t0:.2f}s]"
         )
     labels = pd.concat(frames, ignore_index=True)
     meta = {
@@ -303,15 +322,33 @@ def read_labels(path) -> tuple[pd.DataFrame, dict]:
     return pd.read_parquet(pq_file), meta
 
 
+def _policy_and_budget(cfg):
+    """The policy of ``cfg.policy`` (a spec or a selected.json), the budget its rows are
+    filed under, and the selection record (``{}`` for a spec)."""
+    spec = str(cfg.policy)
+    try:
+        policy = build_policy(spec, seed=0, load_json=load_policy)
+    except ValueError as e:
+        raise UsageError(f"policy: {e}") from None
+    path = Path(spec)
+    sel = path / "selected.json" if path.is_dir() else path
+    if sel.suffix == ".json" and sel.is_file():
+        rec = json.loads(sel.read_text())
+        return policy, float(rec.get("budget", math.nan)), rec
+    budgets = parse_budgets(cfg.budget)
+    if len(budgets) != 1:
+        raise UsageError(f"budget: policy={spec} labels one budget, got {budgets}")
+    return policy, float(budgets[0]), {}
+
+
 def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
-    """``helpdp.label policy=PATH``: label rows from a selected policy. Each collected
+    """``helpdp.label policy=SPEC``: label rows from a policy (a selected.json or any
+    :func:`helpdp.policies.build_policy` spec, event rules included). Each collected
     non-terminal state's ``p_<action>`` is the policy's action distribution (its
     per-episode mixture included) averaged over the state's logged visits, ``label``
     the likeliest action (ties: less help); the columns are ``helpdp.label``'s."""
 
-    path = Path(cfg.policy)
-    policy = load_policy(path, seed=0)
-    rec = json.loads((path / "selected.json" if path.is_dir() else path).read_text())
+    policy, budget, rec = _policy_and_budget(cfg)
     splits = task_split(
         ds, val_fraction=cfg.val_fraction, test_fraction=cfg.test_fraction, seed=cfg.split_seed
     )
@@ -334,24 +371,35 @@ def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
     })  # fmt: skip
     for c in mean.columns:
         df[c] = mean[c].to_numpy()
-    budget = float(rec.get("budget", math.nan))
+    rule = "select" if rec else "policy"
     df = df.assign(on_path=True, visits=visits.to_numpy(np.int64), success=math.nan,
                    usage=math.nan, r=math.nan, budget=budget, strategy="all_states",
-                   rule="select")  # fmt: skip
+                   rule=rule)  # fmt: skip
     df = df[df["split"].isin(list(cfg.label_splits))].sort_values("state_id", ignore_index=True)
-    help_rate = float((df["label"] > 0).mean()) if len(df) else math.nan
+    help_rate, mass = help_shares(df, ds.actions)
     print(f"budget {budget:g}: labels from {policy.name}: {len(df)} rows, help label on "
-          f"{help_rate:.1%}")  # fmt: skip
+          f"{help_rate:.1%}, soft help mass {mass:.3f} (the mean help probability of the "
+          "soft targets the helper trains on)")  # fmt: skip
     meta = {
         "data": None if ds.path is None else str(ds.path),
         "actions": list(ds.actions),
         "strategy": "all_states",
-        "rule": "select",
-        "policy": str(path),
-        "selection": {k: rec.get(k) for k in ("budget", "policy_name", "ope", "tasks")},
+        "rule": rule,
+        "policy": str(cfg.policy),
+        "policy_spec": policy_spec(policy),
+        "selection": {k: rec.get(k) for k in ("budget", "policy_name", "ope", "tasks")}
+        if rec
+        else None,
         "label_splits": list(cfg.label_splits),
-        "budgets": [{"budget": budget, "rows": len(df)}],
-        "training_target": "p_<action> (the selected policy's action distribution)",
+        "budgets": [
+            {
+                "budget": budget,
+                "rows": len(df),
+                "help_label_share": help_rate,
+                "soft_help_mass": mass,
+            }
+        ],  # fmt: skip
+        "training_target": "p_<action> (the policy's action distribution, soft labels)",
     }
     return df, meta
 

@@ -40,7 +40,8 @@ evaluation, the collector and the selection build them through it): ``never``,
 ``turn:K``, ``context:N``), ``random:0.3``, ``random_episodes:0.3``, a dict (``kind``
 ``never | always | rule | turn0_then | random | triggers``), or a path: a
 ``python -m helpdp.search`` output, or a ``selected.json`` (read by ``load_json``:
-``helpdp.select.load_policy``, which sits above this module).
+``helpdp.select.load_policy``, which sits above this module). :func:`policy_spec` is
+its inverse: the spec that rebuilds a registry policy (what ``selected.json`` stores).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ __all__ = [
     "action_probs",
     "build_policy",
     "components",
+    "policy_spec",
     "safe_decide",
     "uniform",
 ]
@@ -549,6 +551,37 @@ def _from_name(spec: str, seed: int, action: int) -> HelpPolicy | None:
                 return None
         if events:
             return TurnZeroThen(events, cap, turn0, action)
+    return None
+
+
+def _turn0_then_spec(p: TurnZeroThen) -> str:
+    head = ["turn0"] if p.turn0 else []
+    cap = [f"max:{int(p.max_calls)}"] if p.max_calls is not None else []
+    return "+".join([*head, "after:" + ",".join(p.events), *cap])
+
+
+def policy_spec(policy) -> str | dict | None:
+    """The :func:`build_policy` spec that rebuilds ``policy`` (with its ``seed`` and
+    ``action``, which the spec does not carry): the name it was built from where it was
+    built by name, else the canonical name of a registry class (``turn0+after:repeat+max:2``,
+    ``turns:0,2``, ``random:0.3``, ...) or a stage-2 design's dict; None for a policy the
+    registry cannot name (a table, a score threshold, a helper)."""
+    name = getattr(policy, "spec_name", None)
+    if isinstance(name, str) and _from_name(name, 0, 1) is not None:  # not a path
+        return name
+    simple = {Never: "never", Always: "always", TurnZero: "turn0", AfterFailure: "after:failure",
+              TurnZeroOrAfterFailure: "turn0+after:failure"}  # fmt: skip
+    if type(policy) in simple:
+        return simple[type(policy)]
+    if isinstance(policy, AtTurns):
+        return "turns:" + ",".join(map(str, policy.turns))
+    if isinstance(policy, TurnZeroThen):
+        return _turn0_then_spec(policy)
+    if type(policy) in (RandomStates, RandomEpisodes):
+        head = "random" if type(policy) is RandomStates else "random_episodes"
+        return f"{head}:{float(policy.p)!r}"
+    if isinstance(policy, TriggerRandomised) and policy.base_spec is not None:
+        return policy.spec()
     return None
 
 

@@ -15,13 +15,23 @@ rung                  key of the state before turn t
 ``turn_age``          (t, age)
 ``turn_fail``         (t, last turn failed)
 ``turn``              (t)
+``turn_event``        (t, class of the last turn, repeat of the last turn)
+``event``             (class of the last turn, repeat of the last turn)
 ====================  ======================================================
+
+The event rungs (``helpdp.events``): the class is the previous turn's ``last_class``
+(``working | failed | unknown_tool | format_error``; ``-`` at turn 0), the repeat is
+0 (no repeat), 1 (the last turn repeated the call before it) or 2 (a loop: two repeats
+or more in a row). ``event`` drops the turn: its keys recur within an episode (a
+working turn after a working turn), so its count model has cycles and the DP on it
+discounts by ``CYCLIC_GAMMA`` (0.999; value iteration needs gamma < 1 there).
 
 ``age`` is ``t - (turn of the latest help)``, capped at ``age_cap`` (older help
 counts as one class), and 0 when the episode has had no help yet. Every feature is
-computed from the logged steps (turn, action, the previous turn's ``failure``) and,
+computed from the logged steps (turn, action, the previous turn's ``failure``, its
+class and repeat run: ``helpdp.ope.load_logged``'s ``last_class``, ``last_repeats``) and,
 at deployment, from the :class:`helpdp.policies.StateView` the collector builds
-(``depth``, ``last_help``, ``last_failure``), the same way.
+(``depth``, ``last_help``, ``last_failure``, ``last_class``, ``repeats``), the same way.
 
 :func:`rekey` builds a contract ``Dataset`` on a rung (terminal states keyed by turn
 and outcome), so the DP (``helpdp.budget.search_budget``) runs on it unchanged;
@@ -53,8 +63,16 @@ RUNGS: dict[str, tuple[str, ...]] = {
     "turn_age": ("t", "age"),
     "turn_fail": ("t", "failed"),
     "turn": ("t",),
+    "turn_event": ("t", "last", "rep"),
+    "event": ("last", "rep"),
 }
 AGE_CAP = 4
+#: the discount of the DP on a rung without the turn (its keys recur: cycles)
+CYCLIC_GAMMA = 0.999
+#: repeat runs at or above this are one key (2: a loop)
+REPEAT_CAP = 2
+#: the event rungs' class of a state with no previous turn (turn 0)
+NO_CLASS = "-"
 
 
 def _check_rung(rung: str) -> tuple[str, ...]:
@@ -72,6 +90,8 @@ def view_key(rung: str, v: StateView, age_cap: int = AGE_CAP) -> tuple:
         "t": int(v.depth),
         "age": 0 if v.last_help < 0 else int(min(v.depth - v.last_help, age_cap)),
         "failed": int(v.last_failure is not None),
+        "last": v.last_class if isinstance(v.last_class, str) else NO_CLASS,
+        "rep": int(min(v.repeats, REPEAT_CAP)),
     }
     return tuple(feats[c] for c in cols)
 
@@ -90,6 +110,10 @@ def step_keys(logged, rung: str, age_cap: int = AGE_CAP) -> list[tuple]:
         "t": t,
         "age": np.where(lh < 0, 0, np.minimum(t - lh, age_cap)),
         "failed": st["last_failure"].notna().to_numpy(np.int64),
+        "last": np.array(
+            [x if isinstance(x, str) else NO_CLASS for x in st["last_class"]], dtype=object
+        ),  # fmt: skip
+        "rep": np.minimum(st["last_repeats"].to_numpy(np.int64), REPEAT_CAP),
     }
     arrays = [feats[c] for c in cols]
     return [tuple(x.item() if hasattr(x, "item") else x for x in row) for row in zip(*arrays)]
@@ -287,9 +311,12 @@ def solve_rung(
     max_solves: int = 200,
 ) -> KeyTablePolicy:
     """The budget search (``helpdp.budget.search_budget``) on ``rung``'s count model of
-    ``logged``, as a :class:`KeyTablePolicy`; ``info`` holds the model's E[S], E[U].
+    ``logged``, as a :class:`KeyTablePolicy`; ``info`` holds the model's E[S], E[U]
+    (discounted by ``CYCLIC_GAMMA`` on a rung without the turn).
     Raises ``helpdp.budget.InfeasibleBudget`` below the rung's least usage."""
 
+    if "t" not in _check_rung(rung) and "state" not in RUNGS[rung]:
+        gamma = min(gamma, CYCLIC_GAMMA)
     ds, key_of = rekey(logged, rung, age_cap=age_cap, gamma=gamma)
     res = search_budget(ds.mdp, float(budget), gamma=gamma, max_solves=max_solves)
 
@@ -304,6 +331,7 @@ def solve_rung(
         "model_usage": float(res.expected_usage),
         "states": int((~ds.states["terminal"]).sum()),
         "r": float(res.r),
+        "gamma": float(gamma),
     }
     return KeyTablePolicy(
         rung, table(res.policy), more, res.weight_more_help or 0.0, age_cap=age_cap, seed=seed,

@@ -139,3 +139,59 @@ def test_label_help_lists_every_field():
     ).stdout
     for f in ("strategy=", "search_splits=", "label_splits=", "budget=", "rule="):
         assert f in out
+
+
+def test_labels_from_a_mixture_report_the_soft_help_mass(toy, tmp_path, capsys):
+    """A selected mixture (0.4 turn 0 | 0.6 never): no hard label is help, yet the soft
+    targets carry help probability 0.4 at the two start states of four rows (mass 0.2):
+    both are printed and stored (issue 34 item 10)."""
+    from helpdp.policies import AtTurns, Never
+    from helpdp.select import MixturePolicy, policy_json
+
+    mix = MixturePolicy([(0.4, AtTurns((0,))), (0.6, Never())])
+    (tmp_path / "selected.json").write_text(json.dumps({"budget": 0.4, "policy": policy_json(mix)}))
+    labels, meta = run_label(_cfg(data=str(toy), policy=str(tmp_path), out=str(tmp_path / "L")))
+    d = _by_text(labels)
+    assert d["p_expert"].tolist() == pytest.approx([0.4, 0.0, 0.0, 0.4])
+    assert (d["label"] == 0).all()
+    b = meta["budgets"][0]
+    assert b["budget"] == 0.4 and b["help_label_share"] == 0.0
+    assert b["soft_help_mass"] == pytest.approx(0.2) and meta["rule"] == "select"
+    assert "help label on 0.0%, soft help mass 0.200" in capsys.readouterr().out
+    # the DP's labels report it too: at budget 1 help at a0 only, one of four rows
+    _, meta = make_labels(load_dataset(toy), _cfg(budget=1.0))
+    assert meta["budgets"][0]["soft_help_mass"] == pytest.approx(0.25)
+    assert meta["budgets"][0]["help_label_share"] == pytest.approx(0.25)
+
+
+def test_labels_from_an_event_rule_spec():
+    """policy=turn0+after:failed: help at turn 0 and after a failed turn, at every visit
+    (HelpWorld's states record whether the last turn failed), filed under budget=."""
+    from helpdp.label import policy_labels
+    from helpdp.ope import load_logged
+    from helpdp.synthetic import HelpWorld
+
+    ds = HelpWorld().collect(seeds=3, seed=0)
+    labels, meta = policy_labels(ds, _cfg(policy="turn0+after:failed", budget=1.5))
+    views = load_logged(ds).views()
+    want = {v.state_id: int(v.depth == 0 or v.last_class == "failed") for v in views}
+    got = labels.set_index("state_id")["p_expert"]
+    assert got.to_dict() == {s: float(want[s]) for s in got.index}
+    assert (labels["label"] == got.to_numpy()).all()
+    assert 0 < labels["label"].mean() < 1 and (labels["budget"] == 1.5).all()
+    assert meta["rule"] == "policy" and meta["policy_spec"] == "turn0+after:failed"
+    assert meta["budgets"][0]["soft_help_mass"] == pytest.approx(labels["p_expert"].mean())
+    # with a per-episode cap: the share of the state's visits whose logged history left a
+    # call (the view's calls: the logged episode's expert calls so far)
+    capped, _ = policy_labels(ds, _cfg(policy="turn0+after:failed+max:1", budget=1.0))
+    c = capped.set_index("state_id")["p_expert"]
+    ok = pd.Series([float(v.depth == 0 or (v.last_class == "failed" and v.calls < 1))
+                    for v in views]).groupby([v.state_id for v in views]).mean()  # fmt: skip
+    assert c.to_numpy() == pytest.approx(ok.reindex(c.index).to_numpy())
+    assert c.sum() < got.sum()  # fewer calls: some failed turns come after a call
+    from helpdp.cliconf import UsageError
+
+    with pytest.raises(UsageError, match="budget: policy=turn0 labels one budget"):
+        policy_labels(ds, _cfg(policy="turn0", budget=[1, 2]))
+    with pytest.raises(UsageError, match="policy: policy 'sometimes': not a policy name"):
+        policy_labels(ds, _cfg(policy="sometimes"))

@@ -251,3 +251,29 @@ def test_logged_p_help_must_match_the_design():
     bad = from_frames(ds.manifest, ds.states, ds.transitions, None, episodes=ds.episodes, steps=st)
     with pytest.raises(ValueError, match="p_help 0.5 does not match"):
         load_logged(bad)
+
+
+def test_policy_spec_rebuilds_every_registry_policy():
+    from helpdp.policies import TriggerRandomised, TurnZeroThen, build_policy, policy_spec
+
+    names = ["never", "always", "turn0", "turns:0,2", "after:failure", "turn0+after:failure",
+             "turn0+after:repeat", "turn0+after:loop+max:2", "after:unknown_tool",
+             "turn0+after:repeat,failed,unknown_tool+max:3", "random:0.3",
+             "random_episodes:0.25"]  # fmt: skip
+    views = [StateView(t, "w/0", t, "", episode_id=e, last_class=c, repeats=r, calls=n)
+             for e in range(20) for t, c, r, n in [(0, None, 0, 0), (1, "working", 1, 1),
+                                                   (2, "failed", 2, 2), (3, "unknown_tool", 0, 1)]]  # fmt: skip
+    for name in names:
+        pol = build_policy(name, seed=3)
+        assert policy_spec(pol) == name
+        back = build_policy(policy_spec(pol), seed=3)
+        assert (back.decide(views) == pol.decide(views)).all(), name
+    # built directly, without a spec: the canonical name
+    assert policy_spec(TurnZeroThen(("loop", "failed"), 2)) == "turn0+after:loop,failed+max:2"
+    assert policy_spec(TurnZeroThen(("context:4000",), turn0=False)) == "after:context:4000"
+    assert build_policy("after:context:4000").events == ("context:4000",)
+    assert policy_spec(AtTurns((3, 0))) == "turns:0,3"
+    assert policy_spec(RandomStates(0.1)) == "random:0.1"
+    trig = TriggerRandomised("turn0", ("failed",), 0.5)
+    assert policy_spec(trig) == trig.spec()
+    assert policy_spec(ScorePolicy(lambda v: np.zeros(len(v)), 0.0)) is None

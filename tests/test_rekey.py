@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from helpdp.contract import build_manifest
+from helpdp.data import from_frames
 from helpdp.ope import load_logged
 from helpdp.policies import StateView
 from helpdp.rekey import RUNGS, KeyTablePolicy, rekey, solve_rung, step_keys, view_key
@@ -81,3 +84,89 @@ def test_key_table_deploys_on_unseen_tasks_and_round_trips(logged):
     assert sum(w for w, _ in comps) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="policy: not a key_table policy"):
         KeyTablePolicy.from_json({"rung": "turn"})
+
+
+# --- event rungs (issue 32) ----------------------------------------------------------
+
+
+def _repeat_world():
+    """8 episodes of one task, every help pattern at turns 0, 1, 2 with the turn-1 call
+    repeated (tool x twice: odd episodes) or not (x then y); turn 2 is the final answer.
+    After a repeat the episode succeeds only with help at turn 2; otherwise always."""
+    states, trans, eps, steps = {}, {}, [], []
+    ids: dict = {}
+
+    def sid(*k):
+        return ids.setdefault(k, len(ids))
+
+    for e in range(8):
+        rep = e % 2 == 1
+        a = [0, (e >> 1) & 1, (e >> 2) & 1]
+        win = not rep or a[2] == 1
+        path = [sid("s0"), sid("s1", a[0]), sid("s2", a[0], a[1], rep)]
+        end = sid("end", win, rep, *a)
+        calls = [("call_tool", "x"), ("call_tool", "x" if rep else "y"), ("final", None)]
+        for t in range(3):
+            nxt = path[t + 1] if t < 2 else end
+            states.setdefault(path[t], (path[t], "w/0", t, t == 0, False, False))
+            trans[(path[t], a[t], nxt)] = trans.get((path[t], a[t], nxt), 0) + 1
+            steps.append((e, t, path[t], a[t], nxt, None, *calls[t]))
+        states.setdefault(end, (end, "w/0", 3, False, True, win))
+        eps.append((e, "w/0", "train", e, 0.5, 3, win, sum(a)))
+    st = pd.DataFrame(list(states.values()), columns=["state_id", "task_id", "depth", "is_start",
+                                                      "terminal", "success"])  # fmt: skip
+    st = st.astype({"depth": "int32"}).assign(text="")
+    tr = pd.DataFrame([(*k, c) for k, c in trans.items()],
+                      columns=["state_id", "action", "next_state_id", "count"])  # fmt: skip
+    ep = pd.DataFrame(eps, columns=["episode_id", "task_id", "split", "seed", "trigger_p", "steps",
+                                    "success", "expert_calls"])  # fmt: skip
+    steps = pd.DataFrame(steps, columns=["episode_id", "t", "state_id", "action", "next_state_id",
+                                         "failure", "kind", "tool_name"])  # fmt: skip
+    manifest = build_manifest(["nohelp", "expert"], gamma=1.0, source={"generator": "test"})
+    return load_logged(from_frames(
+        manifest, st, tr.astype({"action": "int8", "count": "int64"}), None, episodes=ep,
+        steps=steps.astype({"t": "int32", "action": "int8"}),
+    ))  # fmt: skip
+
+
+def test_event_keys_of_views_and_steps():
+    v = StateView(1, "w/0", 3, "", last_class="failed", repeats=5, last_help=0)
+    assert view_key("turn_event", v) == (3, "failed", 2)  # a loop: repeats capped at 2
+    assert view_key("event", v) == ("failed", 2)
+    assert view_key("turn_event", StateView(1, "w/0", 0, "")) == (0, "-", 0)
+    assert view_key("event", StateView(1, "w/0", 2, "", last_class="working", repeats=1)) == (
+        "working", 1,
+    )  # fmt: skip
+    lg = _repeat_world()
+    keys = step_keys(lg, "turn_event")
+    assert keys == [view_key("turn_event", x) for x in lg.views()]
+    # turn 2 of an odd episode follows a repeated call, of an even one a new call
+    assert keys[3 * 1 + 2] == (2, "working", 1) and keys[3 * 2 + 2] == (2, "working", 0)
+    assert set(keys) == {(0, "-", 0), (1, "working", 0), (2, "working", 0), (2, "working", 1)}
+    ds, key_of = rekey(lg, "event")
+    assert set(key_of.values()) == {("-", 0), ("working", 0), ("working", 1)}
+    assert int(ds.transitions["count"].sum()) == len(lg.steps)
+
+
+def test_the_dp_on_events_helps_after_a_repeat():
+    """Help pays only at turn 2 after a repeated call (half the episodes): on (turn, event)
+    the DP helps exactly there and wins every episode at 0.5 calls; on (turn) it cannot
+    tell the repeat apart and mixes help at turn 2 in half the episodes (0.75)."""
+    lg = _repeat_world()
+    ev = solve_rung(lg, "turn_event", 0.5)
+    assert ev.less == {(0, "-", 0): 0, (1, "working", 0): 0, (2, "working", 0): 0,
+                       (2, "working", 1): 1}  # fmt: skip
+    assert ev.info["model_success"] == pytest.approx(1.0)
+    assert ev.info["model_usage"] == pytest.approx(0.5)
+    turn = solve_rung(lg, "turn", 0.5)
+    assert turn.info["model_success"] == pytest.approx(0.75)
+    after = [StateView(1, "new/1", 2, "", episode_id=e, last_class="working", repeats=r)
+             for r in (0, 1, 2) for e in range(3)]  # fmt: skip
+    assert list(ev.decide(after)) == [0, 0, 0, 1, 1, 1, 0, 0, 0]  # a loop was never seen
+    # without the turn the keys recur (working -> working): the DP discounts by 0.999
+    flat = solve_rung(lg, "event", 0.5)
+    assert flat.less[("working", 1)] == 1 and flat.less[("working", 0)] == 0
+    assert flat.info["gamma"] == 0.999
+    assert flat.info["model_success"] == pytest.approx(0.999**3, abs=1e-6)
+    back = KeyTablePolicy.from_json(flat.to_json())
+    assert (back.decide(after) == flat.decide(after)).all()

@@ -30,15 +30,18 @@ __all__ = ["Gate", "SplitSchedule", "build_policy"]
 def build_policy(cfg: Any) -> HelpPolicy:
     """The HelpPolicy named by ``cfg.policy`` (see GateConfig): ``random`` (at ``cfg.p``),
     ``table`` (the search output at ``cfg.path``), ``helper`` (the helper at ``cfg.path``)
-    or any name of :func:`helpdp.policies.build_policy` (``turn0+after:repeat``, ...)."""
+    or any spec of :func:`helpdp.policies.build_policy` (``turn0+after:repeat``, ..., or a
+    ``selected.json`` of ``helpdp.select``)."""
     kind = cfg.policy
     if kind == "helper":
         from helpdp.helper.policy import HelperPolicy  # imports torch
 
         return HelperPolicy(cfg.path, budget=cfg.budget)
     spec = {"random": f"random:{float(cfg.p)}", "table": cfg.path}.get(kind, kind)
+    from helpdp.select import load_policy  # a selected.json (event rules as their spec)
+
     try:
-        return registry_policy(spec, seed=int(cfg.seed))
+        return registry_policy(spec, seed=int(cfg.seed), load_json=load_policy)
     except ValueError as e:
         raise ValueError(f"gate.policy: {e}") from None
 
