@@ -7,7 +7,10 @@ valued by off-policy evaluation (``helpdp.ope``) on tasks it was not fitted on:
 
 * **candidates** at each budget: the DP on each rung of ``rungs`` (``helpdp.rekey``:
   coarse keys such as (turn, age of the latest help)) at that budget, with the
-  search's mixture; the hand rules ``rules`` (help at exactly those turns); never;
+  search's mixture; the hand rules ``rules`` (help at exactly those turns); the event
+  rules ``event_rules`` (any :func:`helpdp.policies.build_policy` spec: help at turn 0,
+  then after a repeated call, a loop, a failed call, an unknown tool, within a
+  per-episode cap, ``turn0+after:repeat,failed+max:2``); never;
 * **cross-fitting**: the selection tasks (``splits``) are dealt into ``folds`` folds;
   each candidate is fitted on the other folds and estimated (SR and calls per episode
   U, ``estimator``) on the held-out fold's logged episodes; the fold estimates are
@@ -55,7 +58,16 @@ from helpdp.cliconf import doc_field as _f
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.ope import ESTIMATORS, estimate, load_logged
-from helpdp.policies import AtTurns, HelpPolicy, Never, StateView, components, uniform
+from helpdp.policies import (
+    AtTurns,
+    HelpPolicy,
+    Never,
+    StateView,
+    build_policy,
+    components,
+    policy_spec,
+    uniform,
+)
 from helpdp.rekey import RUNGS, KeyTablePolicy, solve_rung
 from helpdp.splits import stable_int64
 from helpdp.subset import task_subset
@@ -81,6 +93,16 @@ REFUSED = {
 }
 #: the estimators ``select`` offers
 SELECT_ESTIMATORS = tuple(e for e in ESTIMATORS if e not in REFUSED)
+#: ``event_rules``' default: turn 0, then after a repeated call / a loop / a failed call /
+#: an unknown tool / any of them, at most 2 calls an episode (3 for the union)
+EVENT_RULES = (
+    "turn0+after:repeat+max:2",
+    "turn0+after:loop+max:2",
+    "turn0+after:failed+max:2",
+    "turn0+after:unknown_tool+max:2",
+    "turn0+after:repeat,failed,unknown_tool+max:2",
+    "turn0+after:repeat,failed,unknown_tool+max:3",
+)
 
 
 @dataclass
@@ -94,13 +116,21 @@ class SelectConfig:
     )
     exclude_tasks: list = _f([], "task ids of those splits to leave out (e.g. episodes known bad)")
     rungs: list = _f(
-        ["turn", "turn_fail", "turn_age", "turn_age_fail"],
-        "state keys the DP runs on (helpdp.rekey.RUNGS); task-specific rungs (state, "
-        "task_turn_age_fail) know no state of a held-out fold's tasks",
+        ["turn", "turn_fail", "turn_age", "turn_age_fail", "turn_event"],
+        "state keys the DP runs on (helpdp.rekey.RUNGS; turn_event: the turn, the last turn's "
+        "class and repeat; event: the same without the turn, discounted by 0.999); "
+        "task-specific rungs (state, task_turn_age_fail) know no state of a held-out fold's tasks",
     )
     rules: list = _f(
         [[0], [0, 2], [0, 3], [0, 4], [0, 3, 6], [0, 4, 8]],
         "hand rules, one list of turns each: help at exactly those turns",
+    )
+    event_rules: list = _f(
+        list(EVENT_RULES),
+        "event rules, one helpdp.policies.build_policy spec each (turn0+after:EVENTS[+max:N], "
+        "EVENTS from repeat, loop, failed, unknown_tool, format_error, working, turn:K, "
+        "context:N; max: the episode's expert calls); quote a spec with a comma on the command "
+        "line ('event_rules=[\"turn0+after:repeat,failed+max:2\"]'); []: none",
     )
     folds: int = _f(2, "folds of tasks: fit on the others, estimate on one")
     fold_seed: int = _f(0, "seed of the tasks' assignment to folds")
@@ -121,9 +151,9 @@ class SelectConfig:
     reference: Any = _f(
         [0],
         "the policy each candidate is compared with (paired differences dSR, dU and the data "
-        "support): a list of turns (a rule; [0]: help at turn 0, the hand rule to beat) or "
-        "best_rule (the rule with the highest cross-fitted SR within the budget, which may "
-        "itself lack support against turn 0)",
+        "support): a list of turns (a rule; [0]: help at turn 0, the hand rule to beat), "
+        "best_rule (the rule of rules with the highest cross-fitted SR within the budget, which "
+        "may itself lack support against turn 0) or a build_policy spec (turn0+after:failed)",
     )
     min_support: int = _f(
         5,
@@ -139,6 +169,12 @@ class SelectConfig:
         "choose on SR - pessimism x the interval's half-width (0: the point estimate; 1: "
         "its lower bound, which passes over candidates valued on few agreeing episodes: "
         "measured, 1 lost 0.017-0.034 to 0 on an unseen world family, docs/evaluation/ope.md)",
+    )
+    keep_reference: bool = _f(
+        True,
+        "the reference stays chosen where it spends at most the budget, unless the best "
+        "candidate's paired difference in SR has its lower bound above 0 (a near tie goes "
+        "to the reference, not to a dearer candidate); false: the highest point estimate",
     )
     age_cap: int = _f(4, "ages of the latest help at or above this are one key")
     seed: int = _f(0, "seed of the policies' per-episode mixture draws and the bootstrap")
@@ -176,7 +212,9 @@ class MixturePolicy:
 
 
 def policy_json(policy) -> dict:
-    """A policy that :func:`load_policy` reads back (never, a rule, a key table, a mixture)."""
+    """A policy that :func:`load_policy` reads back: never, a rule, a key table, a mixture,
+    or any policy of the registry (``helpdp.policies.policy_spec``: its spec, seed and
+    action; an event rule is ``{"kind": "spec", "spec": "turn0+after:repeat+max:2"}``)."""
 
     if isinstance(policy, Never):
         return {"kind": "never", "name": policy.name}
@@ -187,6 +225,11 @@ def policy_json(policy) -> dict:
     if isinstance(policy, MixturePolicy):
         parts = [[float(w), policy_json(p)] for w, p in policy.parts]
         return {"kind": "mixture", "name": policy.name, "components": parts}
+    spec = policy_spec(policy)
+    if spec is not None:
+        return {"kind": "spec", "spec": spec, "name": policy.name,
+                "seed": int(getattr(policy, "seed", 0)),
+                "action": int(getattr(policy, "action", 1))}  # fmt: skip
     raise ValueError(f"cannot write policy {getattr(policy, 'name', policy)!r} as JSON")
 
 
@@ -202,7 +245,15 @@ def _from_json(d: dict, seed: int, where: str) -> HelpPolicy:
     if kind == "mixture":
         parts = [(float(w), _from_json(p, seed, where)) for w, p in d["components"]]
         return MixturePolicy(parts, seed=seed, name=d.get("name", ""))
-    raise ValueError(f"{where}: field 'kind': {kind!r} is not never, rule, key_table or mixture")
+    if kind == "spec":
+        try:
+            return build_policy(d["spec"], seed=int(d.get("seed", seed)),
+                                action=int(d.get("action", 1)), load_json=load_policy)  # fmt: skip
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{where}: field 'spec': {type(e).__name__}: {e}") from None
+    raise ValueError(
+        f"{where}: field 'kind': {kind!r} is not never, rule, key_table, mixture or spec"
+    )
 
 
 def load_policy(path, *, seed: int = 0, name: str = "") -> HelpPolicy:
@@ -255,8 +306,13 @@ def _hull_at(points: pd.DataFrame, budget: float):
 
 
 def _reference(cfg: SelectConfig, rules_pt: dict, rules: list, budget: float, level: float):
-    """The reference policy: ``cfg.reference`` turns, or the rule with the highest pooled
-    SR within the budget (never where none is)."""
+    """The reference policy: ``cfg.reference`` turns or spec, or the rule with the highest
+    pooled SR within the budget (never where none is)."""
+    if isinstance(cfg.reference, str) and cfg.reference != "best_rule":
+        try:
+            return build_policy(cfg.reference, seed=cfg.seed, load_json=load_policy)
+        except ValueError as e:
+            raise ValueError(f"reference: {e}") from None
     if cfg.reference != "best_rule":
         return AtTurns(tuple(cfg.reference))
     best, best_sr = rules[0], -math.inf
@@ -273,15 +329,16 @@ def _task_values(per_task: pd.DataFrame, estimator: str, quantity: str) -> np.nd
     return r.sort_values("task")["value"].to_numpy()
 
 
-def _fold_estimates(logged, ep_fold, cfg, budget, gamma, rules, ref, log, unit):
-    """Per fold: every candidate fitted on the other folds and estimated on the fold
-    (against ``ref`` where given); returns the per-fold rows and the candidates'
+def _fold_estimates(logged, ep_fold, cfg, budget, gamma, fixed, ref, log, unit):
+    """Per fold: every candidate (``fixed``: ``[(kind, policy)]``, the rules and event
+    rules; the rung DPs where ``ref`` is given) fitted on the other folds and estimated on
+    the fold (against ``ref`` where given); returns the per-fold rows and the candidates'
     per-task values (all folds)."""
     rows, per_task = [], {}
     for f in range(cfg.folds):
         fit, held = logged.subset(ep_fold != f), logged.subset(ep_fold == f)
         n_held = held.episodes["task_id"].nunique()
-        cands: list[tuple[str, str, HelpPolicy, dict]] = [("rule", p.name, p, {}) for p in rules]
+        cands: list[tuple[str, str, HelpPolicy, dict]] = [(k, p.name, p, {}) for k, p in fixed]
         for rung in cfg.rungs if ref is not None else []:
             try:
                 pol = solve_rung(
@@ -344,6 +401,35 @@ def _pool(per_fold: pd.DataFrame, per_task: dict, cfg, unit: str, ref_name: str)
     return pd.DataFrame(out)
 
 
+def _event_rules(cfg: SelectConfig) -> list[HelpPolicy]:
+    """The policies of ``cfg.event_rules`` (a bad spec or a repeated name: one error)."""
+    out, seen = [], set()
+    for i, spec in enumerate(cfg.event_rules or []):
+        try:
+            pol = build_policy(str(spec), seed=cfg.seed, load_json=load_policy)
+        except ValueError as e:
+            why = str(e) if repr(str(spec)) in str(e) else f"{str(spec)!r}: {e}"
+            raise ValueError(f"event_rules[{i}]: {why}") from None
+        if pol.name in seen:
+            raise ValueError(f"event_rules[{i}]: {spec!r} repeats the candidate {pol.name!r}")
+        seen.add(pol.name)
+        out.append(pol)
+    return out
+
+
+def _chosen_interval(chosen, per_task: dict, cfg, unit: str, q: str) -> tuple[float, float, float]:
+    """``(value, lo, hi)`` of quantity ``q`` of the chosen candidate or mixture: across
+    tasks, the mixture's per-task values (``unit="task"``); else the weighted rows."""
+    if unit == "task":
+        vals = sum(w * _task_values(per_task[r["candidate"]], cfg.estimator, q)
+                   for w, r in chosen)  # fmt: skip
+        v, lo, hi, _ = ko.t_interval(vals, cfg.level)
+        return float(v), float(lo), float(hi)
+    v = sum(w * r[q] for w, r in chosen)
+    hw = sum(w * r[f"{q}_hw"] for w, r in chosen)
+    return float(v), float(v - hw), float(v + hw)
+
+
 def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     """One budget's selection (module docstring); returns the record written to
     ``selected.json`` with the chosen policy under ``policy``."""
@@ -356,6 +442,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         raise ValueError(f"rungs: unknown rung {bad[0]!r} (one of {', '.join(RUNGS)})")
     if cfg.folds < 2:
         raise ValueError(f"folds must be >= 2, got {cfg.folds}")
+    events = _event_rules(cfg)
     logged = load_logged(ds, splits=list(cfg.splits))
     if cfg.exclude_tasks:
         keep = ~logged.episodes["task_id"].astype(str).isin(set(map(str, cfg.exclude_tasks)))
@@ -370,12 +457,13 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     rules = [Never()] + [AtTurns(tuple(r)) for r in cfg.rules]
     rules_pt = {}
     if cfg.reference == "best_rule":  # a first pass over the rules finds it
-        _, rules_pt = _fold_estimates(logged, ep_fold, cfg, budget, ds.gamma, rules, None, log,
-                                      unit)  # fmt: skip
+        _, rules_pt = _fold_estimates(logged, ep_fold, cfg, budget, ds.gamma,
+                                      [("rule", p) for p in rules], None, log, unit)  # fmt: skip
     ref = _reference(cfg, rules_pt, rules, budget, cfg.level)
-    if ref.name not in {p.name for p in rules}:
-        rules.append(ref)
-    per_fold, per_task = _fold_estimates(logged, ep_fold, cfg, budget, ds.gamma, rules, ref, log,
+    fixed = [("rule", p) for p in rules] + [("event", p) for p in events]
+    if ref.name not in {p.name for _, p in fixed}:
+        fixed.append(("rule" if isinstance(ref, (Never, AtTurns)) else "event", ref))
+    per_fold, per_task = _fold_estimates(logged, ep_fold, cfg, budget, ds.gamma, fixed, ref, log,
                                          unit)  # fmt: skip
     cands = _pool(per_fold, per_task, cfg, unit, ref.name)
     ok = cands[cands["supported"]]
@@ -384,11 +472,19 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     if pick is None:
         raise ValueError(f"budget {budget:g}: no supported candidate spends at most the budget")
     chosen = [(w, cands.loc[i]) for w, i in pick]
+    ref_row = cands[cands["candidate"] == ref.name]
+    if cfg.keep_reference and len(ref_row) and [r["candidate"] for _, r in chosen] != [ref.name]:
+        ref_row = ref_row.iloc[0]
+        lo = _chosen_interval(chosen, per_task, cfg, unit, "dSR")[1]
+        if ref_row["U"] <= budget + cfg.slack and ref_row["supported"] and not lo > 0:
+            log(f"budget {budget:g}: the best candidate's dSR lower bound {lo:+.3f} is not above "
+                f"0: keeping the reference {ref.name!r} (keep_reference=false picks the best)")  # fmt: skip
+            chosen = [(1.0, ref_row)]
 
     fitted, parts = {}, []
     for w, row in chosen:
-        if row["kind"] == "rule":
-            pol = next(p for p in rules if p.name == row["candidate"])
+        if row["kind"] != "rung":
+            pol = next(p for _, p in fixed if p.name == row["candidate"])
         else:
             pol = solve_rung(
                 logged, row["candidate"], budget, age_cap=cfg.age_cap, gamma=ds.gamma,
@@ -399,14 +495,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     policy = parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=cfg.seed)
     ope = {"estimator": cfg.estimator, "level": cfg.level, "unit": unit, "reference": ref.name}
     for q in ("SR", "U", "dSR", "dU"):
-        if unit == "task":  # the mixture's per-task values, then the interval across tasks
-            vals = sum(w * _task_values(per_task[r["candidate"]], cfg.estimator, q)
-                       for w, r in chosen)  # fmt: skip
-            v, lo, hi, _ = ko.t_interval(vals, cfg.level)
-        else:
-            v = sum(w * r[q] for w, r in chosen)
-            hw = sum(w * r[f"{q}_hw"] for w, r in chosen)
-            lo, hi = v - hw, v + hw
+        v, lo, hi = _chosen_interval(chosen, per_task, cfg, unit, q)
         ope.update({q: float(v), f"{q}_lo": float(lo), f"{q}_hi": float(hi)})
 
     # what `helpdp.search` prints today: the table keyed by the collected states,
@@ -419,7 +508,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         insample = {"error": str(e)}
     rules_ok = cands[(cands["kind"] == "rule") & (cands["U"] <= budget + cfg.slack)]
     best_rule = rules_ok.loc[rules_ok["SR"].idxmax()] if len(rules_ok) else None
-    diag_cols = ["candidate", "SR", "U", "dSR", "dSR_lo", "dSR_hi", "agree", "deviate",
+    diag_cols = ["candidate", "kind", "SR", "U", "dSR", "dSR_lo", "dSR_hi", "agree", "deviate",
                  "deviate_ref", "support", "dSR_model", "dSR_data", "supported"]  # fmt: skip
     return {
         "budget": float(budget),
@@ -473,10 +562,11 @@ def run_select(cfg) -> list[dict]:
             f"  (paired differences from {o['reference']}; support: agreeing episodes where "
             "the candidate deviates from it / where it deviates from the candidate)"
         )
+        width = max(24, *(len(c) for c in cands["candidate"]))
         for r in cands.sort_values("U").itertuples():
             mark = "" if r.supported else f"  UNSUPPORTED (< {cfg.min_support}): never picked"
             print(
-                f"  {r.candidate:<24} SR={r.SR:.3f} ± {r.SR_hw:.3f}  U={r.U:.2f} ± {r.U_hw:.2f}"
+                f"  {r.candidate:<{width}} SR={r.SR:.3f} ± {r.SR_hw:.3f}  U={r.U:.2f} ± {r.U_hw:.2f}"
                 f"  dSR={r.dSR:+.3f} [{r.dSR_lo:+.3f}, {r.dSR_hi:+.3f}]"
                 f" (model {r.dSR_model:+.3f}, data {r.dSR_data:+.3f})  agree {r.agree},"
                 f" support {r.deviate}/{r.deviate_ref}{mark}"

@@ -28,7 +28,7 @@ def test_selection_on_a_world_with_known_values(tmp_path):
     ds = WORLD.collect(seeds=20, seed=5)
     cfg = SelectConfig(
         splits=["train"], rungs=["turn", "turn_age"], rules=[[0], [0, 3], [0, 5]], n_boot=100,
-        out=str(tmp_path),
+        event_rules=[], out=str(tmp_path),
     )  # fmt: skip
     rec = select(ds, cfg, 1.0, log=lambda *_: None)
     cands = rec.pop("_candidates")
@@ -109,3 +109,87 @@ def test_run_select_on_the_demo(tmp_path, capsys):
     assert np.isfinite(per_fold["SR"]).all()
     with pytest.raises(ValueError, match="rungs: unknown rung 'x'"):
         run_select(SelectConfig(rungs=["x"], out=str(tmp_path)))
+
+
+def _two_stage():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench import two_stage
+
+    return two_stage
+
+
+def test_event_rules_are_candidates_with_support_and_round_trip(tmp_path):
+    """On HelpWorld with the previous turn's class in its views (exact SR: turn 0 0.698,
+    turn 0 + after a failed turn 0.825 at 1.33 calls): on the grid alone the event rule
+    has almost no agreeing episode where it deviates from turn 0, so it is marked
+    unsupported and never picked; with stage 2 at the failed turns it is supported,
+    chosen at budget 1.5, written to selected.json as its spec and re-loaded."""
+    from helpdp.policies import TriggerRandomised, TurnZeroThen
+
+    ts = _two_stage()
+    world = ts.EventWorld()
+    grid = world.collect(seeds=4, seed=1)
+    cfg = SelectConfig(
+        splits=["train"], rungs=[], rules=[[0], [0, 2]], n_boot=50, out=str(tmp_path),
+        event_rules=["turn0+after:failed+max:2", "turn0+after:repeat+max:2"],
+    )  # fmt: skip
+    name = "rule: turn 0 + after failed (max 2)"
+    rec = select(grid, cfg, 1.5, log=lambda *_: None)
+    c = rec.pop("_candidates").set_index("candidate")
+    assert c.loc[name, "kind"] == "event" and c.loc[name, "differs"] > 0
+    assert c.loc[name, "support"] < cfg.min_support and not c.loc[name, "supported"]
+    # on this data a repeat never happens: the rule is turn 0's, the same as the reference
+    repeat = c.loc["rule: turn 0 + after repeat (max 2)"]
+    assert repeat["differs"] == 0 and repeat["dSR"] == 0.0 and repeat["supported"]
+    assert name not in {p["candidate"] for p in rec["components"]}
+
+    stage2 = ts.collect_design(world, TriggerRandomised("turn0", ("failed",), 0.5), 40, seed=1)
+    rec = select(ts.join(grid, stage2), cfg, 1.5, log=lambda *_: None)
+    c = rec.pop("_candidates").set_index("candidate")
+    rec.pop("_per_fold")
+    assert c.loc[name, "support"] >= cfg.min_support and c.loc[name, "supported"]
+    assert rec["components"] == [{"weight": 1.0, "candidate": name}]
+    assert rec["policy"] == {"kind": "spec", "spec": "turn0+after:failed+max:2", "name": name,
+                             "seed": 0, "action": 1}  # fmt: skip
+    (tmp_path / "selected.json").write_text(json.dumps(rec))
+    pol = load_policy(tmp_path)
+    assert isinstance(pol, TurnZeroThen) and pol.name == f"selected (budget 1.5): {name}"
+    assert world.exact(pol) == pytest.approx(world.exact(TurnZeroThen(("failed",), 2)))
+    assert rec["ope"]["SR_lo"] <= world.exact(pol)[0] <= rec["ope"]["SR_hi"]
+    # the GRPO gate reads the same file
+    from types import SimpleNamespace
+
+    from helpdp.train.gate import build_policy as gate_policy
+
+    gate = gate_policy(SimpleNamespace(policy=str(tmp_path), path=None, p=0.0, seed=0, budget=1))
+    assert isinstance(gate, TurnZeroThen) and gate.events == ("failed",) and gate.max_calls == 2
+
+
+def test_spec_policies_in_selected_json(tmp_path):
+    from helpdp.policies import RandomStates, TurnZeroThen, build_policy
+
+    views = [StateView(t, "w/0", t, "", episode_id=e, last_class=c, repeats=r, calls=n)
+             for e in range(50) for t, c, r, n in [(0, None, 0, 0), (1, "working", 2, 1),
+                                                   (2, "failed", 0, 2)]]  # fmt: skip
+    mix = MixturePolicy([(0.5, build_policy("turn0+after:loop+max:2")),
+                         (0.5, RandomStates(0.3, seed=7))], seed=2)  # fmt: skip
+    (tmp_path / "selected.json").write_text(json.dumps({"budget": 2.0, "policy": policy_json(mix)}))
+    back = load_policy(tmp_path, seed=2)
+    assert (back.decide(views) == mix.decide(views)).all()
+    assert isinstance(back.parts[0][1], TurnZeroThen) and back.parts[1][1].seed == 7
+    (tmp_path / "bad.json").write_text(
+        json.dumps({"policy": {"kind": "spec", "spec": "sometimes"}})
+    )
+    with pytest.raises(ValueError, match=r"bad.json: field 'spec': .*'sometimes'"):
+        load_policy(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="cannot write policy"):
+        policy_json(object())
+    with pytest.raises(
+        ValueError, match=r"event_rules\[1\]: 'turn0\+after:loops': unknown event 'loops'"
+    ):
+        select(None, SelectConfig(event_rules=["turn0", "turn0+after:loops"]), 1.0)
+    with pytest.raises(ValueError, match=r"event_rules\[1\]: 'turn_zero' repeats"):
+        select(None, SelectConfig(event_rules=["turn0", "turn_zero"]), 1.0)
