@@ -168,6 +168,25 @@ class LocalModelConfig(SamplingConfig, TurnFormatConfig, ActorConfig):
     )
 
 
+def _cache_kwarg(generate) -> str:
+    """The keyword ``generate`` takes a KV cache under: ``cache`` from transformers 6 and
+    where a ``deprecate_kwarg`` wrapper renames ``past_key_values`` to it (5.x: passing
+    ``past_key_values`` warns that it goes in 6.0), else ``past_key_values``."""
+    import transformers
+
+    if int(transformers.__version__.split(".")[0]) >= 6:
+        return "cache"
+    f = generate
+    while f is not None:
+        code, cells = getattr(f, "__code__", None), getattr(f, "__closure__", None) or ()
+        names = dict(zip(code.co_freevars, cells)) if code is not None else {}
+        old, new = names.get("old_name"), names.get("new_name")
+        if old is not None and old.cell_contents == "past_key_values" and new is not None:
+            return str(new.cell_contents)
+        f = getattr(f, "__wrapped__", None)
+    return "past_key_values"
+
+
 @dataclass
 class HFActorConfig(LocalModelConfig):
     """collect/actor=hf: local transformers generation (CPU or GPU)."""
@@ -522,7 +541,7 @@ class HFActor:
             "max_new_tokens": self._max_new(len(ids)),
             "do_sample": sample,
             "pad_token_id": self.tokenizer.pad_token_id,
-            "past_key_values": cache,
+            _cache_kwarg(self.model.generate): cache,
         }
         if sample:
             gen.update(temperature=self.config.temperature, top_p=self.config.top_p)

@@ -422,6 +422,23 @@ class ForecastConfig(SolverConfig):
     ope_boot: int = _f(200, "bootstrap replicates of the off-policy interval")
 
 
+#: a forecast E[U] over ``budget * (1 + OVER_BUDGET)`` is flagged
+OVER_BUDGET = 0.05
+
+
+def over_budget(budget: float, usages: dict) -> list[str]:
+    """One line per forecast (name -> E[U]) that spends more than ``OVER_BUDGET`` over
+    ``budget`` calls per episode (the DP's in-sample E[U] meets the budget by
+    construction; held out, the chosen policy may not)."""
+    b = float(budget)
+    return [
+        f"budget {b:g}: OVER BUDGET: the {name} policy spends E[U]={u:.3f} calls/episode, "
+        f"{(u / b - 1) * 100:.0f}% over the budget"
+        for name, u in usages.items()
+        if u is not None and b > 0 and u > b * (1 + OVER_BUDGET)
+    ]
+
+
 def run_forecast(cfg) -> list[dict]:
     """The body of ``python -m helpdp.forecast``."""
 
@@ -458,6 +475,10 @@ def run_forecast(cfg) -> list[dict]:
             "seconds": time.perf_counter() - t0,
         }
         cs = rec["cross_fit"]
+        usages = {"cross-fitted (held-out)": cs["heldout_usage"]}
+        if ope is not None:
+            usages["OPE (held-out)"] = ope["U"]
+        rec["over_budget"] = over_budget(b, usages)
         print(
             f"budget {b:g}: DP E[S]={dp.expected_success:.4f} E[U]={dp.expected_usage:.4f} | "
             f"cross-fit E[S]={cs['heldout_success']:.4f} E[U]={cs['heldout_usage']:.4f} "
@@ -477,6 +498,8 @@ def run_forecast(cfg) -> list[dict]:
                 for p in pess
             )
         )
+        for line in rec["over_budget"]:
+            print(line)
         out.append(rec)
     if cfg.out:
         d = Path(cfg.out)

@@ -89,6 +89,41 @@ def fit_temperature(y, z, w=None) -> float:
     return float(np.exp(res.x))
 
 
+def checked_temperature(y, z, w=None, groups=None, n_bins: int = 10) -> tuple[float, str]:
+    """Temperature scaling kept only where it improves held-out calibration: the rows
+    (the validation split's) are cut in two halves by ``groups`` (tasks; every other one
+    of the sorted distinct groups, else every other row), T is fitted on each half and
+    the other half's ECE compared with and without it; summed over the two halves, an
+    ECE that improves keeps ``fit_temperature`` of all the rows, else 1 (identity).
+    Returns ``(T, note)``, the note saying which and why."""
+    y = np.asarray(y, np.float64)
+    z = np.asarray(z, np.float64)
+    w = _w(y, w)
+    if len(y) < 4:
+        return 1.0, "identity: too few validation rows to check a temperature"
+    if groups is None:
+        half = np.arange(len(y)) % 2 == 1
+    else:
+        g = np.asarray(groups).astype(str)
+        names = np.unique(g)
+        half = np.isin(g, names[1::2])
+    if half.all() or not half.any():
+        return 1.0, "identity: one validation task, no held-out part to check a temperature on"
+    plain, scaled = 0.0, 0.0
+    for fit, check in ((~half, half), (half, ~half)):
+        t = fit_temperature(y[fit], z[fit], w[fit])
+        plain += ece(y[check], sigmoid(z[check]), w[check], n_bins) * w[check].sum()
+        scaled += ece(y[check], sigmoid(z[check] / t), w[check], n_bins) * w[check].sum()
+    plain, scaled = plain / w.sum(), scaled / w.sum()
+    t_all = fit_temperature(y, z, w)
+    if scaled < plain:
+        return t_all, f"T={t_all:.3f}: held-out ECE {plain:.4f} -> {scaled:.4f} (two halves)"
+    return 1.0, (
+        f"identity: T={t_all:.3f} did not improve held-out ECE ({plain:.4f} -> {scaled:.4f}, "
+        "two halves of the validation tasks)"
+    )
+
+
 def summarize(y, p, w=None, temperature: float = 1.0, n_bins: int = 10) -> dict:
     """AUROC, Brier, ECE, and Brier/ECE after dividing the logits by ``temperature``."""
     p_scaled = sigmoid(logit(p) / temperature)

@@ -4,7 +4,8 @@ For every split (tasks split as the PRM was trained), each step of each episode
 is one row: the PRM's p(success | state, action taken) against the episode's
 success. Reported: AUROC, Brier score, expected calibration error (ECE), and
 ECE/Brier after temperature scaling, the temperature fitted on the validation
-split. With ``baseline=true`` (default) a tabular PRM fitted on the same training
+split and kept only where it improves held-out calibration (``checked_temperature``:
+fitted on half the validation tasks, the other half's ECE must drop), else 1 with a note. With ``baseline=true`` (default) a tabular PRM fitted on the same training
 splits is evaluated alongside: on held-out tasks it can only use the depth, so a
 text PRM that does not beat it has learned nothing from the text.
 
@@ -26,7 +27,7 @@ from prm.base import sigmoid
 from prm.config import ReportConfig
 from prm.data import build_examples
 from prm.load import load_prm
-from prm.metrics import fit_temperature, reliability_diagram, summarize
+from prm.metrics import checked_temperature, reliability_diagram, summarize
 
 
 def _clean(x):
@@ -54,10 +55,13 @@ def evaluate(
     f = ex.frame
     idx, y, w = ex.eval_rows()
     row_split = f["split"].to_numpy()[idx]
+    row_task = f["task_id"].to_numpy()[idx]
 
     def per_split(z, tag):
         val = row_split == "validation"
-        temperature = fit_temperature(y[val], z[val], w[val]) if val.any() else 1.0
+        temperature, note = 1.0, "identity: no validation rows"
+        if val.any():
+            temperature, note = checked_temperature(y[val], z[val], w[val], row_task[val], n_bins)
         out, curves = {}, {}
         for s in SPLITS:
             m = row_split == s
@@ -65,6 +69,7 @@ def evaluate(
                 continue
             p = sigmoid(z[m])
             out[s] = summarize(y[m], p, w[m], temperature, n_bins)
+            out[s]["temperature_note"] = note
             if s != "train":
                 curves[f"{tag} {s}"] = (y[m], p, w[m])
             if s == "validation":
@@ -123,7 +128,8 @@ def report(cfg) -> dict:
     reliability_diagram(
         curves, plot, n_bins=cfg.n_bins, title=f"{prm.source} on {Path(cfg.data).name}"
     )
-    print(f"PRM {prm.source} on {cfg.data} (temperature fitted on validation)")
+    print(f"PRM {prm.source} on {cfg.data} (temperature fitted on validation, kept only where")
+    print("it lowers the ECE of one half of the validation tasks fitted on the other)")
     print(
         f"{'split':<11} {'model':<9} {'auroc':>7} {'brier':>7} {'ece':>7} {'ece_T':>7} {'T':>6}  visits"
     )
@@ -135,6 +141,11 @@ def report(cfg) -> dict:
                 f"{s:<11} {name:<9} {r['auroc']:7.4f} {r['brier']:7.4f} {r['ece']:7.4f} "
                 f"{r['ece_scaled']:7.4f} {r['temperature']:6.3f}  {r['weight']:.0f}{tag}"
             )
+    for s, m in metrics.items():
+        if s == "validation":
+            print(f"temperature ({prm.kind}): {m['temperature_note']}")
+            if "baseline" in m:
+                print(f"temperature (tabular): {m['baseline']['temperature_note']}")
     print(f"reliability diagram -> {plot}")
     out = _clean(metrics)
     print(json.dumps(out))

@@ -175,3 +175,14 @@ def test_evaluate_rows_on_a_cycle_and_state_success(jit):
     # state_success evaluates the data's behaviour (action frequencies: 2/3 nohelp)
     # with the same kernel: S = 0.9 * (2/3 * (S / 2 + 1 / 2) + 1/3)
     assert state_success(ds)[s0] == pytest.approx(0.6 / 0.7, abs=1e-10)
+
+
+def test_a_policy_over_its_budget_is_flagged():
+    from helpdp.forecast import over_budget
+
+    lines = over_budget(1.0, {"cross-fitted (held-out)": 1.299, "OPE (held-out)": 1.04})
+    assert lines == [
+        "budget 1: OVER BUDGET: the cross-fitted (held-out) policy spends E[U]=1.299 "
+        "calls/episode, 30% over the budget"
+    ]
+    assert over_budget(2.0, {"x": 2.1}) == [] and over_budget(2.0, {"x": None}) == []

@@ -108,7 +108,7 @@ def test_tiny_helper_learns_and_beats_chance(trained):
     out, res, labels = trained
     m = res["metrics"]
     assert m["train_loss_after"] < m["train_loss_before"]
-    assert (out / "helper.json").exists() and (out / "head.safetensors").exists()
+    assert (out / "helper.json").exists() and (out / "model.safetensors").exists()
     assert res["classes"] == ["nohelp", "expert"] and res["budgets"] == list(BUDGETS)
     from helpdp.helper import HelperPolicy
 

@@ -43,3 +43,24 @@ def test_reliability_diagram_png(tmp_path):
     p = np.array([0.2, 0.7, 0.9, 0.4, 0.6])
     out = reliability_diagram({"validation": (y, p, None)}, tmp_path / "r" / "rel.png")
     assert_drawn_png(out, min_width=500, min_height=600)
+
+
+def test_temperature_is_kept_only_where_it_improves_held_out_calibration():
+    from prm.metrics import checked_temperature
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    z = rng.normal(0.0, 3.0, n)
+    tasks = rng.integers(0, 20, n)
+    # overconfident everywhere (truth is sigmoid(z / 3)): scaling helps on either half
+    y = (rng.random(n) < sigmoid(z / 3.0)).astype(float)
+    t, note = checked_temperature(y, z, None, tasks)
+    assert t == pytest.approx(3.0, rel=0.15) and note.startswith(f"T={t:.3f}: held-out ECE")
+    # overconfident on the even tasks, underconfident on the odd ones: a temperature
+    # fitted on one half makes the other half worse, so none is kept
+    truth = np.where(tasks % 2 == 0, z / 3.0, z * 3.0)
+    y = (rng.random(n) < sigmoid(truth)).astype(float)
+    t, note = checked_temperature(y, z, None, tasks)
+    assert t == 1.0 and note.startswith("identity: T=") and "did not improve" in note
+    t, note = checked_temperature(y, z, None, np.zeros(n))
+    assert t == 1.0 and "one validation task" in note

@@ -18,6 +18,7 @@ written), checks the arguments (:func:`cliconf.check_argv`), and runs the body u
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import importlib.util
 import os
@@ -29,6 +30,7 @@ from typing import Any
 
 from helpdp.cliconf.argv import _exit, check_argv, guard
 from helpdp.cliconf.outdir import OVERWRITE_HELP, claim_out, guards_out, pop_overwrite
+from helpdp.cliconf.quiet import VERBOSE_HELP, pop_verbose, quiet_third_party
 
 __all__ = ["CONF_DIR", "compose_config", "help_text", "register", "run_app"]
 
@@ -245,6 +247,11 @@ def run_app(
     if guarded:
         args, overwrite = pop_overwrite(command, args)
         extra_help = [*extra_help, *OVERWRITE_HELP]
+    if "verbose" not in {f.name for f in dataclasses.fields(schema)}:
+        args, verbose = pop_verbose(command, args)
+        extra_help = [*extra_help, *VERBOSE_HELP]
+        if not verbose:
+            quiet_third_party()
     args = check_argv(command, schema, _run_dir_as_out(command, schema, args), groups=groups)
     sys.argv[1:] = args
     if "--help" in args or "-h" in args:

@@ -43,6 +43,7 @@ from helpdp.evaluate.harness import (
     pinned_splits,
     shared_actor,
 )
+from helpdp.helper.card import write_card
 from helpdp.helper.config import HelperCalibrateConfig
 from helpdp.helper.policy import HelperPolicy
 from helpdp.helper.train import HELPER_JSON
@@ -136,7 +137,9 @@ def run_calibrate(cfg) -> dict:
     pinned = pinned_splits(manifest, task_splits(ds), world_tasks)
     from tqdm import tqdm
 
-    bar = tqdm(desc="calibrate", unit="run", disable=not cfg.progress)
+    # iters runs per budget, fewer where two budgets' searches meet a threshold twice
+    total = len(budgets) * int(cfg.iters)
+    bar = tqdm(total=total, desc="calibrate (runs, at most)", unit="run", disable=not cfg.progress)
     runs = []  # one fresh directory per run (a threshold's name is in its fingerprint)
     with tempfile.TemporaryDirectory(prefix="helpdp-calibrate-") as tmp:
         actor = shared_actor(_collect_config(manifest, ecfg, str(cfg.split), Path(tmp), pinned))
@@ -178,6 +181,7 @@ def run_calibrate(cfg) -> dict:
         },
     }
     (dst / HELPER_JSON).write_text(json.dumps(meta, indent=2, default=float) + "\n")
+    write_card(dst, meta)
     for b, c in calib.items():
         print(
             f"budget {b:g}: threshold {c['threshold']:.6f} -> {c['usage']:.3f} calls/episode "

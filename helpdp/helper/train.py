@@ -40,14 +40,20 @@ class-weighted soft cross-entropy (``class_weighting=balanced``: help labels are
 a minority). Against the DP's noisy labels, ``example_weight=visits`` weights each
 state by its visits in the data and ``min_visits`` drops states seen too rarely
 (docs/results.md, run 3: the helper then fits mostly the well-estimated early states).
-The directory written holds ``helper.json`` (backbone, classes,
-mode, budgets, thresholds, label source, metrics) and the network.
+The directory written is a transformers checkpoint (``config.json``, ``model.safetensors``,
+the tokenizer: :mod:`helpdp.models.hf_helper`) with ``helper.json`` (backbone, classes,
+mode, budgets, thresholds, label source, metrics) and the model card ``README.md``
+(:mod:`helpdp.helper.card`) beside it. The metrics include the validation balanced
+accuracy, the help score's AUROC and the majority-class baseline; a helper that does
+not beat the majority class, or a budget whose validation usage misses it, is warned
+about (:mod:`helpdp.helper.quality`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +66,7 @@ from helpdp.cliconf import run_app, to_dict
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.forecast import evaluate
+from helpdp.helper.card import write_card
 from helpdp.helper.config import EXAMPLE_WEIGHTS, MODES, HelperModelConfig, HelperTrainConfig
 from helpdp.helper.features import (
     budget_prefix,
@@ -68,6 +75,7 @@ from helpdp.helper.features import (
     round_scores,
 )
 from helpdp.helper.policy import HelperPolicy
+from helpdp.helper.quality import classification_metrics, fit_warnings
 from helpdp.label import read_labels
 from helpdp.models.trainer import fit_with_trainer
 from helpdp.subset import task_subset
@@ -414,6 +422,7 @@ def _fit(m: _Net, seq_train, y_train: np.ndarray, mcfg: HelperModelConfig, progr
         cpu=m.device == "cpu",
         bf16=bool(mcfg.bf16),
         progress=progress,
+        desc="helper fit",
         logging_steps=max(1, int(total // 20)),
         print_logs=False,
     )
@@ -437,10 +446,9 @@ def _fit_metrics(m: _Net, trainer, p_before, p_train, y_train, val, p_val) -> di
     if p_val is not None:
         y_val = np.stack(val["target"].to_numpy())
         metrics["val_loss"] = soft_loss(p_val, y_val, cw)
-        metrics["val_accuracy"] = float((p_val.argmax(1) == y_val.argmax(1)).mean())
-        metrics["val_majority_accuracy"] = float(
-            (y_val.argmax(1) == np.bincount(y_train.argmax(1)).argmax()).mean()
-        )
+        majority = int(np.bincount(y_train.argmax(1)).argmax())
+        for k, v in classification_metrics(p_val, y_val, majority).items():
+            metrics[f"val_{k}"] = v
     return metrics
 
 
@@ -500,7 +508,7 @@ def _helper_meta(
 
     tw_items = (tie_weights or {}).items()
     return {
-        "format": 1,
+        "format": 2,
         "backbone": mcfg.backbone,
         "source": m.source,
         "classes": classes,
@@ -525,17 +533,34 @@ def _helper_meta(
     }
 
 
+def _write_meta(out: Path, meta: dict) -> None:
+    """helper.json and the model card (README.md) of ``out``."""
+    (out / HELPER_JSON).write_text(json.dumps(meta, indent=2, default=float) + "\n")
+    write_card(out, meta)
+
+
 def _save(m: _Net, helper_meta: dict, out: Path) -> None:
-    """Write the network (encoder/, tokenizer/, head) and helper.json into ``out``."""
+    """Write the network as a transformers checkpoint (config.json, model.safetensors, the
+    tokenizer), helper.json and the model card into ``out``, every file with the mode a
+    new file gets here (the umask's: 0644 by default; safetensors writes 0600)."""
     from helpdp.models.encoder import save_net
 
     out.mkdir(parents=True, exist_ok=True)
-    save_net(m.net, m.tok, out)
-    (out / HELPER_JSON).write_text(json.dumps(helper_meta, indent=2, default=float) + "\n")
+    written = save_net(m.net, m.tok, out, list(helper_meta["classes"]))
+    _write_meta(out, helper_meta)
+    mode = (out / HELPER_JSON).stat().st_mode & 0o777
+    for p in written:
+        p.chmod(mode)
 
 
-def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
-    """Fit, pick thresholds, save to ``out``; returns the contents of helper.json."""
+#: what ``run_train``'s first bar counts (``train_helper``'s ``stage`` names the next one)
+STAGES = ("reading labels", "building the model", "encoding", "fitting", "calibrating", "saving")
+
+
+def train_helper(labels: pd.DataFrame, meta: dict, cfg, out, stage=None) -> dict:
+    """Fit, pick thresholds, save to ``out``; returns the contents of helper.json.
+    ``stage(name)``: called as each of ``STAGES`` after the first begins."""
+    stage = stage or (lambda name: None)
     cfg = _as_cfg(HelperTrainConfig, cfg)
     mcfg = _model_config(cfg.helper)
     t0 = time.perf_counter()
@@ -545,30 +570,36 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out) -> dict:
     ex = examples(labels, classes, cfg.mode, cfg.example_weight, bool(cfg.state_header))
     train, val = _train_val(ex, cfg, mcfg.seed)
 
+    stage(STAGES[1])
     device = _torch_device(mcfg, cfg.device)
     # an example's weight scales its soft target: the loss (soft_cross_entropy, a
     # mean over sum_c w_c y_c) is then the example-weighted mean
     y_train = np.stack(train["target"].to_numpy()) * train["weight"].to_numpy()[:, None]
     m = _build_net(train["text"].tolist(), len(classes), y_train, mcfg, device)
+    stage(STAGES[2])
     seq_train = m.encoder(train["text"])
     seq_val = m.encoder(val["text"]) if len(val) else []
     p_before = m.proba(seq_train)
+    stage(STAGES[3])
     trainer = _fit(m, seq_train, y_train, mcfg, cfg.progress)
     p_train = m.proba(seq_train)
     p_val = m.proba(seq_val) if len(val) else None
     metrics = _fit_metrics(m, trainer, p_before, p_train, y_train, val, p_val)
 
     thresholds, threshold_split, tie_weights = None, None, None
+    stage(STAGES[4])
     if cfg.mode == "threshold":  # calibrated on the validation rows, else the training ones
         threshold_split = list(cfg.val_splits or []) if len(val) else list(cfg.train_splits)
         cal_ex, p_cal = (val, p_val) if len(val) else (train, p_train)
         thresholds, tie_weights = _calibrate(
             m, cfg, meta, labels, classes, budgets, cal_ex, p_cal, threshold_split, metrics
         )
+    metrics["warnings"] = fit_warnings(metrics)
     helper_meta = _helper_meta(
         cfg, mcfg, meta, m, classes, budgets, thresholds, tie_weights, threshold_split,
         metrics, t0,
     )  # fmt: skip
+    stage(STAGES[5])
     _save(m, helper_meta, Path(out))
     return helper_meta
 
@@ -587,23 +618,43 @@ def recalibrate(path, ds, tasks, budgets=None) -> dict:
     meta["tie_weights"] = {f"{b:g}": c["tie_weight"] for b, c in calib.items()}
     meta["calibration"] = "usage"
     meta["metrics"] = {**meta.get("metrics", {}), "calibration_usage": calib}
-    (Path(path) / HELPER_JSON).write_text(json.dumps(meta, indent=2, default=float) + "\n")
+    meta["metrics"]["warnings"] = fit_warnings(meta["metrics"])
+    _write_meta(Path(path), meta)
     return meta
 
 
 def run_train(cfg) -> dict:
     """The body of ``python -m helpdp.helper.train``."""
 
+    from tqdm.auto import tqdm
+
+    # a labelled bar from the first second: loading and encoding take minutes on MiniLM
+    bar = tqdm(total=len(STAGES), desc="helper: reading labels", unit="stage",
+               disable=not cfg.progress)  # fmt: skip
     labels, meta = read_labels(cfg.labels)
-    res = train_helper(labels, meta, cfg, cfg.out)
+
+    def stage(name: str) -> None:
+        bar.set_description(f"helper: {name}")
+        bar.update(1)
+
+    try:
+        res = train_helper(labels, meta, cfg, cfg.out, stage=stage)
+        bar.update(bar.total - bar.n)
+    finally:
+        bar.close()
     m = res["metrics"]
+    nan = float("nan")
     print(
         f"helper ({res['backbone']}, mode={res['mode']}) -> {cfg.out}: train loss "
         f"{m['train_loss_before']:.4f} -> {m['train_loss_after']:.4f}, train acc "
-        f"{m['train_accuracy']:.3f}, val acc {m.get('val_accuracy', float('nan')):.3f} "
-        f"(majority {m.get('val_majority_accuracy', float('nan')):.3f}), "
+        f"{m['train_accuracy']:.3f}; validation: acc {m.get('val_accuracy', nan):.3f} "
+        f"(majority {m.get('val_majority_accuracy', nan):.3f}), balanced acc "
+        f"{m.get('val_balanced_accuracy', nan):.3f} (majority "
+        f"{m.get('val_majority_balanced_accuracy', nan):.3f}), AUROC {m.get('val_auroc', nan):.3f}; "
         f"thresholds {res['thresholds']}  [{res['seconds']:.1f}s]"
     )
+    for w in m.get("warnings", []):
+        print(f"helper: warning: {w}", file=sys.stderr)
     return res
 
 

@@ -11,13 +11,16 @@ Inputs are the state text, tokenized without truncation and then cut to
 end of the text (the latest turns, where the need for help shows), with the
 tokenizer's [CLS]/[SEP] when it has them.
 
-A saved helper directory holds ``helper.json``, ``tokenizer/``, ``encoder/``
-(``save_pretrained``; LoRA adapters are merged first) and ``head.safetensors``.
+A saved helper directory is a transformers checkpoint (:mod:`helpdp.models.hf_helper`:
+``config.json``, ``model.safetensors``, the tokenizer; LoRA adapters merged first) with
+``helper.json`` and ``README.md`` beside it; format 1 (``encoder/``, ``tokenizer/``,
+``head.safetensors``, ``helper.json``) still loads.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,7 +31,8 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from collect.awm.observation import render_state_text  # noqa: E402
-from helpdp.models.lora import lora_settings
+from helpdp.models.hf_helper import pool, soft_cross_entropy  # noqa: E402,F401
+from helpdp.models.lora import lora_settings  # noqa: E402
 
 QWEN_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -48,26 +52,12 @@ class HelperNet(nn.Module):
 
     def forward(self, input_ids, attention_mask, labels=None):
         out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
-        h = out.last_hidden_state
-        m = attention_mask.unsqueeze(-1).to(h.dtype)
-        if self.pooling == "last":
-            last = attention_mask.sum(1) - 1
-            pooled = h[torch.arange(h.shape[0], device=h.device), last]
-        else:
-            pooled = (h * m).sum(1) / m.sum(1).clamp_min(1.0)
+        pooled = pool(out.last_hidden_state, attention_mask, self.pooling)
         logits = self.head(self.dropout(pooled.float()))
         res = {"logits": logits}
         if labels is not None:
             res["loss"] = soft_cross_entropy(logits, labels, self.class_weight)
         return res
-
-
-def soft_cross_entropy(logits, target, class_weight):
-    """``-sum_c w_c y_c log p_c`` summed over the batch, over ``sum_c w_c y_c``: the
-    weighted mean, so a batch of rare-class targets is not down-scaled."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    wy = target.float() * class_weight
-    return -(wy * logp).sum() / wy.sum().clamp_min(1e-12)
 
 
 def class_weights(targets: np.ndarray, scheme: str = "balanced") -> np.ndarray:
@@ -169,8 +159,10 @@ def add_lora(encoder, cfg: dict):
 class Encoder:
     """Text -> token ids with the head + tail cut (module docstring)."""
 
-    def __init__(self, tokenizer, max_length: int, head_tokens: int):
+    def __init__(self, tokenizer, max_length: int, head_tokens: int, name: str = "helper"):
         self.tok = tokenizer
+        self.name = name  # who says, once, that texts were cut
+        self.told = False
         self.pre = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
         self.post = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
         self.room = max(int(max_length) - len(self.pre) - len(self.post), 1)
@@ -180,14 +172,24 @@ class Encoder:
     def __call__(self, texts) -> list[list[int]]:
         # a state text's own block markers stay; no other special token from the text
         texts = [render_state_text(t) or " " for t in map(str, texts)]
-        enc = self.tok(texts, add_special_tokens=False)["input_ids"]
-        out = []
+        # verbose=False: no "Token indices sequence length is longer than ..." (we cut)
+        enc = self.tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        out, cut = [], 0
         for ids in enc:
             ids = list(ids)
             if len(ids) > self.room:
+                cut += 1
                 tail = self.room - self.head
                 ids = ids[: self.head] + ids[len(ids) - tail :]
             out.append(self.pre + ids + self.post)
+        if cut and not self.told:
+            self.told = True
+            print(
+                f"{self.name}: {cut} of {len(enc)} texts are longer than {self.room} tokens: "
+                f"each is cut to its first {self.head} and last {self.room - self.head} tokens "
+                "(max_length, head_tokens)",
+                file=sys.stderr,
+            )
         return out
 
     def collate(self, seqs: list[list[int]]) -> dict:
@@ -226,24 +228,40 @@ def predict_proba(net, encoder: Encoder, seqs, *, batch_size=64, device="cpu", p
     return out
 
 
-def save_net(net, tokenizer, out: Path) -> None:
-    from safetensors.torch import save_file
+def save_net(net, tokenizer, out: Path, classes: list[str]) -> list[Path]:
+    """Write ``net`` into ``out`` as a transformers checkpoint (``config.json``,
+    ``model.safetensors``: :mod:`helpdp.models.hf_helper`; LoRA adapters merged) and its
+    tokenizer beside it; returns the files written."""
+    from helpdp.models.hf_helper import from_helper_net
 
-    enc = net.encoder
-    if hasattr(enc, "merge_and_unload"):  # LoRA: save plain weights
-        enc = enc.merge_and_unload()
-    enc.save_pretrained(out / "encoder")
-    tokenizer.save_pretrained(out / "tokenizer")
-    save_file(
-        {k: v.contiguous() for k, v in net.head.state_dict().items()}, out / "head.safetensors"
-    )
+    before = {p: p.stat().st_mtime_ns for p in out.iterdir() if p.is_file()}
+    model = from_helper_net(net, classes)
+    with quiet_load():
+        model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return sorted(p for p in out.iterdir() if p.is_file() and before.get(p) != p.stat().st_mtime_ns)
+
+
+def is_legacy(path: Path) -> bool:
+    """A helper directory of format 1 (``encoder/``, ``tokenizer/``, ``head.safetensors``)."""
+    return (path / "head.safetensors").is_file() and not (path / "config.json").is_file()
 
 
 def load_net(path: Path, meta: dict, device="cpu"):
-    """``(net, tokenizer)`` of a saved helper directory."""
+    """``(net, tokenizer)`` of a saved helper directory: a transformers checkpoint
+    (``HelperForSequenceClassification``), or format 1 (``encoder/`` + ``tokenizer/`` +
+    ``head.safetensors``, a ``HelperNet``)."""
     from safetensors.torch import load_file
     from transformers import AutoModel, AutoTokenizer
 
+    path = Path(path)
+    if not is_legacy(path):
+        from helpdp.models.hf_helper import HelperForSequenceClassification
+
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        with quiet_load():
+            net = HelperForSequenceClassification.from_pretrained(path, local_files_only=True)
+        return net.to(device).eval(), tok
     cfg = meta["config"]
     tok = AutoTokenizer.from_pretrained(path / "tokenizer", local_files_only=True)
     with quiet_load():

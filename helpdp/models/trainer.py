@@ -36,6 +36,7 @@ def fit_with_trainer(
     print_logs: bool = True,
     loss=None,
     callbacks=(),
+    desc: str = "train",
 ):
     """Train ``model`` on ``rows`` (a sequence of dicts, batched by ``collate``);
     returns the ``Trainer`` (its ``state.log_history`` holds the logged losses).
@@ -44,13 +45,19 @@ def fit_with_trainer(
     batch_size) * epochs`` steps; ``max_grad_norm=0`` disables clipping; logging
     every ``logging_steps`` steps (default: each epoch), kept in ``state.log_history``;
     with ``print_logs=False`` (what the commands pass) the latest loss shows in the
-    progress bar instead of one printed dict per log.
+    progress bar instead of one printed dict per log; ``desc`` labels the bar (its total
+    is the number of optimiser steps).
     """
     import torch
     from transformers import PrinterCallback, ProgressCallback, Trainer, TrainingArguments
 
     class _BarProgress(ProgressCallback):
-        """The Trainer's progress bar, with the logged loss as its postfix."""
+        """The Trainer's progress bar, labelled, with the logged loss as its postfix."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            super().on_train_begin(args, state, control, **kwargs)
+            if self.training_bar is not None:
+                self.training_bar.set_description(f"{desc} (steps)", refresh=False)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if self.training_bar is not None and logs and "loss" in logs:
