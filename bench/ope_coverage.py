@@ -1,6 +1,7 @@
 """Do the off-policy intervals cover the exact value?
 
     python bench/ope_coverage.py [--reps 200] [--seeds 3 10] [--out FILE.json]
+        [--dump PREFIX] [--estimators ...] [--methods ...] [--rep-start R]
 
 On ``helpdp.synthetic.HelpWorld`` with 12 tasks (difficulties evenly spaced from 0.05
 to 0.6; exact values by recursion), each replication collects the shipped design (one
@@ -9,17 +10,22 @@ episode per task, trigger probability in 0, .1, .3, .5, .7, .9, 1 and seed: 12 x
 after a failure) and their paired differences from the turn-0 rule with every
 estimator of ``helpdp.ope``, under each interval method:
 
-* ``task-t`` (``unit="task"``, the default from 8 tasks on): the mean of the per-task
-  estimates and its Student-t interval across tasks;
-* ``task-pct``: a percentile bootstrap of the same per-task estimates (tasks resampled);
+* ``task-jk`` (``unit="task"``, the default from 8 tasks on, shipped): the mean of the
+  per-task estimates -/+ the Student-t quantile x the delete-one-task jackknife SE,
+  the control variate refitted without the task;
+* ``task-t``: the Student-t interval of the tasks' own estimates (the model held fixed;
+  the intervals of session 12);
+* ``task-pct``: a percentile bootstrap of those per-task estimates (tasks resampled);
 * ``episode`` (``unit="episode"``): a percentile bootstrap of episodes within each task;
 * ``stratum`` (``unit="stratum"``): the percentile bootstrap of episodes within (task,
   trigger probability) strata, the intervals of sessions 7-11.
 
 It prints, per design, method, estimator and quantity (``SR``, ``U``, the differences
 ``dSR``, ``dU``), the smallest coverage over the policies (and the mean), and writes
-every cell (coverage, bias, mean half-width) to ``--out``. Fixed seeds: the same
-command gives the same numbers.
+every cell (coverage, bias, mean half-width) to ``--out``; ``--dump`` saves the
+per-task estimates (``PREFIX_seeds<S>.npz``) for other intervals offline. Collection
+``r`` is ``HelpWorld.collect(seed=r)``, so ``--rep-start`` splits a run in chunks that
+give the same collections. Fixed seeds: the same command gives the same numbers.
 """
 
 from __future__ import annotations
@@ -30,13 +36,14 @@ import time
 
 import numpy as np
 
+from helpdp._src import ope as ko
 from helpdp.ope import ESTIMATORS, estimate, load_logged
 from helpdp.policies import AtTurns, Never, TurnZero, TurnZeroOrAfterFailure
 from helpdp.synthetic import HelpWorld
 
 PROBS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 WORLD = HelpWorld(difficulty=tuple(float(x) for x in np.round(np.linspace(0.05, 0.6, 12), 3)))
-METHODS = ("task-t", "task-pct", "episode", "stratum")
+METHODS = ("task-jk", "task-t", "task-pct", "episode", "stratum")
 QUANTITIES = ("SR", "U", "dSR", "dU")
 
 
@@ -55,8 +62,13 @@ def _pct(per_task: np.ndarray, b: int, level: float, rng) -> tuple[float, float]
 
 
 def run(reps: int, seeds: int, *, world=WORLD, methods=METHODS, estimators=ESTIMATORS,
-        n_boot: int = 200, level: float = 0.95, seed: int = 0, pols=None) -> dict:  # fmt: skip
-    """Coverage of every (method, estimator, policy, quantity) over ``reps`` collections."""
+        n_boot: int = 200, level: float = 0.95, seed: int = 0, pols=None,
+        dump: dict | None = None, rep_start: int = 0) -> dict:  # fmt: skip
+    """Coverage of every (method, estimator, policy, quantity) over ``reps`` collections.
+    ``dump`` (a dict): receives ``per_task`` ``(reps, policies, estimators, quantities,
+    tasks)``, the per-task estimates (``unit="task"``), for other intervals offline.
+    ``rep_start``: the first collection's index (a run split in chunks gives the same
+    collections as one run)."""
     pols = policies() if pols is None else pols
     ref = TurnZero()
     exact = {p.name: world.exact(p) for p in pols}
@@ -67,7 +79,9 @@ def run(reps: int, seeds: int, *, world=WORLD, methods=METHODS, estimators=ESTIM
         truth[p.name] = {"SR": s, "U": u, "dSR": s - ex_ref[0], "dU": u - ex_ref[1]}
     cells: dict = {}
     rng = np.random.default_rng(seed)
-    for rep in range(reps):
+    n_tasks = len(world.difficulty)
+    per_task_all = np.full((reps, len(pols), len(estimators), len(QUANTITIES), n_tasks), np.nan)
+    for rep in range(rep_start, rep_start + reps):
         logged = load_logged(world.collect(seeds=seeds, probs=PROBS, seed=10_000 * seed + rep))
         logged.views()
         for p in pols:
@@ -75,26 +89,38 @@ def run(reps: int, seeds: int, *, world=WORLD, methods=METHODS, estimators=ESTIM
             kw = {"estimators": estimators, "reference": None if is_ref else ref, "level": level}
             got = {}
             e = estimate(p, logged, unit="task", **kw)
-            if "task-t" in methods:
-                got["task-t"] = e
+            if "task-jk" in methods:
+                got["task-jk"] = e
             for m in ("episode", "stratum"):
                 if m in methods:
                     got[m] = estimate(p, logged, unit=m, n_boot=n_boot, seed=rep, **kw)
             pt = e.per_task
+            for (est, q), g in pt.groupby(["estimator", "quantity"]):
+                if q in QUANTITIES:
+                    ip = pols.index(p)
+                    ie, iq = list(estimators).index(est), QUANTITIES.index(q)
+                    per_task_all[rep - rep_start, ip, ie, iq] = g["estimate"].to_numpy()
             for m, est in got.items():
                 for r in est.table.itertuples():
                     if r.quantity not in QUANTITIES:
                         continue
                     _add(cells, (m, r.estimator, p.name, r.quantity), r.value, r.lo, r.hi,
                          truth[p.name][r.quantity])  # fmt: skip
-            if "task-pct" in methods:
-                for (est, q), g in pt.groupby(["estimator", "quantity"]):
-                    if q not in QUANTITIES:
-                        continue
-                    v = g["value"].to_numpy()
+            for (est, q), g in pt.groupby(["estimator", "quantity"]):
+                if q not in QUANTITIES:
+                    continue
+                v = g["estimate"].to_numpy()  # the tasks' own estimates (no jackknife)
+                if "task-t" in methods:
+                    m, lo, hi, _ = ko.t_interval(v, level)
+                    _add(cells, ("task-t", est, p.name, q), m, lo, hi, truth[p.name][q])
+                if "task-pct" in methods:
                     lo, hi = _pct(v, n_boot, level, rng)
                     _add(cells, ("task-pct", est, p.name, q), float(np.nanmean(v)), lo, hi,
                          truth[p.name][q])  # fmt: skip
+    if dump is not None:
+        dump.update(per_task=per_task_all, policies=[p.name for p in pols],
+                    estimators=list(estimators), quantities=list(QUANTITIES),
+                    truth=np.array([[truth[p.name][q] for q in QUANTITIES] for p in pols]))  # fmt: skip
     out = {"reps": reps, "seeds": seeds, "tasks": len(world.difficulty),
            "episodes": len(world.difficulty) * len(PROBS) * seeds, "level": level,
            "exact": truth, "cells": []}  # fmt: skip
@@ -134,13 +160,20 @@ def main(argv=None) -> dict:
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--seeds", type=int, nargs="+", default=[3, 10])
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--estimators", nargs="+", default=list(ESTIMATORS), choices=ESTIMATORS)
     ap.add_argument("--n-boot", type=int, default=200)
+    ap.add_argument("--rep-start", type=int, default=0, help="first collection (run in chunks)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--dump", default=None, help="NPZ prefix: per-task estimates per seeds")
     args = ap.parse_args(argv)
     res = {}
     for s in args.seeds:
         t0 = time.perf_counter()
-        r = run(args.reps, s, methods=tuple(args.methods), n_boot=args.n_boot)
+        dump: dict = {}
+        r = run(args.reps, s, methods=tuple(args.methods), n_boot=args.n_boot, dump=dump,
+                rep_start=args.rep_start, estimators=tuple(args.estimators))  # fmt: skip
+        if args.dump:
+            np.savez(f"{args.dump}_seeds{s}.npz", **dump)
         r["summary"] = summary(r)
         r["seconds"] = time.perf_counter() - t0
         res[f"seeds={s}"] = r
@@ -151,7 +184,7 @@ def main(argv=None) -> dict:
         print("|---|---|" + "---|" * len(QUANTITIES))
         tab = {(x["method"], x["estimator"], x["quantity"]): x for x in r["summary"]}
         for m in args.methods:
-            for est in ESTIMATORS:
+            for est in args.estimators:
                 cells = [tab.get((m, est, q)) for q in QUANTITIES]
                 txt = [f"{c['min']:.2f} ({c['mean']:.2f})" if c else "" for c in cells]
                 print(f"| {m} | {est} | " + " | ".join(txt) + " |")

@@ -28,17 +28,23 @@ Per task (the design is per task), then averaged over tasks with equal weight (a
 Intervals (``unit``): the independent unit is the task (tasks differ; an episode's
 steps, and episodes sharing the task's control-variate cells, are not independent).
 
-* ``task`` (``auto`` from ``MIN_TASKS`` = 8 tasks on): each task's estimate is computed
-  with its model cross-fitted by seed parity; the interval is the mean of the per-task
-  estimates -/+ the Student-t quantile (k - 1 degrees of freedom) x their standard
-  error. This is a cross-fitted variance, not a bootstrap with the model refitted per
-  replicate: each task's estimate already carries its own model's noise (its cells are
-  fitted on the task's other seeds), so the spread of the per-task estimates measures
-  it, at no extra fits; a refit bootstrap would estimate the same spread B times over.
-  The t quantile, not the percentile bootstrap of the tasks, because with 10-12 tasks
-  the percentile interval is too narrow (coverage in docs/evaluation/ope.md,
-  ``bench/ope_coverage.py``). It is conservative for the fixed tasks (it counts how
-  the tasks differ), exact in expectation for a population of tasks.
+* ``task`` (``auto`` from ``MIN_TASKS`` = 8 tasks on): the estimate is the mean of the
+  per-task estimates (each task's model cross-fitted by seed parity); the interval is
+  the estimate -/+ the Student-t quantile (k - 1 degrees of freedom) x the delete-one-
+  task jackknife standard error, the control variate refitted without the task in each
+  of the k replicates (its steps left out of the fit; Efron & Stein's
+  ``(k - 1)/k sum (theta_(-j) - mean)^2``). Why the refit: the tasks' estimates share
+  the pooled model's coarse cells, so their errors are correlated (+0.03 to +0.08 for
+  ``wdr``) and the spread of the tasks' own estimates misses that common error (``wdr``
+  covered 0.78 with it, 0.90 or more with the jackknife: docs/evaluation/ope.md,
+  ``bench/ope_coverage.py``). For the IS family (no model) the jackknife of a mean is
+  exactly the t interval of the tasks. The percentile bootstrap of the tasks is too
+  narrow with 10-12 tasks; bootstrap-t was worse still (measured). ``per_task``'s
+  ``value`` holds the jackknife pseudo-values ``theta + (k - 1)(mean(theta_(-.)) -
+  theta_(-j))``: their mean is the estimate and their t interval the jackknife's, and
+  they are linear, so ``helpdp.select`` / ``forecast`` pool them across folds and
+  mixtures as before (``estimate`` holds each task's own estimate). Cost: k refits of
+  the control variate per policy.
 * ``episode`` (``auto`` below 8 tasks): percentile bootstrap of the episodes within
   each task, the model fixed (a narrower, less safe interval for these tasks);
 * ``stratum``: the same within (task, trigger vector) strata, the intervals of
@@ -186,7 +192,7 @@ def _make_views(st: pd.DataFrame, ep: pd.DataFrame, ep_ptr: np.ndarray, texts: d
             last_failure=None if lf is None or lf != lf else str(lf),
             errors=int(err),
             last_help=int(lh),
-            last_class=lc,
+            last_class=lc if isinstance(lc, str) else None,
             repeats=int(rp),
             context_tokens=None if c < 0 else int(c),
             calls=int(n),
@@ -393,8 +399,10 @@ class Estimate:
     """One policy's estimates: ``table`` has one row per (estimator, quantity):
     ``estimator, quantity`` (``SR``, ``U_<k>``, ``U``; with a reference also ``dSR``,
     ``dU_<k>``, ``dU``: the policy minus the reference), ``value, lo, hi`` and ``tasks``
-    (how many tasks the value averages); ``per_task``: the point estimate per task
-    (``task, estimator, quantity, value``), what pools across folds (``helpdp.select``);
+    (how many tasks the value averages); ``per_task``: per task ``task, estimator,
+    quantity, value, estimate``: ``estimate`` the task's own estimate, ``value`` what
+    pools across folds (``helpdp.select``): with ``unit="task"`` the jackknife
+    pseudo-value (module docstring; their mean is the estimate), else the estimate;
     ``diagnostics``: ``episodes, agree, ess, max_share, tasks, tasks_empty`` and, per
     estimator, ``parts``: ``{quantity: [model, data]}`` (the DM part and the correction);
     with a reference ``reference, agree_ref, deviate, deviate_ref, support`` (module
@@ -490,31 +498,44 @@ def _folds(logged: Logged) -> np.ndarray:
     return (logged.episodes["episode_id"].to_numpy(np.int64) >> 7) % 2
 
 
-def _q_model(logged: Logged, dist: np.ndarray, reward: np.ndarray, terminal: np.ndarray):
-    """Cross-fitted Q (``(n, A)``) of one quantity (by seed parity); ``reward`` ``(n, A)``:
-    each action's known immediate reward."""
+def _model_context(logged: Logged) -> dict:
+    """What every control-variate fit on ``logged`` shares (keys, their grouping, the
+    steps' successors and folds): computed once per estimate, not per fit."""
     t, keys = _model_keys(logged)
     lens = np.diff(logged.ep_ptr)
-    n = len(t)
-    nxt = np.arange(1, n + 1)
+    nxt = np.arange(1, len(t) + 1)
     last = logged.ep_ptr[1:][lens > 0] - 1
     nxt[last] = -1
-    term = np.zeros(n)
-    term[last] = terminal[lens > 0]
-    action = logged.steps["action"].to_numpy(np.int64)
-    fold = np.repeat(_folds(logged), lens)
-    q = np.zeros((n, logged.n_actions))
+    return {"t": t, "keys": keys, "layout": ko.q_layout(t, keys), "nxt": nxt, "last": last,
+            "has": lens > 0, "fold": np.repeat(_folds(logged), lens),
+            "action": logged.steps["action"].to_numpy(np.int64)}  # fmt: skip
+
+
+def _q_model(logged: Logged, dist: np.ndarray, reward: np.ndarray, terminal: np.ndarray,
+             ctx: dict | None = None, drop: np.ndarray | None = None):  # fmt: skip
+    """Cross-fitted Q (``(n, A)``) of one quantity (by seed parity); ``reward`` ``(n, A)``:
+    each action's known immediate reward; ``drop`` (per step): steps left out of the fit
+    (the jackknife's task)."""
+    c = _model_context(logged) if ctx is None else ctx
+    term = np.zeros(len(c["t"]))
+    term[c["last"]] = terminal[c["has"]]
+    fold = c["fold"]
+    q = np.zeros((len(c["t"]), logged.n_actions))
     for f in (0, 1):
-        qf = ko.fit_q(t, keys, action, reward, nxt, term, dist, fold != f, logged.n_actions)
+        fit = fold != f if drop is None else (fold != f) & ~drop
+        qf = ko.fit_q(c["t"], c["keys"], c["action"], reward, c["nxt"], term, dist, fit,
+                      logged.n_actions, layout=c["layout"])  # fmt: skip
         q[fold == f] = qf[fold == f]
     return q
 
 
-def _terms(logged: Logged, policy) -> dict:
+def _terms(logged: Logged, policy, ctx: dict | None = None, target=None, drop=None) -> dict:
     """Per-episode terms per quantity (``terms``), the padded arrays of the weighted DR
-    (``rho_pad``, ``pads``), the quantities' ``names`` and the target's ``dist``."""
+    (``rho_pad``, ``pads``), the quantities' ``names``, the target's ``dist`` and
+    ``target`` (what :func:`_target` gave; pass it back to skip recomputing it);
+    ``drop``: steps left out of the control variate's fit."""
     ptr = logged.ep_ptr
-    taken, w, dist = _target(policy, logged)
+    taken, w, dist = _target(policy, logged) if target is None else target
     rho, _ = ko.ratios(ptr, logged.mu, logged.mix, taken, w)
     a = logged.steps["action"].to_numpy(np.int64)
     lens = np.diff(ptr)
@@ -527,8 +548,9 @@ def _terms(logged: Logged, policy) -> dict:
         quantities[f"U_{k}"] = (known, np.zeros(logged.n_episodes))
     out, pads = {}, {}
     rho_pad = ko.padded(ptr, rho, fill_last=True)
+    ctx = _model_context(logged) if ctx is None else ctx
     for name, (known, terminal) in quantities.items():
-        q = _q_model(logged, dist, known, terminal)
+        q = _q_model(logged, dist, known, terminal, ctx, drop)
         reward = known[np.arange(len(a)), a]
         v = (dist * q).sum(axis=1)
         q_taken = q[np.arange(len(a)), a]
@@ -539,7 +561,42 @@ def _terms(logged: Logged, policy) -> dict:
         v_next = ko.next_values(ptr, v, terminal)
         pads[name] = (v0, ko.padded(ptr, reward + v_next - q_taken, fill_last=False))
     return {"terms": out, "rho_pad": rho_pad, "pads": pads, "names": list(quantities),
-            "dist": dist}  # fmt: skip
+            "dist": dist, "target": (taken, w, dist)}  # fmt: skip
+
+
+def _leave_one_out(logged: Logged, tm: dict, ctx: dict, g, task, estimators) -> dict:
+    """The delete-one-task jackknife of the model-based estimators: ``{(estimator,
+    quantity): (K,)}``, the mean over the other tasks with the control variate refitted
+    without task ``j`` (its steps out of the fit; the target's probabilities kept)."""
+    ests = [e for e in estimators if e in MODEL_BASED]
+    out = {(e, n): np.full(g.shape[1], np.nan) for e in ests for n in tm["names"] + ["U"]}
+    if not ests:
+        return out
+    step_task = np.repeat(task, np.diff(logged.ep_ptr))
+    ones = np.ones((1, len(task)))
+    for j in range(g.shape[1]):
+        tj = _terms(logged, None, ctx, target=tm["target"], drop=step_task == j)
+        for e, n in out:
+            v = _per_task(tj, e, n, ones, g, task)[0]
+            v[j] = np.nan
+            with np.errstate(invalid="ignore"):
+                out[(e, n)][j] = np.nanmean(v) if np.isfinite(v).any() else np.nan
+    return out
+
+
+def _pseudo(vals: np.ndarray, loo: np.ndarray | None) -> np.ndarray:
+    """Per-task values whose mean is the estimate and whose Student-t interval is the
+    jackknife's: ``theta + (k - 1) (mean(loo) - loo_j)`` (``loo``: the leave-one-task-out
+    means; None: ``vals`` itself, the jackknife of a plain mean of independent tasks)."""
+    if loo is None:
+        return vals
+    ok = np.isfinite(vals) & np.isfinite(loo)
+    k = int(ok.sum())
+    if k < 2:  # one task: no jackknife (and no interval)
+        return vals
+    out = np.full_like(vals, np.nan)
+    out[ok] = vals[ok].mean() + (k - 1) * (loo[ok].mean() - loo[ok])
+    return out
 
 
 def _group_matrix(codes: np.ndarray) -> np.ndarray:
@@ -634,8 +691,9 @@ def estimate(
                                  return_inverse=True)  # fmt: skip
     task = task.reshape(-1)
     unit = resolve_unit(unit, len(task_names), min_tasks)
-    tm = _terms(logged, policy)
-    tr = None if reference is None else _terms(logged, reference)
+    ctx = _model_context(logged)
+    tm = _terms(logged, policy, ctx)
+    tr = None if reference is None else _terms(logged, reference, ctx)
     g = _group_matrix(task)
     ones = np.ones((1, logged.n_episodes))
     if unit == "task":
@@ -649,18 +707,28 @@ def estimate(
     dm = {n: _per_task(tm, "dm", n, ones, g, task)[0] for n in ("SR", "U")}
     if tr is not None:
         dm.update({"d" + n: dm[n] - _per_task(tr, "dm", n, ones, g, task)[0] for n in ("SR", "U")})
+    if unit == "task":  # the jackknife's leave-one-task-out means (model-based estimators)
+        loo = _leave_one_out(logged, tm, ctx, g, task, estimators)
+        loo_r = None if tr is None else _leave_one_out(logged, tr, ctx, g, task, estimators)
     for name in names:
         for est in estimators:
             vals = _per_task(tm, est, name, counts, g, task)
-            todo = [(name, vals)]
+            todo = [(name, vals, vals)]
             if tr is not None:
-                todo.append(("d" + name, vals - _per_task(tr, est, name, counts, g, task)))
-            for q, v in todo:
+                ref = _per_task(tr, est, name, counts, g, task)
+                todo.append(("d" + name, vals - ref, ref))
+            for q, raw, ref in todo:
+                v = raw
+                if unit == "task":
+                    v = _pseudo(vals[0], loo.get((est, name)))[None, :]
+                    if q[0] == "d":
+                        v = v - _pseudo(ref[0], loo_r.get((est, name)))[None, :]
                 value, lo, hi, k = _interval(v, unit, level)
                 rows.append({"estimator": est, "quantity": q, "value": value, "lo": lo,
                              "hi": hi, "tasks": k})  # fmt: skip
                 per_task += [
-                    (str(task_names[j]), est, q, float(v[0, j])) for j in range(g.shape[1])
+                    (str(task_names[j]), est, q, float(v[0, j]), float(raw[0, j]))
+                    for j in range(g.shape[1])
                 ]
                 if q in dm:  # the model's part: the DM estimate (none for the IS family)
                     model = (
@@ -689,7 +757,7 @@ def estimate(
             stacklevel=2,
         )
     table = pd.DataFrame(rows)
-    pt = pd.DataFrame(per_task, columns=["task", "estimator", "quantity", "value"])
+    pt = pd.DataFrame(per_task, columns=["task", "estimator", "quantity", "value", "estimate"])
     return Estimate(name, table, diag, level, unit, pt)
 
 

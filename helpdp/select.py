@@ -24,8 +24,9 @@ valued by off-policy evaluation (``helpdp.ope``) on tasks it was not fitted on:
   steps, but with fewer than ``min_support`` agreeing episodes in which it deviates
   from the reference (or the reference from it), is marked unsupported and never
   picked: its difference is the control variate's extrapolation, not data;
-* **estimators**: ``SELECT_ESTIMATORS``; ``snis`` and ``dm`` are refused (their
-  intervals did not reach 0.90 coverage on HelpWorld, ``bench/ope_coverage.py``);
+* **estimators**: ``SELECT_ESTIMATORS`` (``dr``, ``wdr``); ``is``, ``pdis``, ``snis``
+  and ``dm`` are refused (their intervals did not reach 0.90 coverage on HelpWorld,
+  ``bench/ope_coverage.py``);
 * **choice**: among the supported candidates, the best point at the budget on the upper concave hull of the
   candidates' cross-fitted (U, SR - ``pessimism`` x half-width): one candidate, or a per-episode mixture of two
   that spends the budget (plus ``slack``) exactly, as the constrained MDP's optimum

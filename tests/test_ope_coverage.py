@@ -2,10 +2,12 @@
 
 ``bench/ope_coverage.py`` on ``helpdp.synthetic.HelpWorld``, 12 tasks x 7 trigger
 probabilities x 3 seeds (the real-actor collection's shape), 20 collections with fixed
-seeds: the Student-t interval across tasks (``unit="task"``, the default from 8 tasks)
-covers SR, U and the paired difference from the turn-0 rule; the within-stratum
-episode bootstrap of sessions 7-11 (``unit="stratum"``) does not. The full table is in
-docs/evaluation/ope.md.
+seeds, the two hardest policies ("turns 0,3" and "turn 0 + after a failure"): the
+shipped interval (``unit="task"``: Student-t with the delete-one-task jackknife, the
+control variate refitted without the task) covers SR, U and the paired differences from
+the turn-0 rule for ``dr`` and ``wdr``; the t interval of the tasks' own estimates
+(the model held fixed) and the within-stratum bootstrap of sessions 7-11 do not. The
+full table (200 collections, 3 and 10 seeds) is in docs/evaluation/ope.md.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpdp.policies import AtTurns, TurnZero
+from helpdp.policies import AtTurns, TurnZeroOrAfterFailure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,26 +32,36 @@ def _bench():
 @pytest.fixture(scope="module")
 def cells():
     bench = _bench()
-    res = bench.run(20, 3, methods=("task-t", "stratum"), estimators=("dr", "wdr"), n_boot=50,
-                    seed=1, pols=[TurnZero(), AtTurns((0, 2))])  # fmt: skip
+    res = bench.run(20, 3, methods=("task-jk", "task-t", "stratum"), estimators=("dr", "wdr"),
+                    n_boot=50, seed=1, pols=[AtTurns((0, 3)), TurnZeroOrAfterFailure()])  # fmt: skip
     assert res["episodes"] == 12 * 7 * 3
     return {(c["method"], c["estimator"], c["policy"], c["quantity"]): c for c in res["cells"]}
 
 
-def test_task_intervals_cover_and_the_old_ones_do_not(cells):
+POLICIES = ("rule: turns 0,3", "rule: turn 0 + after failure")
+
+
+def test_jackknife_intervals_cover_and_the_fixed_model_ones_do_not(cells):
     for est in ("dr", "wdr"):
-        for pol, qs in (
-            ("rule: turn 0", ("SR", "U")),
-            ("rule: turns 0,2", ("SR", "U", "dSR", "dU")),
-        ):
-            for q in qs:
-                assert cells[("task-t", est, pol, q)]["coverage"] >= COVER_NEW, (est, pol, q)
-    # the stratified episode bootstrap (strata of 3 episodes, the model fixed) under-covers
-    # (measured: 0.35 and 0.55, against 0.80 and 0.95 across tasks)
-    assert cells[("stratum", "wdr", "rule: turns 0,2", "SR")]["coverage"] <= COVER_OLD
-    assert cells[("stratum", "wdr", "rule: turns 0,2", "dSR")]["coverage"] <= COVER_OLD
+        for pol in POLICIES:
+            for q in ("SR", "U", "dSR", "dU"):
+                assert cells[("task-jk", est, pol, q)]["coverage"] >= COVER, (est, pol, q)
+    # wdr's tasks share the pooled control variate's error: the t interval of the tasks'
+    # own estimates misses it (measured 0.80 and 0.85 here; 0.78 over 200 collections)
+    assert cells[("task-t", "wdr", "rule: turns 0,3", "SR")]["coverage"] <= COVER_T
+    assert cells[("task-t", "wdr", "rule: turns 0,3", "dSR")]["coverage"] <= COVER_T
+    # the stratified episode bootstrap (strata of 3 episodes, the model fixed): 0.50-0.70
+    assert cells[("stratum", "wdr", "rule: turns 0,3", "dSR")]["coverage"] <= COVER_OLD
+    assert cells[("stratum", "dr", "rule: turns 0,3", "dSR")]["coverage"] <= COVER_OLD
+    # the jackknife pays with width: wdr's intervals ~1.5x the fixed-model ones, still
+    # narrower than dr's
+    for pol in POLICIES:
+        jk = cells[("task-jk", "wdr", pol, "SR")]["half_width"]
+        assert cells[("task-t", "wdr", pol, "SR")]["half_width"] < jk
+        assert jk < cells[("task-jk", "dr", pol, "SR")]["half_width"]
 
 
-#: 20 collections: one miss in 20 moves a coverage by 0.05 (measured: 0.80-1.00)
-COVER_NEW = 0.80
-COVER_OLD = 0.60
+#: 20 collections: one miss in 20 moves a coverage by 0.05 (measured: 0.90-1.00)
+COVER = 0.90
+COVER_T = 0.85
+COVER_OLD = 0.70

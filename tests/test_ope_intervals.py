@@ -41,6 +41,8 @@ def logged():
 
 
 def test_task_interval_is_the_t_interval_of_the_per_task_values(logged):
+    # per_task's value: the jackknife pseudo-values (their mean is the estimate, their t
+    # interval the jackknife's), so select and forecast pool them across folds
     e = estimate(AtTurns((0, 2)), logged, estimators=("dr", "wdr"), reference=TurnZero())
     assert e.unit == "task"
     for est in ("dr", "wdr"):
@@ -52,6 +54,35 @@ def test_task_interval_is_the_t_interval_of_the_per_task_values(logged):
     r = estimate(TurnZero(), logged, estimators=("wdr",))
     c = estimate(AtTurns((0, 2)), logged, estimators=("wdr",))
     assert e.get("wdr", "dSR")[0] == pytest.approx(c.get("wdr", "SR")[0] - r.get("wdr", "SR")[0])
+
+
+def test_task_interval_is_the_jackknife_with_the_model_refitted_without_each_task(logged):
+    # by hand: drop each task, estimate again (the control variate refitted on the other
+    # eleven), and take the estimate -/+ t_{11} x the jackknife SE
+    from scipy.stats import t as student_t
+
+    pol, kw = AtTurns((0, 3)), {"estimators": ("is", "dr", "wdr"), "reference": TurnZero()}
+    e = estimate(pol, logged, **kw)
+    task = logged.episodes["task_id"].to_numpy()
+    loo = [estimate(pol, logged.subset(task != x), **kw) for x in np.unique(task)]
+    for est in ("is", "dr", "wdr"):
+        for q in ("SR", "U", "dSR"):
+            theta = np.array([x.get(est, q)[0] for x in loo])
+            se = np.sqrt(11 / 12 * ((theta - theta.mean()) ** 2).sum())
+            v, lo, hi = e.get(est, q)
+            half = student_t.ppf(0.975, 11) * se
+            assert (lo, hi) == (
+                pytest.approx(v - half, abs=1e-9),
+                pytest.approx(v + half, abs=1e-9),
+            )
+            pt = e.per_task[(e.per_task["estimator"] == est) & (e.per_task["quantity"] == q)]
+            assert v == pytest.approx(pt["estimate"].mean())  # the estimate is not bias-corrected
+            if est == "is":  # no model: the jackknife of a mean is the t interval of the tasks
+                assert pt["value"].to_numpy() == pytest.approx(pt["estimate"].to_numpy())
+    # the model-based intervals are wider than the t interval of the tasks' own estimates
+    pt = e.per_task[(e.per_task["estimator"] == "wdr") & (e.per_task["quantity"] == "SR")]
+    _, lo_t, hi_t, _ = ko.t_interval(pt["estimate"].to_numpy(), 0.95)
+    assert e.get("wdr", "SR")[2] - e.get("wdr", "SR")[1] > hi_t - lo_t
 
 
 def test_support_counts_the_episodes_that_inform_the_difference(logged):

@@ -210,6 +210,23 @@ def _codes(*cols: np.ndarray) -> np.ndarray:
     return np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1)
 
 
+def q_layout(t: np.ndarray, keys: list[np.ndarray]) -> list:
+    """The grouping :func:`fit_q` needs, which depends on the keys alone (not on the
+    policy, the quantity or the fold): per turn, backwards, ``(at, rungs)`` with ``at``
+    the turn's steps and ``rungs`` coarse to fine, ``(inv, n)``: each step's group among
+    the ``n`` distinct keys of the turn at that rung. Compute once, pass to every fit."""
+    codes = [_codes(t, *keys[i:]) for i in range(len(keys))]  # fine -> coarse, all with t
+    out = []
+    for turn in np.unique(t)[::-1]:
+        at = np.flatnonzero(t == turn)
+        rungs = []
+        for code in codes[::-1]:
+            uc, inv = np.unique(code[at], return_inverse=True)
+            rungs.append((inv.reshape(-1), len(uc)))
+        out.append((at, rungs))
+    return out
+
+
 def fit_q(
     t: np.ndarray,
     keys: list[np.ndarray],
@@ -221,6 +238,7 @@ def fit_q(
     fit: np.ndarray,
     n_actions: int,
     prior: float = 2.0,
+    layout: list | None = None,
 ) -> np.ndarray:
     """A tabular Q model of the target policy, fitted on the steps with ``fit`` true
     and evaluated at every step: ``(n, n_actions)`` Q(h_t, a).
@@ -241,6 +259,7 @@ def fit_q(
     (-1: terminal, value ``terminal_value``). V of a step is ``sum_a pibar(a|key)
     Q(key, a)``, ``pibar`` the target's mean action probabilities (``target``, ``(n,
     n_actions)``) over the fitted steps of its finest key (its own where none).
+    ``layout``: :func:`q_layout` of ``(t, keys)`` (computed here when None).
     """
     n = len(t)
     reward = np.asarray(reward, np.float64)
@@ -248,10 +267,10 @@ def fit_q(
         raise ValueError(f"reward: shape {reward.shape}, expected {(n, n_actions)}")
     q = np.zeros((n, n_actions))
     v = np.zeros(n)
-    rungs = [_codes(t, *keys[i:]) for i in range(len(keys))]  # fine -> coarse, all with t
+    if layout is None:
+        layout = q_layout(t, keys)
     fit = np.asarray(fit, bool)
-    for turn in np.unique(t)[::-1]:
-        at = np.flatnonzero(t == turn)
+    for at, rungs in layout:
         nxt = next_index[at]
         y = np.where(nxt >= 0, v[np.maximum(nxt, 0)], terminal_value[at])
         f = fit[at]
@@ -262,25 +281,22 @@ def fit_q(
         n_a = np.bincount(fa, minlength=n_actions)
         per_a = np.where(n_a > 0, per_a / np.maximum(n_a, 1), overall)
         est = np.tile(per_a, (len(at), 1))
-        for code in rungs[::-1]:
-            c = code[at]
-            uc, inv = np.unique(c, return_inverse=True)
-            s = np.zeros((len(uc), n_actions))
-            m = np.zeros((len(uc), n_actions))
+        for inv, n_uc in rungs:
+            s = np.zeros((n_uc, n_actions))
+            m = np.zeros((n_uc, n_actions))
             np.add.at(s, (inv[f], fa), fy)
             np.add.at(m, (inv[f], fa), 1.0)
             # est[i] is the prior for row i; rows sharing a key share their prior
-            prior_val = np.zeros((len(uc), n_actions))
+            prior_val = np.zeros((n_uc, n_actions))
             np.add.at(prior_val, inv, est)
-            prior_val /= np.bincount(inv, minlength=len(uc))[:, None]
+            prior_val /= np.bincount(inv, minlength=n_uc)[:, None]
             est = ((s + prior * prior_val) / (m + prior))[inv]
         est = est + reward[at]
         q[at] = est
         # V under the target's mean action probabilities at the finest key
-        c = rungs[0][at]
-        uc, inv = np.unique(c, return_inverse=True)
-        pbar = np.zeros((len(uc), n_actions))
-        cnt = np.zeros(len(uc))
+        inv, n_uc = rungs[-1]
+        pbar = np.zeros((n_uc, n_actions))
+        cnt = np.zeros(n_uc)
         np.add.at(pbar, inv[f], target[at][f])
         np.add.at(cnt, inv[f], 1.0)
         own = target[at]
