@@ -25,6 +25,8 @@ from collect.awm.database import BuildReport
 from collect.awm.dataset import AWMDataset, Scenario
 from collect.awm.sandbox import (
     AppWorker,
+    AppZygote,
+    ForkedApp,
     SandboxError,
     SandboxLimits,
     Worker,
@@ -105,10 +107,11 @@ def build_scenario_database(
 
 
 def _dispose(app: AppWorker) -> None:
-    """Stop an app worker and remove its run directory (never raises)."""
+    """Stop an app worker and remove its run directory if it is its own (never raises)."""
     with contextlib.suppress(Exception):
         app.close()
-    remove_tree(app.workdir)
+    if app.owns_workdir:  # a forked app's is its template's (emptied by it)
+        remove_tree(app.workdir)
 
 
 @functools.lru_cache(maxsize=1)
@@ -154,26 +157,59 @@ class AppLifecycle:
             self._tools_by_name = {t.name: t for t in self.tools}
             self._tools_text = format_tools(self.tools)
 
-    def _launch(self) -> tuple[AppWorker, list[Tool]]:
+    def _forks(self) -> bool:
+        """Whether episodes' fresh apps are children of a template (``sandbox.start=fork``)."""
+        limits = self.config.sandbox
+        return self.fresh_app and limits.start == "fork" and limits.isolation == "os"
+
+    def _new_app(self, slot: int = 0) -> AppWorker:
+        workdir = self.work_root / f"app-{self.scenario.name}-{self._instance}"
+        if not self._forks():
+            return AppWorker(
+                self.config.sandbox,
+                workdir=workdir.with_name(f"{workdir.name}-{next(self._app_numbers)}"),
+                name=f"app {self.scenario.name}",
+                clock=self.clock,
+            )
+        if slot not in self._zygotes:  # one template per slot: the episode's, the next's
+            self._zygotes[slot] = AppZygote(
+                self.config.sandbox,
+                workdir=workdir.with_name(f"{workdir.name}-template{slot}"),
+                initial_db=self.initial_db,
+                name=f"app {self.scenario.name}",
+                clock=self.clock,
+                specs=self._app_specs,
+            )
+        return self._zygotes[slot].app()
+
+    def _free_slot(self) -> int:
+        """The template slot no live app of this environment uses (prestart: the other one)."""
+        used = getattr(self.app, "zygote", None)
+        return 1 if used is not None and used is self._zygotes.get(0) else 0
+
+    def _close_template(self) -> None:
+        zygotes, self._zygotes = list(self._zygotes.values()), {}
+        for zygote in zygotes:
+            zygote.close()
+
+    def _launch(self, slot: int = 0) -> tuple[AppWorker, list[Tool]]:
         """A new app worker, loaded (it has served no request); raises SandboxError."""
         started = time.perf_counter()
-        app = AppWorker(
-            self.config.sandbox,
-            workdir=self.work_root
-            / f"app-{self.scenario.name}-{self._instance}-{next(self._app_numbers)}",
-            name=f"app {self.scenario.name}",
-            clock=self.clock,
-        )
+        app = self._new_app(slot)
         try:  # tools first: an app whose OpenAPI document is refused never serves
             openapi = app.load(self.scenario.env_code or "", self.initial_db)
-            tools = tools_from_openapi(
-                openapi,
-                hidden=self.config.hidden_tools,
-                describe_responses=self.config.describe_responses,
-            )
+            cached = self._app_specs.get("tools")
+            if cached is not None and cached[0] is openapi:  # a forked app: the spec's
+                tools = cached[1]
+            else:
+                tools = tools_from_openapi(
+                    openapi,
+                    hidden=self.config.hidden_tools,
+                    describe_responses=self.config.describe_responses,
+                )
+                self._app_specs["tools"] = (openapi, tools)
         except BaseException:  # SandboxError, OpenAPIError included
-            app.close()
-            remove_tree(app.workdir)
+            _dispose(app)
             raise
         self.app_starts += 1
         self.app_start_seconds += time.perf_counter() - started
@@ -189,14 +225,14 @@ class AppLifecycle:
         except Exception:  # noqa: BLE001 - started again in the foreground, errors raised there
             return None
         if not app.alive:
-            app.close()
-            remove_tree(app.workdir)
+            _dispose(app)
             return None
         return app, tools
 
     def _prestart(self) -> None:
+        # with sandbox.start=fork, on the other template (each runs one child at a time)
         if self.fresh_app and self.config.prestart_app and self._spare is None:
-            self._spare = _PRESTART.submit(self._launch)
+            self._spare = _PRESTART.submit(self._launch, self._free_slot())
 
     def _drop_spare(self) -> None:
         spare, self._spare = self._spare, None
@@ -204,13 +240,13 @@ class AppLifecycle:
             return
         with contextlib.suppress(Exception):
             app, _ = spare.result()
-            app.close()
-            remove_tree(app.workdir)
+            _dispose(app)
 
     def _discard_app(self) -> None:
         if self.app is not None:
             self.app.close()
-            remove_tree(self.app.workdir)  # iterative: a deep tree cannot make this raise
+            if self.app.owns_workdir:  # iterative: a deep tree cannot make this raise
+                remove_tree(self.app.workdir)
             self.app = None
 
     def _needs_recycle(self) -> bool:
@@ -226,7 +262,10 @@ class AppLifecycle:
         fresh = self.fresh_app and self.app is not None and self.app.alive
         if fresh and self.episode_id:  # every episode on an app no earlier episode touched
             old, self.app = self.app, None
-            _PRESTART.submit(_dispose, old)  # killed and removed off the reset's path
+            if isinstance(old, ForkedApp):
+                old.retire()  # its template ends it (processes, files) before the next fork
+            else:
+                _PRESTART.submit(_dispose, old)  # killed and removed off the reset's path
         if self._needs_recycle():
             self._discard_app()
         if self.app is None:

@@ -121,12 +121,15 @@ class EnvConfig:
     )
     fresh_app: bool = _f(
         True,
-        "every episode runs on an app worker no earlier episode touched (a fresh process "
-        "and run directory); false: only the database is restored between episodes, so an "
-        "app's in-memory state and files carry over (faster, not isolated)",
+        "every episode runs on an app process no earlier episode touched (a fresh process "
+        "tree and run directory: by default a child forked from a template that never ran "
+        "dataset code, sandbox.start); false: only the database is restored between "
+        "episodes, so an app's in-memory state and files carry over (faster, not isolated)",
     )
     prestart_app: bool = _f(
-        True, "with fresh_app, start the next episode's app in the background during an episode"
+        True,
+        "with fresh_app, start the next episode's app in the background during an episode "
+        "(sandbox.start=fork: on a second template, as each runs one child at a time)",
     )
     reuse_shipped_apps: bool = _f(
         True,
@@ -229,6 +232,8 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
         self._workers_started = 0
         self._app_numbers = itertools.count(1)
         self._spare: concurrent.futures.Future | None = None
+        self._zygotes = {}  # app templates by slot (sandbox.start=fork), made when needed
+        self._app_specs = {}  # the app's OpenAPI document and tools, as its first load gave
         self.app_starts = 0  # app workers started (with fresh_app: one per episode)
         self.app_start_seconds = 0.0
         self._lock = threading.RLock()
@@ -374,6 +379,7 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
             self._closed = True
             self._drop_spare()
             self._discard_app()
+            self._close_template()
             if self._own_pool:
                 self.verifier_pool.close()
             if self._own_root:
@@ -389,6 +395,8 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
         with contextlib.suppress(Exception):
             if not self._closed and self.app is not None:
                 self.app.close()
+            if not self._closed:
+                self._close_template()
 
 
 _BUILD_LOCK = threading.Lock()  # one scenario database is built at a time

@@ -37,10 +37,19 @@ answer goes back), and its verdict is fenced: a forged or extra frame on the rep
 channel kills the worker, is counted, and costs only that run its verdict
 (:class:`VerifierPool`).
 
-The parent: :mod:`.worker` (:class:`Worker`, :class:`AppWorker`),
-:mod:`.verifier` (:class:`VerifierPool`), :mod:`.files` (scratch directories,
-reading what workers wrote). The child: :mod:`.child` (``main``), :mod:`.ops`,
-:mod:`.guard`, :mod:`.policy`, :mod:`.framing`.
+App workers are, by default (``sandbox.start=fork``), children of an app template
+(:mod:`.zygote`, :mod:`.fork`): a worker started and confined exactly like an app
+worker, which imports the web framework, never runs dataset code and forks one child
+per episode; the child gets two new pipes and keeps no other descriptor, loads the
+app and serves the episode; before the next fork every process of the namespace but
+the template is killed and every file of the run directory removed.
+``sandbox.start=exec`` starts a new worker per episode instead.
+
+The parent: :mod:`.worker` (:class:`Worker`, :class:`AppWorker`), :mod:`.zygote`
+(:class:`AppZygote`), :mod:`.verifier` (:class:`VerifierPool`), :mod:`.files`
+(scratch directories, reading what workers wrote). The child: :mod:`.child`
+(``main``), :mod:`.fork` (the template), :mod:`.ops`, :mod:`.guard`, :mod:`.policy`,
+:mod:`.framing`.
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ from collect.awm.sandbox.worker import (
     Worker,
     check_isolation,
 )
+from collect.awm.sandbox.zygote import AppZygote, ForkedApp
 
 #: the sandbox's errors that a command reports as one line (``cliconf.run_app(errors=)``)
 COMMAND_ERRORS = (SandboxError, IsolationUnavailable, UnsafeDirectory)
@@ -71,6 +81,8 @@ __all__ = [
     "KNOWN_LIMITATIONS",
     "MAX_MESSAGE_BYTES",
     "AppWorker",
+    "AppZygote",
+    "ForkedApp",
     "IsolationUnavailable",
     "SandboxError",
     "SandboxLimits",
@@ -109,6 +121,13 @@ KNOWN_LIMITATIONS = (
     "tmpfs run directory), not machine-wide: many workers at their limits can still exhaust "
     "the host. Without a writable cgroup, as root, no process-count limit holds (the kernel "
     "exempts uid 0 from RLIMIT_NPROC); the manifest's source.isolation.limits says so.",
+    "With sandbox.start=fork (the default for fresh apps), the children of one app "
+    "template run one after another in its namespaces (network, IPC, UTS, mount, PID), not "
+    "in new ones: what a namespace keeps beyond its processes and files is shared. Nothing "
+    "can be created in the IPC and UTS namespaces (seccomp), sockets die with their "
+    "processes and the run directory is emptied; the template parses and compiles the "
+    "app's source (CPython's compiler, none of it runs there), so a compiler bug that the "
+    "source triggers would reach every later child of that template.",
     "Verifiers read the databases through SQLite in their own process; a verifier that "
     "hangs the SQLite C code is stopped only by the wall clock (the per-episode verifier "
     "budget).",

@@ -87,6 +87,33 @@ def import_framework(ctx) -> None:
 
     ctx.loop.run_until_complete(_warm())
     warm.openapi()
+    with contextlib.suppress(Exception):
+        _warm_sqlalchemy(sqlalchemy)
+
+
+def _warm_sqlalchemy(sqlalchemy) -> None:
+    """The SQLite dialect and the ORM's first mapping, on a throwaway in-memory engine
+    (imported once here instead of in every app an app template forks)."""
+    import sqlalchemy.dialects.sqlite  # noqa: F401
+
+    engine = sqlalchemy.create_engine("sqlite://")
+
+    class Base(sqlalchemy.orm.DeclarativeBase):
+        pass
+
+    class Row(Base):
+        __tablename__ = "warm"
+        id = sqlalchemy.Column(sqlalchemy.Integer, primary_key=True)
+        name = sqlalchemy.Column(sqlalchemy.String(20))
+
+    try:
+        Base.metadata.create_all(engine)
+        with sqlalchemy.orm.Session(engine) as session:
+            session.add(Row(name="a"))
+            session.commit()
+            session.query(Row).filter(Row.name == "a").all()
+    finally:
+        engine.dispose()
 
 
 def install_seccomp(bpf_hex: str) -> None:
@@ -189,21 +216,37 @@ def main(config_json: str) -> None:
         except OSError as e:
             return fail(f"seccomp filter could not be loaded: {e}")
     reading = clock_reading()
+    zygote = bool(cfg.get("zygote"))
+    if zygote and not cfg.get("pidns"):  # ending a child is kill(-1) in its PID namespace
+        return fail("an app template needs its own PID namespace (isolation=os)")
     policy = policy_mod.Policy(
         role=ctx.role,
         read_roots=runtime_roots(cfg),
         write_roots=tuple(sorted({os.path.realpath(p) for p in cfg["write_dirs"]})),
-        protected_fds=frozenset({fd_in, fd_out}),
+        # a template's children talk over their own pipes, as descriptors 3 and 4
+        protected_fds=frozenset((3, 4) if zygote else (fd_in, fd_out)),
         realpath=os.path.realpath,
     )
     ctx.guard = guard_mod.Guard(policy_mod, policy)
-    if ctx.role != "verifier":  # verifier runs switch it on in their forked child
+    if ctx.role != "verifier" and not zygote:  # forked children switch it on themselves
         ctx.guard.activate()
     hello = {"ok": True, "pid": os.getpid(), "role": ctx.role, "netns": netns}
     hello.update(netns_error=netns_error, clock=reading, seccomp=seccomp, nonce=cfg.get("nonce"))
     hello.update(isolation=cfg.get("isolation"), uid=os.getuid())
+    if not zygote:
+        ctx.send(hello)
+        return ops.serve(ctx)
+    import socket
+
+    fork = load_sibling("fork")
+    template = fork.Template(
+        ctx, socket.socket(fileno=cfg["fd_pass"]), ops, load_sibling("rmtree"), clock_reading
+    )
+    template.hello = {k: v for k, v in hello.items() if k not in ("nonce", "clock", "pid")}
+    ctx.loop.close()  # each child makes its own (an epoll set is shared across a fork)
+    ctx.loop = None
     ctx.send(hello)
-    ops.serve(ctx)
+    fork.serve(template)
 
 
 if __name__ == "__main__":  # pragma: no cover - worker entry point

@@ -129,13 +129,18 @@ class Guard:
         safe["exec"], safe["eval"] = safe_exec, safe_eval
         return safe
 
-    def exec_dataset_code(self, code: str, module_name: str, filename: str) -> types.ModuleType:
+    def exec_dataset_code(
+        self, code: str, module_name: str, filename: str, compiled: Any = None
+    ) -> types.ModuleType:
+        """Run ``code`` as module ``module_name`` (``compiled``: its code object, compiled
+        the same way by an app template)."""
         module = types.ModuleType(module_name)
         module.__dict__["__builtins__"] = self.builtins
         module.__file__ = filename
         sys.modules[module_name] = module
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        compiled = compile(code, filename, "exec", dont_inherit=True)
+        if compiled is None:
+            compiled = compile(code, filename, "exec", dont_inherit=True)
         builtins.exec(compiled, module.__dict__)
         return module
 

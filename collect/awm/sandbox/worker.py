@@ -10,6 +10,7 @@ import secrets
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from collect.awm.sandbox.files import ensure_private_dir, open_regular, read_tai
 from collect.awm.sandbox.limits import WorkerCgroup, note_once
 
 ISOLATION_MODES = ("os", "python")
+START_MODES = ("fork", "exec")
 EXIT_MEMORY = 3
 _SIGNAL_TEXT = {
     getattr(signal, "SIGXCPU", 24): "CPU time limit exceeded (RLIMIT_CPU)",
@@ -92,6 +94,15 @@ class SandboxLimits:
             "pids.max; without a cgroup, RLIMIT_NPROC in its user namespace)"
         },
     )
+    start: str = field(
+        default="fork",
+        metadata={
+            "help": "how env.fresh_app starts an episode's app (isolation=os): fork: a child "
+            "of the environment's confined template process, which imported the framework "
+            "and never ran dataset code (killed with its processes and files after the "
+            "episode); exec: a new bubblewrap and Python per episode (isolation=python: exec)"
+        },
+    )
 
 
 class SandboxError(RuntimeError):
@@ -119,6 +130,8 @@ def check_isolation(limits: SandboxLimits) -> str:
     mode = limits.isolation
     if mode not in ISOLATION_MODES:
         raise SandboxError("isolation", f"sandbox.isolation={mode!r}: expected os or python")
+    if limits.start not in START_MODES:
+        raise SandboxError("isolation", f"sandbox.start={limits.start!r}: expected fork or exec")
     if mode == "os":
         try:
             confine.probe()
@@ -163,6 +176,7 @@ class Worker:
         write_dirs: tuple[Path, ...] | None = None,
         name: str = "",
         clock: WorldClock | None = None,
+        zygote: bool = False,
     ):
         if role not in ("env", "verifier", "build"):
             raise ValueError(f"unknown worker role {role!r}")
@@ -193,6 +207,10 @@ class Worker:
         self._child_pid: int | None = None
         self._lock = threading.Lock()
         self._timeout = self.limits.call_timeout_s
+        #: an app template (:mod:`.zygote`): forks one child per episode, never runs
+        #: dataset code; ``fd_socket`` hands it each child's pipes (SCM_RIGHTS)
+        self.zygote = zygote and role == "env" and self.isolation == "os"
+        self.fd_socket: socket.socket | None = None
 
     # -- lifecycle ---------------------------------------------------------
     @property
@@ -229,6 +247,7 @@ class Worker:
             "pidns": self.isolation == "os",
             "netns": self.isolation == "os",
             "database_py": str(confine.DATABASE_PY),
+            "zygote": self.zygote,
         }
 
     def _argv(self, config: dict, cwd: Path, env: dict, fds: dict[str, int]) -> list[str]:
@@ -281,7 +300,13 @@ class Worker:
             info_r, info_w = os.pipe()
             fds.update(seccomp=seccomp_r, info=info_w)
             parent_fds.append(info_r)
+        if self.zygote:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.fd_socket = ours
+            fds["fd_pass"] = theirs.detach()
         config = self._config(req_r, resp_w, cwd, nonce)
+        if self.zygote:
+            config["fd_pass"] = fds["fd_pass"]
         if self.isolation == "os":
             config["seccomp_exec"] = confine.seccomp_filters()[1].hex()
         env = {**_clean_env(str(cwd)), **self.clock.worker_env()}
@@ -380,6 +405,9 @@ class Worker:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._to_worker = self._from_worker = self._info_fd = None
+        sock, self.fd_socket = self.fd_socket, None
+        if sock is not None:
+            sock.close()
         pidfd, self._init_pidfd = self._init_pidfd, None
         if pidfd is not None:  # the namespace's init: its death takes every process in it
             with contextlib.suppress(OSError):
@@ -439,8 +467,9 @@ class Worker:
         timeout = self.limits.call_timeout_s if timeout is None else timeout
         with self._lock:
             if self._proc is None or self._to_worker is None:
-                raise SandboxError("closed", f"{self.name}: worker is not running")
-            if self._proc.poll() is not None:
+                if not self._forked_running():
+                    raise SandboxError("closed", f"{self.name}: worker is not running")
+            elif self._proc.poll() is not None:
                 raise self._describe_death(op)
             deadline = time.monotonic() + timeout
             self._timeout = timeout
@@ -457,6 +486,10 @@ class Worker:
                 self._kill()
                 raise SandboxError(kind, f"{self.name}: {text}")
             return reply
+
+    def _forked_running(self) -> bool:
+        """A forked child (:class:`~.zygote.ForkedWorker`) that still has its pipes."""
+        return False
 
     def _fail(self, kind: str, message: str) -> SandboxError:
         problem = self.limit_problem() if kind != "limit" else None
@@ -617,6 +650,11 @@ class AppWorker:
         self.worker = Worker("env", self.limits, workdir=self.workdir, name=name, clock=clock)
         self.openapi: dict[str, Any] | None = None
         self.db_path: Path | None = None
+        #: the run directory ``workdir`` is this app's alone (removed with it)
+        self.owns_workdir = True
+        #: forked apps: the OpenAPI document of the code's first load (the same code's
+        #: later loads skip generating it; it is made before any request is served)
+        self.specs: dict[str, Any] | None = None
 
     @property
     def alive(self) -> bool:
@@ -629,25 +667,16 @@ class AppWorker:
         ``create_all`` makes the tables). Raises :class:`SandboxError` on failure;
         ``kind='load_error'`` when the code itself failed (message has the traceback tail).
         """
-        ensure_private_dir(self.workdir)
-        self.db_path = self.workdir / "work.db"
-        # a private copy of the initial database, read-only in the worker's view; the
-        # worker copies it into its run directory (with isolation=os a tmpfs of its own)
-        seed_dir = ensure_private_dir(self.workdir / ".seed")
-        seed = seed_dir / "initial.db"
-        with contextlib.suppress(FileNotFoundError):
-            seed.unlink()
-        if initial_db is not None:
-            _copy_exclusive(Path(initial_db), seed)
-        self.worker.read_dirs = (seed_dir,)
-        self.worker.start()
+        seed = self._start(initial_db)
+        cached = self.specs.get("openapi") if self.specs is not None else None
         reply = self.worker.request(
             "load_app",
             {
                 "code": code,
                 "db_path": str(self.db_path.resolve()),
-                "seed_path": str(seed.resolve()) if initial_db is not None else None,
+                "seed_path": seed,
                 "module": app_name,
+                "openapi": cached is None,
             },
             timeout=self.limits.start_timeout_s,
         )
@@ -656,8 +685,25 @@ class AppWorker:
             raise SandboxError(
                 reply.get("error", "load_error"), reply.get("message", "app failed to load")
             )
-        self.openapi = reply["openapi"]
+        self.openapi = reply["openapi"] if cached is None else cached
+        if self.specs is not None:
+            self.specs.setdefault("openapi", self.openapi)
         return self.openapi
+
+    def _start(self, initial_db: Path | None) -> str | None:
+        """Start the worker; returns where it reads the initial database (None: none)."""
+        ensure_private_dir(self.workdir)
+        self.db_path = self.workdir / "work.db"
+        # a private copy of the initial database, read-only in the worker's view; the
+        # worker copies it into its run directory (with isolation=os a tmpfs of its own)
+        seed = write_seed(self.workdir, initial_db)
+        self.worker.read_dirs = (seed.parent,)
+        self.worker.start()
+        return str(seed.resolve()) if initial_db is not None else None
+
+    def retire(self) -> None:
+        """Stop serving this app (its episode is over): here, :meth:`close`."""
+        self.close()
 
     def request(
         self,
@@ -691,6 +737,17 @@ class AppWorker:
 
     def close(self) -> None:
         self.worker.close()
+
+
+def write_seed(workdir: Path, initial_db: Path | None) -> Path:
+    """``workdir/.seed/initial.db``: a private copy of ``initial_db`` (none: left absent)."""
+    seed_dir = ensure_private_dir(Path(workdir) / ".seed")
+    seed = seed_dir / "initial.db"
+    with contextlib.suppress(FileNotFoundError):
+        seed.unlink()
+    if initial_db is not None:
+        _copy_exclusive(Path(initial_db), seed)
+    return seed
 
 
 def _copy_exclusive(src: Path, dst: Path) -> None:

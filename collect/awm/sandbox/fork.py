@@ -1,0 +1,251 @@
+"""The app template (zygote), inside the worker: one child per episode, forked.
+
+Runs in an app worker started with ``zygote`` (standard library plus the web
+framework the worker imported; loaded by file path). The template never runs
+dataset code and never serves a request: it answers ``spawn``, ``end`` and ``ping``
+only. It compiles the app's source once (``compile``: the parser and compiler, no
+line of the source runs), so that each child only runs the code object. ``spawn`` first ends the previous child (:func:`end_child`), then receives the
+new child's two pipes from the parent (``SCM_RIGHTS`` on the worker's fd socket)
+and forks. The child keeps only descriptors 0-2 and its pipes (as 3 and 4), makes a
+new event loop, reseeds SQLite's PRNG (Python's ``random`` reseeds itself after a
+fork), unblocks signals, switches the guard on and serves the episode (``load_app``
+first) exactly as a worker started with ``exec`` does.
+
+Ending a child (when it exits, on ``end``, before the next ``spawn``): ``kill(-1,
+SIGKILL)`` inside the worker's PID namespace until no process but the template and
+the namespace's init is left (every descendant, whatever session or group it made),
+then every file of its run directory (the worker's tmpfs) is removed but the
+read-only seed. A template that cannot do either says so (``clean: false``) and the
+parent replaces it. Catchable signals are blocked in the template: a child cannot
+interrupt it, only kill or stop it (the parent then replaces it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import stat
+import sys
+import time
+from typing import Any
+
+EXIT_MEMORY = 3
+CHILD_FDS = (3, 4)  # the child's request and response pipes
+KEEP = ".seed"  # the read-only initial database (a bind mount in the tmpfs)
+
+
+class Template:
+    """The template's state: the current child, and the last one's exit."""
+
+    def __init__(self, ctx: Any, sock: socket.socket, ops: Any, rmtree: Any, reading: Any):
+        self.ctx, self.sock, self.ops, self.rmtree = ctx, sock, ops, rmtree
+        self.clock_reading = reading
+        self.pid: int | None = None
+        self.pidfd: int | None = None
+        self.child_id: int | None = None
+        self.ended: dict[int, dict] = {}  # child id -> {"status", "clean", "problem"}
+        self.compiled: tuple[str, str, Any] | None = None  # (source, filename, code object)
+        self.hello: dict[str, Any] = {}  # the template's own hello (its sandbox status)
+        self.problem: str | None = None  # what keeps this template from a clean fork
+
+
+def _block_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+
+
+def _reap(t: Template) -> int | None:
+    """Collect every exited child (never blocks); the current child's raw status, if it exited."""
+    status = None
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if pid == 0:
+            return status
+        if pid == t.pid:
+            status = raw
+
+
+def _kill_all(t: Template) -> tuple[bool, int | None]:
+    """SIGKILL every process of the namespace but us and init, until none is left."""
+    status = None
+    for _ in range(5000):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:  # nobody left to signal
+            got = _reap(t)
+            return True, got if got is not None else status
+        except OSError:
+            pass
+        got = _reap(t)
+        status = got if got is not None else status
+        time.sleep(0.0002)
+    return False, status
+
+
+def _wipe(t: Template) -> str | None:
+    """Remove every file of the run directory but the seed; what is left, or None."""
+    workdir = t.ctx.workdir
+    try:
+        os.chmod(workdir, 0o700)
+        names = os.listdir(workdir)
+    except OSError as e:
+        return f"run directory: {e}"
+    for name in names:
+        if name == KEEP:
+            continue
+        removal = t.rmtree.remove_tree(os.path.join(workdir, name))
+        if not removal.removed:
+            return f"{name}: {removal.error or 'over the removal budget'}"
+    left = sorted(set(os.listdir(workdir)) - {KEEP})
+    return f"left in the run directory: {left[:5]}" if left else None
+
+
+def end_child(t: Template, wait_s: float = 0.0) -> None:
+    """End the current child with its whole process tree and files (recorded in ``ended``)."""
+    if t.pid is None:
+        return
+    if wait_s > 0:
+        select.select([t.pidfd], [], [], wait_s)
+    clean, status = _kill_all(t)
+    if status is None:
+        with contextlib.suppress(ChildProcessError):
+            status = os.waitpid(t.pid, 0)[1]
+    problem = None if clean else "processes of the child survived SIGKILL"
+    problem = problem or _wipe(t)
+    os.close(t.pidfd)
+    t.ended = {t.child_id: {"status": status, "clean": problem is None, "problem": problem}}
+    t.pid = t.pidfd = t.child_id = None
+    t.problem = problem
+
+
+def _child(t: Template, msg: dict, req: int, resp: int) -> None:  # pragma: no cover - child
+    """The episode's process: only its pipes, a fresh loop and PRNGs, the guard on."""
+    code = 0
+    try:
+        ctx = t.ctx
+        t.sock.detach()  # its descriptor is closed below; the object must not close another
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (req, resp)]
+        for fd, new in zip(high, CHILD_FDS, strict=True):
+            os.dup2(fd, new)
+        os.closerange(max(CHILD_FDS) + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        ctx.fd_in, ctx.fd_out = CHILD_FDS
+        # its configuration describes its own pipes, as a started worker's does
+        ctx.cfg = {**ctx.cfg, "fd_in": CHILD_FDS[0], "fd_out": CHILD_FDS[1], "zygote": False}
+        ctx.cfg.pop("fd_pass", None)
+        sys.argv[-1] = json.dumps(ctx.cfg)
+        cpu = int(ctx.cfg.get("cpu_seconds") or 0)
+        if cpu:  # its own CPU time starts at zero: the same limit as a started worker
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        _reseed_sqlite()
+        import asyncio
+
+        ctx.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(ctx.loop)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        if t.compiled is not None:
+            ctx.state["compiled"] = t.compiled
+        ctx.guard.activate()
+        # the template's sandbox status (the same namespaces, filters, uid) and its own
+        hello = {**t.hello, "pid": os.getpid(), "clock": t.clock_reading(), "forked": True}
+        ctx.send({**hello, "nonce": msg.get("hello")})
+        t.ops.serve(ctx)
+    except MemoryError:
+        code = EXIT_MEMORY
+    except BaseException:  # noqa: BLE001 - the parent sees the closed pipe
+        code = 1
+    os._exit(code)
+
+
+def _reseed_sqlite() -> None:
+    """SQLite's PRNG state is the template's after a fork: reseed it from the OS."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libsqlite3.so.0").sqlite3_randomness(0, None)
+
+
+def _receive_pipes(t: Template) -> tuple[int, int]:
+    _data, fds, _flags, _addr = socket.recv_fds(t.sock, 1, 2)
+    if len(fds) != 2 or not all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds):
+        for fd in fds:
+            os.close(fd)
+        raise OSError("spawn: expected the child's two pipes")
+    return fds[0], fds[1]
+
+
+def _compile(t: Template, msg: dict) -> None:
+    """Compile the app's source once (CPython's compiler only: no line of it runs here)."""
+    source, filename = msg.get("code"), f"<{msg.get('module') or 'awm_app'}>"
+    if not isinstance(source, str) or (t.compiled and t.compiled[:2] == (source, filename)):
+        return
+    t.compiled = None
+    try:
+        t.compiled = (source, filename, compile(source, filename, "exec", dont_inherit=True))
+    except BaseException:  # noqa: BLE001 - the child compiles it and reports the error
+        return
+
+
+def op_spawn(t: Template, msg: dict) -> dict:
+    end_child(t)
+    if t.problem is not None:
+        return {"ok": False, "error": "unclean", "message": t.problem}
+    _compile(t, msg)
+    req, resp = _receive_pipes(t)
+    gc.freeze()  # the template's objects stay shared: fewer copy-on-write faults per child
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        _child(t, msg, req, resp)
+    os.close(req)
+    os.close(resp)
+    t.pid, t.pidfd, t.child_id = pid, os.pidfd_open(pid), int(msg["child"])
+    return {"ok": True, "pid": pid}
+
+
+def op_end(t: Template, msg: dict) -> dict:
+    child = int(msg["child"])
+    if t.child_id == child:
+        end_child(t, float(msg.get("wait_s") or 0.0))
+    ended = t.ended.get(child)
+    if ended is None:
+        return {"ok": True, "status": None, "clean": t.problem is None, "problem": t.problem}
+    return {"ok": True, **ended}
+
+
+HANDLERS = {"spawn": op_spawn, "end": op_end, "ping": lambda t, msg: {"ok": True}}
+
+
+def serve(t: Template) -> None:
+    """Answer the parent until it closes the pipe; end a child as soon as it exits."""
+    ctx = t.ctx
+    _block_signals()
+    while True:
+        watched = [ctx.fd_in] + ([t.pidfd] if t.pidfd is not None else [])
+        ready = select.select(watched, [], [])[0]
+        if t.pidfd is not None and t.pidfd in ready:
+            end_child(t)
+        if ctx.fd_in not in ready:
+            continue
+        msg = ctx.framing.recv_blocking(ctx.fd_in)
+        if msg is None:
+            end_child(t)
+            return
+        handler = HANDLERS.get(msg.get("op"))
+        try:
+            if handler is None:  # never a request, never dataset code
+                text = f"the app template serves no {msg.get('op')!r}: only spawn, end, ping"
+                reply = {"ok": False, "error": "unknown_op", "message": text}
+            else:
+                reply = handler(t, msg)
+        except Exception as e:  # noqa: BLE001 - reported; the parent replaces the template
+            reply = {"ok": False, "error": "template", "message": f"{type(e).__name__}: {e}"}
+        reply["nonce"] = msg.get("nonce")
+        ctx.send(reply)

@@ -1,0 +1,318 @@
+"""Parent side of an app template: one confined worker per environment, one forked child
+per episode (``sandbox.start=fork``, the default for ``env.fresh_app``).
+
+:class:`AppZygote` starts a :class:`~.worker.Worker` with ``zygote`` set: the same
+bubblewrap command, namespaces, uid, seccomp filters, cgroup and rlimits as an app
+worker started for one episode, whose Python imports the web framework and then
+waits (:mod:`.fork`). :meth:`AppZygote.app` returns a :class:`ForkedApp`: two new
+pipes handed to the template over its fd socket, a child forked inside the
+confinement, the dataset's app loaded in the child only. The child is ended (with
+every process it started and every file it wrote) before the next one is forked, when
+it dies, or when its app is closed. A template that cannot end a child cleanly, that
+ran into a cgroup limit, or that used half its CPU time is replaced by a new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import secrets
+import select
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from collect.awm.clock import WorldClock
+from collect.awm.sandbox.files import ensure_private_dir, read_tail
+from collect.awm.sandbox.rmtree import remove_tree
+from collect.awm.sandbox.worker import (
+    _SIGNAL_TEXT,
+    EXIT_MEMORY,
+    AppWorker,
+    SandboxError,
+    SandboxLimits,
+    Worker,
+    write_seed,
+)
+
+__all__ = ["AppZygote", "ForkedApp", "ForkedWorker"]
+
+
+class AppZygote:
+    """The app template of one environment (see the module docstring); thread-safe."""
+
+    def __init__(
+        self,
+        limits: SandboxLimits,
+        *,
+        workdir: Path,
+        initial_db: Path | None,
+        name: str = "app",
+        clock: WorldClock | None = None,
+        specs: dict[str, Any] | None = None,
+    ):
+        self.limits = limits
+        #: the OpenAPI document of the code's first load, shared by an environment's templates
+        self.specs: dict[str, Any] = specs if specs is not None else {}
+        self.workdir = Path(workdir)
+        self.initial_db = Path(initial_db) if initial_db is not None else None
+        self.name = name
+        self.clock = clock if clock is not None else WorldClock.real()
+        self.worker: Worker | None = None
+        self.starts = 0  # templates started (a replaced one counts again)
+        self._children = itertools.count(1)
+        self._lock = threading.RLock()  # a child's failure ends it under spawn's lock
+
+    @property
+    def alive(self) -> bool:
+        return self.worker is not None and self.worker.alive
+
+    def _ensure(self) -> Worker:
+        worker = self.worker
+        if worker is not None and worker.alive:
+            used = worker.cpu_seconds_used()
+            if used is None or used <= self.limits.cpu_seconds / 2:
+                return worker
+        self._stop()
+        ensure_private_dir(self.workdir)
+        seed = write_seed(self.workdir, self.initial_db)
+        worker = Worker(
+            "env",
+            self.limits,
+            workdir=self.workdir,
+            read_dirs=(seed.parent,),
+            name=f"{self.name} (template)",
+            clock=self.clock,
+            zygote=True,
+        )
+        self.worker = worker
+        self.starts += 1
+        worker.start()
+        return worker
+
+    def app(self) -> ForkedApp:
+        """A new, unloaded app on a child of this template (:meth:`ForkedApp.load`)."""
+        return ForkedApp(self)
+
+    def spawn(self, code: str | None = None, module: str = "awm_app") -> ForkedWorker:
+        """Fork a child (the previous one ended first); raises :class:`SandboxError`.
+
+        ``code``: the app's source, compiled once by the template for its children."""
+        with self._lock:
+            try:
+                return self._spawn(code, module)
+            except SandboxError as e:
+                if e.kind in ("isolation",):
+                    raise
+            self._stop()  # a template that failed is replaced, once
+            return self._spawn(code, module)
+
+    def _spawn(self, code: str | None, module: str) -> ForkedWorker:
+        worker = self._ensure()
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        child, nonce = next(self._children), secrets.token_hex(8)
+        try:
+            if worker.fd_socket is None:
+                raise SandboxError("closed", f"{worker.name}: worker is not running")
+            try:
+                socket.send_fds(worker.fd_socket, [b"F"], [req_r, resp_w])
+            except OSError as e:
+                raise SandboxError("crashed", f"{worker.name}: cannot hand over pipes: {e}") from e
+            payload = {"child": child, "hello": nonce, "code": code, "module": module}
+            reply = worker.request("spawn", payload)
+        except BaseException:
+            for fd in (req_w, resp_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+        if not reply.get("ok"):
+            for fd in (req_w, resp_r):
+                os.close(fd)
+            raise SandboxError("start_failed", f"{worker.name}: {reply.get('message')}")
+        forked = ForkedWorker(self, child, req_w, resp_r)
+        forked.wait_hello(nonce)
+        return forked
+
+    def end(self, child: int, wait_s: float = 0.0) -> dict[str, Any]:
+        """End child ``child`` if it is the current one; its exit, when known."""
+        with self._lock:
+            worker = self.worker
+            if worker is None or not worker.alive:
+                return {"ok": False, "status": None}
+            try:
+                timeout = max(self.limits.call_timeout_s, wait_s + 5.0)
+                reply = worker.request("end", {"child": child, "wait_s": wait_s}, timeout=timeout)
+            except SandboxError:
+                self._stop()
+                return {"ok": False, "status": None}
+            if not reply.get("clean", True) or worker.limit_problem() is not None:
+                self._stop()  # the next child gets a new template
+            return reply
+
+    def _stop(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.close()
+
+    def close(self) -> None:
+        """Stop the template (and its child) and remove its directory."""
+        with self._lock:
+            self._stop()
+            remove_tree(self.workdir)
+
+
+class ForkedWorker(Worker):
+    """The parent's end of one forked child: requests go straight to it over its own pipes."""
+
+    def __init__(self, zygote: AppZygote, child: int, to_worker: int, from_worker: int):
+        super().__init__(
+            "env", zygote.limits, workdir=zygote.workdir, name=zygote.name, clock=zygote.clock
+        )
+        self.owner = zygote
+        self.child = child
+        self.private_run_dir = True
+        self._to_worker, self._from_worker = to_worker, from_worker
+        self._host_pid: int | None = None
+        os.set_blocking(to_worker, False)
+
+    def wait_hello(self, nonce: str) -> None:
+        deadline = time.monotonic() + self.limits.start_timeout_s
+        with self._lock:
+            self._timeout = self.limits.start_timeout_s
+            self.hello = self._receive(deadline, "start", nonce)
+        try:
+            self.clock.check(self.hello.get("clock"), self.name)
+        except RuntimeError as e:
+            self._kill()
+            raise SandboxError("start_failed", str(e)) from None
+
+    @property
+    def alive(self) -> bool:
+        """Its pipes are open and nothing is pending or hung up on them (it is idle)."""
+        fd = self._from_worker
+        if fd is None or not self.owner.alive:
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        return not poller.poll(0)
+
+    @property
+    def pid(self) -> int | None:
+        """The child's host pid (its template's child whose namespace pid it reported)."""
+        if self._host_pid is None and self.owner.worker is not None:
+            self._host_pid = _host_pid(self.owner.worker._python_pid(), self.hello.get("pid"))
+        return self._host_pid
+
+    def start(self) -> dict[str, Any]:
+        raise SandboxError("closed", f"{self.name}: a forked child is started by its template")
+
+    def _forked_running(self) -> bool:
+        return self._to_worker is not None
+
+    def host_path(self, name: str) -> Path:
+        worker = self.owner.worker
+        if worker is None:
+            raise SandboxError("closed", f"{self.name}: worker is not running")
+        return worker.host_path(name)
+
+    def limit_problem(self) -> str | None:
+        worker = self.owner.worker
+        return worker.limit_problem() if worker is not None else None
+
+    def cpu_seconds_used(self) -> float | None:
+        return None  # each child starts at zero under its own RLIMIT_CPU
+
+    def _close_pipes(self) -> None:
+        for fd in (self._to_worker, self._from_worker):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._to_worker = self._from_worker = None
+
+    def detach(self) -> None:
+        """Close our ends only: the template ends the child before it forks the next."""
+        self._close_pipes()
+
+    def _kill(self) -> None:
+        self._close_pipes()
+        self.owner.end(self.child)
+
+    def _describe_death(self, op: str) -> SandboxError:
+        self._close_pipes()
+        status = self.owner.end(self.child, wait_s=2.0).get("status")
+        tail = read_tail(self.workdir / "worker.log")
+        tail_txt = f"; worker log: {tail[-600:]}" if tail else ""
+        if isinstance(status, int) and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            text = _SIGNAL_TEXT.get(sig, f"killed by signal {sig}")
+            kind = "cpu" if sig == getattr(signal, "SIGXCPU", 24) else "crashed"
+            return self._fail(kind, f"worker {text} during {op}{tail_txt}")
+        code = os.WEXITSTATUS(status) if isinstance(status, int) else None
+        if code == EXIT_MEMORY:
+            return self._fail("memory", f"worker ran out of memory during {op}{tail_txt}")
+        return self._fail("crashed", f"worker exited (code {code}) during {op}{tail_txt}")
+
+
+def _host_pid(template: int | None, ns_pid: Any) -> int | None:
+    """The host pid of ``template``'s child whose pid in its namespace is ``ns_pid``."""
+    if template is None or not isinstance(ns_pid, int):
+        return None
+    try:
+        children = Path(f"/proc/{template}/task/{template}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            status = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            continue
+        line = next((x for x in status.splitlines() if x.startswith("NSpid:")), "")
+        if line.split()[-1:] == [str(ns_pid)]:
+            return int(child)
+    return None
+
+
+class ForkedApp(AppWorker):
+    """An :class:`AppWorker` whose process is a child of an :class:`AppZygote`."""
+
+    def __init__(self, zygote: AppZygote):
+        self.limits = zygote.limits
+        self.workdir = zygote.workdir
+        self.zygote = zygote
+        self.worker = None  # type: ignore[assignment] - set by load
+        self.openapi = None
+        self.db_path = None
+        self.owns_workdir = False  # the template's: emptied by it, removed with it
+        self._code: str | None = None
+        self._module = "awm_app"
+        self.specs = zygote.specs
+
+    @property
+    def alive(self) -> bool:
+        return self.worker is not None and self.worker.alive
+
+    def load(self, code: str, initial_db: Path | None, *, app_name: str = "awm_app") -> dict:
+        self._code, self._module = code, app_name
+        return super().load(code, initial_db, app_name=app_name)
+
+    def _start(self, initial_db: Path | None) -> str | None:
+        self.db_path = self.workdir / "work.db"
+        self.worker = self.zygote.spawn(self._code, self._module)
+        seed = self.workdir / ".seed" / "initial.db"
+        return str(seed.resolve()) if self.zygote.initial_db is not None else None
+
+    def retire(self) -> None:
+        """The episode is over: the template ends this child before it forks the next."""
+        if self.worker is not None:
+            self.worker.detach()
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
