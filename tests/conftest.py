@@ -44,7 +44,8 @@ def _imports(source: str) -> set[str]:
     the test's own business: an ``importorskip``, or a failure it provokes on purpose)."""
     tree = ast.parse(source)
     top_level = {id(n) for n in ast.walk(tree) if n in tree.body or _module_level(tree, n)}
-    names = set(_RUN_MODULE.findall(source))
+    # ``-m MODULE`` of our own packages (a third-party one runs in its own venv: a tool)
+    names = {m for m in _RUN_MODULE.findall(source) if m.split(".")[0] in FIRST_PARTY}
     for node in ast.walk(tree):
         found = []
         if isinstance(node, ast.Import):
