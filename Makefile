@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 
-.PHONY: demo demo-data full check test lint format bench clean sandbox-tools real-actor
+.PHONY: demo demo-data full check test lint format bench clean sandbox-tools real-actor llama-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,21 @@ bench: $(VENV)/.full
 real-actor: $(VENV)/.full
 	$(BIN)/pip install -q -e '.[real]'
 	$(BIN)/python -m collect.realmodel
+
+# the fastest CPU runtime for the real actor (docs/evaluation/real-actor.md, "The runtime for the
+# long collection"): llama-cpp-python's OpenAI server, built from its sdist in a venv of its own
+# (never in .venv); GGML_NATIVE=OFF with the AVX2 kernels named, so the build does not tune to
+# (and crash in the AMX kernels of) the building CPU. About 7 minutes of CPU.
+LLAMA_VENV := .venv-llama
+LLAMA_CPP := llama-cpp-python[server]==0.3.36
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF
+$(LLAMA_VENV)/.built:
+	$(PYTHON) -m venv $(LLAMA_VENV)
+	$(LLAMA_VENV)/bin/pip install -q --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE)" $(LLAMA_VENV)/bin/pip install -q --no-cache-dir '$(LLAMA_CPP)'
+	touch $@
+llama-server: real-actor $(LLAMA_VENV)/.built
+	$(BIN)/python -m collect.realserve check=true port=8041
 
 # re-execute the walkthrough notebooks in place, so that they ship with their outputs
 # (tests/test_notebooks.py checks that a run reproduces every text output)

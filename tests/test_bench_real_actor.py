@@ -2,6 +2,7 @@
 (docs/evaluation/real-actor.md), on results written by hand."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -49,3 +50,50 @@ def test_eval_report_joins_runs_on_their_common_pairs_and_skips_on_request(tmp_p
         bench.eval_report(dirs, skip=("nope",))
     with pytest.raises(SystemExit, match="in two runs"):
         bench.eval_report(dirs + [dirs[0]])
+
+
+def _runtimes():
+    spec = importlib.util.spec_from_file_location("bench_runtimes", ROOT / "bench" / "runtimes.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_runtimes"] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_runtimes_commands_run_one_schedule_under_each_runtime():
+    rt = _runtimes()
+    sched = rt.Schedule(("w1", "w2"), (0, 3), (0.0, 0.5), (1,))
+    hf = rt.collect_command(rt.RUNTIMES["hf-2w"], sched, "/o/hf", python="py")
+    llama = rt.collect_command(rt.RUNTIMES["llama-2x1"], sched, "/o/l", "http://h:1/v1", "py")
+    assert hf[:3] == ["py", "-m", "collect"]
+    for cmd in (hf, llama):
+        for o in ("schedule.scenarios=[w1,w2]", "schedule.tasks=[0,3]", "schedule.seeds=[1]",
+                  "schedule.probabilities=[0.0,0.5]", "actor.call_format=lenient",
+                  "executor.workers=2", "executor.shard_size=1", "keep_shards=true"):  # fmt: skip
+            assert o in cmd
+    assert "collect/actor=qwen_coder_0_5b" in hf and "actor.threads=1" in hf
+    assert "out=/o/hf" in hf and not any(o.startswith("actor.base_url") for o in hf)
+    assert "collect/actor=qwen_coder_0_5b_llamacpp" in llama
+    assert "actor.base_url=http://h:1/v1" in llama
+    assert not any(o.startswith("actor.threads") for o in llama)
+    assert not any(o.startswith("env.max_turns") for o in hf)
+    capped = rt.Schedule(max_turns=6)
+    one = rt.collect_command(rt.RUNTIMES["hf-1w"], capped, "/o", python="p")
+    assert "actor.threads=2" in one and "env.max_turns=6" in one
+    with pytest.raises(ValueError, match="base_url"):
+        rt.collect_command(rt.RUNTIMES["llama-1x2"], sched, "/o")
+
+
+def test_runtimes_rate_after_start_and_the_table():
+    rt = _runtimes()
+    # 2 workers: from the 2nd finished episode (t=100) to the last (t=300): 3 episodes in 200 s
+    assert rt.steady_rate([300.0, 100.0, 50.0, 150.0, 250.0], 2) == pytest.approx(54.0)
+    assert rt.steady_rate([10.0, 20.0], 2) is None
+    q = {"turns": 2.5, "success": 0.25, "format_errors": 0.5,
+         "end_reason": {"final": 3, "format_error": 1}, "new_tokens": 40.0}  # fmt: skip
+    a = rt.Result("hf-1w", "A", 4, 360.0, 40.0, 50.0, 800.0, 9.5, q)
+    b = rt.Result("llama-2x1", "B", 4, 120.0, 120.0, None, 200.0, 10.0, q)
+    text = rt.format_table([a, b])
+    assert "| A | 4 | 360 | 40.0 | 1.00x | 50.0 | 1.00x | 200 | 1.00x | 9.5 |" in text
+    assert "| B | 4 | 120 | 120.0 | 3.00x | — | — | 50 | 4.00x | 10.0 |" in text
+    assert "| A | 2.50 | 0.250 | 0.50 | final 3, format_error 1 | 40 |" in text

@@ -116,6 +116,7 @@ COMMANDS = {  # module: (schema "module:Class", conf name, a nested typo, its su
     "collect.awm.serve": ("collect.awm.serve:ServeConfig", "serve"),
     "collect.awm.openenv_server": ("collect.awm.serve:ServeConfig", "serve_openenv"),
     "collect.realmodel": ("collect.realmodel:FetchConfig", "realmodel"),
+    "collect.realserve": ("collect.realserve:ServeConfig", "realserve"),
     "helpdp.select": ("helpdp.select:SelectConfig", "select"),
 }
 
