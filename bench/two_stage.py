@@ -12,7 +12,7 @@ unbiased under every design). Designs, the same number of episodes N each:
 * **grid**: the paper's schedule, one episode per (task, p, seed), p in 0, .1, ..., 1;
 * **grid + stage 2**: half of them the grid, half stage 2: the base rule A with the
   help decision randomised (q = 0.5) only at trigger states (after a failed turn;
-  ``TriggerRandomised``, ``collect/schedule.py mode=triggers``), the two weighted as
+  ``TriggerRandomised``, ``python -m collect stage2.base=...``), the two weighted as
   one mixture per task;
 * **stage 2**: all N at stage 2.
 

@@ -19,7 +19,7 @@ the same seeds are paired (common random numbers).
   loop, a failed call, an unknown tool, a long context (``helpdp.events``), within a
   per-episode call budget; :class:`TriggerRandomised`, a base policy whose decision is
   randomised (help with probability q) only at trigger states: the stage-2
-  collection design (``collect/schedule.py``, ``mode=triggers``);
+  collection design (``python -m collect stage2.base=... stage2.events=[...] stage2.q=...``);
 * :class:`TablePolicy`: the DP's pi* from a ``helpdp.search`` output, a mixture drawn
   per episode, with an explicit ``fallback`` policy for states the DP never saw;
 * :class:`ScorePolicy`: a threshold on any per-state score (a PRM's predicted gain
