@@ -43,7 +43,7 @@ def _imports(source: str) -> set[str]:
     inside its body), third-party ones at module level (one imported inside a test is
     the test's own business: an ``importorskip``, or a failure it provokes on purpose)."""
     tree = ast.parse(source)
-    top_level = {id(n) for n in ast.walk(tree) if n in tree.body or _module_level(tree, n)}
+    top_level = _module_level_ids(tree)
     # ``-m MODULE`` of our own packages (a third-party one runs in its own venv: a tool)
     names = {m for m in _RUN_MODULE.findall(source) if m.split(".")[0] in FIRST_PARTY}
     for node in ast.walk(tree):
@@ -58,16 +58,16 @@ def _imports(source: str) -> set[str]:
     return names
 
 
-def _module_level(tree: ast.Module, node: ast.AST) -> bool:
-    """Whether ``node`` sits at module level (inside ``if``/``try``, not in a def/class)."""
-    stack = list(tree.body)
+def _module_level_ids(tree: ast.Module) -> set[int]:
+    """The ids of the nodes at module level (inside ``if``/``try``/``with``, not in a
+    def or class): one walk of those statements, not one per node of the file."""
+    out, stack = set(), list(tree.body)
     while stack:
         n = stack.pop()
-        if n is node:
-            return True
+        out.add(id(n))
         if isinstance(n, (ast.If, ast.Try, ast.With)):
             stack.extend(ast.iter_child_nodes(n))
-    return False
+    return out
 
 
 def missing_for(path: Path, _seen: frozenset = frozenset()) -> list[str]:
