@@ -129,6 +129,7 @@ EXEMPT = {
     "collect.actors:HFActor.generate": "tokenizes HFActor._prompt's output",
     "collect.awm.llm:ChatClient.complete": "sends the messages the boundaries built",
     "collect.awm.sandbox.guard:_no_dir_fd": "a docstring no model reads",
+    "collect.realserve:run_serve": "the serve check's own constant prompt",
     "collect.worker:_token_counter": "counts tokens for the state-text budget",
     "helpdp.train.rollout:TokenActor._template": "templates TurnRequest.messages "
     "(EpisodeRunner) and the rendered task rows (task_prompts)",
