@@ -368,8 +368,9 @@ def solve_times(mdp, repeats: int) -> dict:
     n_max = numba.config.NUMBA_NUM_THREADS
     for k in range(1, n_max + 1):
         numba.set_num_threads(k)
-        t = interleaved_times({"serial": run("serial"), "tasks": run("tasks"), "auto": run(True)},
-                              repeats)  # fmt: skip
+        t = interleaved_times(
+            {"serial": run("serial"), "tasks": run("tasks"), "auto": run(True)}, repeats
+        )
         for name, v in t.items():
             out[f"{name}@{k}"] = v
     numba.set_num_threads(n_max)
@@ -528,13 +529,21 @@ def bench_frontier(mdp, args, res: dict) -> None:
             for x, y in ((f.policy, g.policy), (f.more_help, g.more_help))
         )
         for f, g in zip(
-            search_budgets(mdp, budgets, gamma=1.0), (search_budget(mdp, b, gamma=1.0) for b in budgets)
+            search_budgets(mdp, budgets, gamma=1.0),
+            (search_budget(mdp, b, gamma=1.0) for b in budgets),
         )
-    )  # fmt: skip
+    )
     err = max(max(abs(q.expected_success - m), abs(f - m)) for q, f, m in zip(qs, full, many))
-    res.update(trace=t_trace, one_search=t_one, n_searches=t_many, queries=t_query,
-               sweep_policies=t_full, sweep_loop=t_loop, n_budgets=len(budgets),
-               frontier=len(fr))  # fmt: skip
+    res.update(
+        trace=t_trace,
+        one_search=t_one,
+        n_searches=t_many,
+        queries=t_query,
+        sweep_policies=t_full,
+        sweep_loop=t_loop,
+        n_budgets=len(budgets),
+        frontier=len(fr),
+    )
     print(
         f"frontier trace  {t_trace:8.3f} s   ({len(fr)} frontier policies, {fr.n_tasks} tasks); "
         f"one search by solves {t_one:.3f} s ({n_solves} solves; {cpu['one']:.3f} CPU-s); "
@@ -559,10 +568,19 @@ def bench_bandwidth(mdp, args, res: dict, bw: float, size: int) -> None:
     """A solve's bytes against the copy bandwidth; third-party solvers (layered)."""
     ours = solve(mdp, R, gamma=1.0)
     touched = mdp.nbytes + 2 * ours.values.nbytes + ours.action.nbytes
+    # the same solve in the 64-bit layout (int64 pointers, an int64 order array read)
+    wide = touched + 8 * (mdp.sa_ptr.size + mdp.tr_ptr.size) - mdp.sa_ptr.nbytes - mdp.tr_ptr.nbytes
+    wide += 8 * mdp.n_states - (0 if mdp.comp_ptr is not None else mdp.order.nbytes)
     bound = touched / bw
     t_q = res["quiet"]["auto"]
-    print(f"bandwidth       {touched / t_q / 1e9:8.2f} GB/s read+written by a solve; bound "
-          f"{bound * 1e3:.1f} ms -> solve is {t_q / bound:4.2f}x the bandwidth bound")  # fmt: skip
+    print(
+        f"bytes per solve {touched / 2**20:8.1f} MiB ({touched / mdp.n_transitions:.1f} per "
+        f"transition; {wide / mdp.n_transitions:.1f} in the 64-bit layout)"
+    )
+    print(
+        f"bandwidth       {touched / t_q / 1e9:8.2f} GB/s read+written by a solve; bound "
+        f"{bound * 1e3:.1f} ms -> solve is {t_q / bound:4.2f}x the bandwidth bound"
+    )
     res["bound"] = bound
     if args.shape == "layered" and size <= args.third_party_max:
         ours99 = median_time(lambda mdp=mdp: solve(mdp, R, gamma=0.99), 5)
@@ -649,14 +667,26 @@ def trace_child(root: str, engine: str) -> None:
         if engine == "ray":
             ray.shutdown()
     fr = res.frontier
-    print(json.dumps({
-        "engine": engine, "parts": res.parts, "transitions": res.transitions,
-        "tasks": fr.n_tasks, "frontier": len(fr), "breakpoint_mib": res.breakpoints.nbytes / 2**20,
-        "seconds": res.seconds, "peak_rss_mib": res.peak_rss_bytes / 2**20,
-        "worker_peak_rss_mib": res.worker_peak_rss_bytes / 2**20,
-        "budget_1": {k: v for k, v in __import__("helpdp.stream").stream.answer(fr, 1.0).items()
-                     if k != "mixture"},
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "engine": engine,
+                "parts": res.parts,
+                "transitions": res.transitions,
+                "tasks": fr.n_tasks,
+                "frontier": len(fr),
+                "breakpoint_mib": res.breakpoints.nbytes / 2**20,
+                "seconds": res.seconds,
+                "peak_rss_mib": res.peak_rss_bytes / 2**20,
+                "worker_peak_rss_mib": res.worker_peak_rss_bytes / 2**20,
+                "budget_1": {
+                    k: v
+                    for k, v in __import__("helpdp.stream").stream.answer(fr, 1.0).items()
+                    if k != "mixture"
+                },
+            }
+        )
+    )
 
 
 def parse_bytes(text: str) -> int:
@@ -672,8 +702,10 @@ def bench_stream(args) -> None:
         root = Path(args.dir) / "helpdp-stream"
         paths = write_parts_to(root, float(args.stream), float(args.part_size))
     cap = parse_bytes(args.memory_cap)
-    print(f"\n== streamed: {len(paths)} parts under {root}, address space capped at "
-          f"{cap / 2**30:.1f} GiB per process ==")  # fmt: skip
+    print(
+        f"\n== streamed: {len(paths)} parts under {root}, address space capped at "
+        f"{cap / 2**30:.1f} GiB per process =="
+    )
     for engine in args.engines.split(","):
 
         def limit(cap=cap):
@@ -713,15 +745,29 @@ def main() -> None:
     ap.add_argument("--shape", choices=("tree", "layered"), default="tree")
     ap.add_argument("--repeats", type=int, default=7, help="solves per median")
     ap.add_argument("--budgets", type=int, default=20, help="budgets of the sweep")
-    ap.add_argument("--sweep-repeats", type=int, default=3,
-                    help="alternations of one search and the two sweeps (medians)")  # fmt: skip
+    ap.add_argument(
+        "--sweep-repeats",
+        type=int,
+        default=3,
+        help="alternations of one search and the two sweeps (medians)",
+    )
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="where data is written")
-    ap.add_argument("--sections", default="solves,frontier",
-                    help="what to time after the load: solves (passes, scipy, bandwidth), frontier")  # fmt: skip
-    ap.add_argument("--keep-data", action="store_true",
-                    help="keep each generated dataset under --dir and reuse it in later runs")  # fmt: skip
-    ap.add_argument("--third-party-max", type=float, default=1e6,
-                    help="largest size to run third-party solvers on (layered shape)")  # fmt: skip
+    ap.add_argument(
+        "--sections",
+        default="solves,frontier",
+        help="what to time after the load: solves (passes, scipy, bandwidth), frontier",
+    )
+    ap.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="keep each generated dataset under --dir and reuse it in later runs",
+    )
+    ap.add_argument(
+        "--third-party-max",
+        type=float,
+        default=1e6,
+        help="largest size to run third-party solvers on (layered shape)",
+    )
     ap.add_argument("--stream", type=float, default=None, help="streamed run: transitions")
     ap.add_argument("--part-size", type=float, default=2.5e6, help="transitions per part")
     ap.add_argument("--memory-cap", default="3G", help="address-space cap of the streamed run")
@@ -734,8 +780,9 @@ def main() -> None:
         return trace_child(args.trace_child, args.engine)
     if Path(args.dir).resolve().is_relative_to(Path(__file__).resolve().parents[1]):
         raise SystemExit("--dir must be outside the repository")
-    print(f"numba threads {numba.get_num_threads()}, cpus {os.cpu_count()}, "
-          f"load average {loadavg()}")  # fmt: skip
+    print(
+        f"numba threads {numba.get_num_threads()}, cpus {os.cpu_count()}, load average {loadavg()}"
+    )
     if args.stream or args.parts_dir:
         return bench_stream(args)
     bw = copy_read_bandwidth()

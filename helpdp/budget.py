@@ -276,9 +276,15 @@ def search_budget(
             "method='frontier' needs rule='exact', one intervention and an acyclic graph"
         )
     at = Solves(
-        mdp, what="budget search", max_solves=max_solves, log=log, gamma=gamma, rule=rule,
-        p_row=p_row, **solver_kw,
-    )  # fmt: skip
+        mdp,
+        what="budget search",
+        max_solves=max_solves,
+        log=log,
+        gamma=gamma,
+        rule=rule,
+        p_row=p_row,
+        **solver_kw,
+    )
 
     def result(r, hi, lo=None):
         w = None
@@ -286,10 +292,16 @@ def search_budget(
             w = (budget - hi.total_usage) / (lo.total_usage - hi.total_usage)
             w = min(max(w, 0.0), 1.0)
         return SearchResult(
-            budget=float(budget), r=float(r), policy=hi, more_help=lo if w else None,
-            weight_more_help=w if w else None, solves=at.count,
-            seconds=at.seconds(), rule=rule, gamma=gamma,
-        )  # fmt: skip
+            budget=float(budget),
+            r=float(r),
+            policy=hi,
+            more_help=lo if w else None,
+            weight_more_help=w if w else None,
+            solves=at.count,
+            seconds=at.seconds(),
+            rule=rule,
+            gamma=gamma,
+        )
 
     lo = at(0.0)
     r_lo = 0.0
@@ -353,9 +365,14 @@ def _search_frontier(
     except _trace.InfeasibleBudgetError as e:
         raise InfeasibleBudget(str(e)) from None
     at = Solves(
-        mdp, what="budget search", max_solves=max_solves, log=log, gamma=gamma, rule="exact",
+        mdp,
+        what="budget search",
+        max_solves=max_solves,
+        log=log,
+        gamma=gamma,
+        rule="exact",
         **solver_kw,
-    )  # fmt: skip
+    )
 
     def materialise(v: _trace.Vertex, r_first: float) -> Solution | None:
         for r in dict.fromkeys([r_first, _r_mid(v)]):
@@ -373,10 +390,16 @@ def _search_frontier(
             log("trace: a solve disagrees with the frontier; falling back to the solve search")
         return None
     return SearchResult(
-        budget=float(budget), r=q.r, policy=hi, more_help=lo,
-        weight_more_help=q.weight_more_help, solves=at.count + int(traced),
-        seconds=time.perf_counter() - t0, rule="exact", gamma=gamma,
-    )  # fmt: skip
+        budget=float(budget),
+        r=q.r,
+        policy=hi,
+        more_help=lo,
+        weight_more_help=q.weight_more_help,
+        solves=at.count + int(traced),
+        seconds=time.perf_counter() - t0,
+        rule="exact",
+        gamma=gamma,
+    )
 
 
 def _r_mid(v: _trace.Vertex) -> float:
@@ -516,7 +539,7 @@ def _frontier_batch(mdp: MDP, queries, means: dict, tie_tol, kw) -> list[SearchR
                 seconds=(time.perf_counter() - t0) / len(queries),
                 rule="exact",
                 gamma=gamma,
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -556,9 +579,15 @@ def mix_budgets(
     if budgets.shape != (k,) or np.any(budgets < 0):
         raise ValueError(f"need one budget >= 0 per intervention ({k}), got {budgets}")
     at = Solves(
-        mdp, what="mixture search", max_solves=max_solves, log=log, gamma=gamma, rule="exact",
-        tol=tol, **solver_kw,
-    )  # fmt: skip
+        mdp,
+        what="mixture search",
+        max_solves=max_solves,
+        log=log,
+        gamma=gamma,
+        rule="exact",
+        tol=tol,
+        **solver_kw,
+    )
     cols = [at(np.zeros(k))]
     if np.all(cols[0].expected_usage <= budgets + USAGE_EPS):
         return cols, np.ones(1), at.count
@@ -573,9 +602,14 @@ def mix_budgets(
         S = np.array([c.expected_success for c in cols])
         U = np.array([c.expected_usage for c in cols])  # (n_cols, K)
         res = linprog(
-            -S, A_ub=U.T, b_ub=budgets, A_eq=np.ones((1, len(cols))), b_eq=[1.0],
-            bounds=(0, None), method="highs",
-        )  # fmt: skip
+            -S,
+            A_ub=U.T,
+            b_ub=budgets,
+            A_eq=np.ones((1, len(cols))),
+            b_eq=[1.0],
+            bounds=(0, None),
+            method="highs",
+        )
         if res.status != 0:
             raise RuntimeError(f"master LP failed: {res.message}")
         r = np.maximum(-res.ineqlin.marginals, 0.0)  # prices of the usage constraints
@@ -674,9 +708,14 @@ def run_search(cfg) -> list[dict]:
     )
     p_row = score_rows(ds) if cfg.rule == "paper" else None
     kw = dict(
-        gamma=ds.gamma, rule=cfg.rule, p_row=p_row, tol=cfg.tol, max_iters=cfg.max_iters,
-        tie_tol=cfg.tie_tol, dm_tol=cfg.dm_tol,
-    )  # fmt: skip
+        gamma=ds.gamma,
+        rule=cfg.rule,
+        p_row=p_row,
+        tol=cfg.tol,
+        max_iters=cfg.max_iters,
+        tie_tol=cfg.tie_tol,
+        dm_tol=cfg.dm_tol,
+    )
     out = Path(cfg.out)
     summaries = []
     if mdp.n_actions > 2:
@@ -694,22 +733,34 @@ def run_search(cfg) -> list[dict]:
         t1 = time.perf_counter()
         pols, w, solves = mix_budgets(mdp, b, max_solves=cfg.max_solves, log=say, **kw)
         res = MixResult(
-            names=list(names), budgets=b, policies=pols, weights=w, solves=solves,
-            seconds=time.perf_counter() - t1, rule=cfg.rule, gamma=ds.gamma,
-        )  # fmt: skip
+            names=list(names),
+            budgets=b,
+            policies=pols,
+            weights=w,
+            solves=solves,
+            seconds=time.perf_counter() - t1,
+            rule=cfg.rule,
+            gamma=ds.gamma,
+        )
         if not res.fitting():  # no component alone meets every budget: the least-help policy
             res.least_help = solve(mdp, np.full(len(names), R_MAX), rule="exact", **kw)
         summary = res.to_json()
         write_result(ds, res, out)
-        print(f"budgets {summary['budget']}: E[U]={summary['expected_usage']} "
-              f"E[S]={summary['expected_success']:.4f} ({len(pols)} policies mixed)  "
-              f"[{solves} solves, {res.seconds:.3f}s{warm}] -> {out}")  # fmt: skip
+        print(
+            f"budgets {summary['budget']}: E[U]={summary['expected_usage']} "
+            f"E[S]={summary['expected_success']:.4f} ({len(pols)} policies mixed)  "
+            f"[{solves} solves, {res.seconds:.3f}s{warm}] -> {out}"
+        )
         return [summary]
     warm = warm_up(mdp, **kw)
     results = search_budgets(
-        mdp, [float(b) for b in budgets], max_solves=cfg.max_solves, log=say, method=cfg.method,
+        mdp,
+        [float(b) for b in budgets],
+        max_solves=cfg.max_solves,
+        log=say,
+        method=cfg.method,
         **kw,
-    )  # fmt: skip
+    )
     for b, res in zip(budgets, results):
         where = write_result(ds, res, out / _budget_dir(float(b)) if sweep else out)
         js = res.to_json()

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from helpdp._src import pertask
+from helpdp._src.bundles import Csr, Graph, Rows, index_dtype
 from helpdp.contract import (
     DATASET_FILES,
     FORMAT_VERSION,
@@ -79,16 +80,19 @@ class MDP:
     ``start_weight[s]`` is the number of observed episodes starting at ``s``.
     """
 
-    sa_ptr: np.ndarray  # int64 (n + 1,): rows of state s are sa_ptr[s]:sa_ptr[s+1]
+    # int32 (int64 past 2^31 - 1 rows) (n + 1,): rows of state s are sa_ptr[s]:sa_ptr[s+1]
+    sa_ptr: np.ndarray
     sa_action: np.ndarray  # int8 (n_rows,): action of each row, ascending within a state
     sa_count: np.ndarray  # int64 (n_rows,): episodes that took the row's action there
-    tr_ptr: np.ndarray  # int64 (n_rows + 1,): transitions of row j are tr_ptr[j]:tr_ptr[j+1]
+    # int32 (int64 past 2^31 - 1 transitions) (n_rows + 1,): transitions of row j are
+    # tr_ptr[j]:tr_ptr[j+1]
+    tr_ptr: np.ndarray
     tr_next: np.ndarray  # int32 (n_tr,): successor index
     tr_prob: np.ndarray  # float64 (n_tr,): count / row count
     terminal: np.ndarray  # bool (n,)
     success: np.ndarray  # bool (n,)
     start_weight: np.ndarray  # float64 (n,)
-    order: np.ndarray  # int64 (n,)
+    order: np.ndarray  # int32 (n,)
     block_ptr: np.ndarray  # int64: order[block_ptr[b]:block_ptr[b+1]] is one level (acyclic)
     acyclic: bool
     n_actions: int  # 1 + number of interventions
@@ -111,10 +115,25 @@ class MDP:
         return self.tr_next.shape[0]
 
     @property
+    def graph(self) -> Graph:
+        """The arrays a pass reads, as the kernels take them (``bundles.Graph``)."""
+        return Graph(
+            self.sa_ptr,
+            self.sa_action,
+            self.tr_ptr,
+            self.tr_next,
+            self.tr_prob,
+            self.terminal,
+            self.success,
+        )
+
+    @property
     def nbytes(self) -> int:
-        """Bytes one backward sweep reads from the model arrays."""
-        arrays = (self.sa_ptr, self.sa_action, self.tr_ptr, self.tr_next, self.tr_prob)
-        arrays += (self.terminal, self.success, self.order)
+        """Bytes one backward sweep reads from the model arrays (the per-task and
+        serial passes of an MDP laid out by task read no order array)."""
+        arrays = tuple(self.graph)
+        if self.comp_ptr is None:
+            arrays += (self.order,)
         return int(sum(a.nbytes for a in arrays))
 
 
@@ -385,9 +404,7 @@ def from_frames(
         _fail("states.parquet", None, None, f"{n} states is more than one sort key can index")
     # (state, action, next) order: a radix sort on (state, action), skipped when the
     # file is already in that order (as the collector writes it), each row by next
-    dup, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob, visits = _group(
-        src, act, dst, cnt, n, n_actions
-    )
+    dup, csr, visits = _group(src, act, dst, cnt, n, n_actions)
     if dup:
         r = _first_repeat(src_id, act, dst_id)
         _fail(
@@ -404,10 +421,7 @@ def from_frames(
     if scores is not None:
         _check_scores(scores, n_actions, lambda ids: lookup("scores.parquet", "state_id", ids))
     table = None  # (hundreds of MB at 10^7 ids) freed before the layout
-    mdp, new_of_old = _compile(
-        n, n_actions, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob,
-        terminal, success, start_weight,
-    )  # fmt: skip
+    mdp, new_of_old = _compile(csr, n_actions, terminal, success, start_weight)
     state_ids = np.empty(n, np.int64)
     state_ids[new_of_old] = sid
     return Dataset(
@@ -445,14 +459,17 @@ def _group(src, act, dst, cnt, n, n_actions):
             key, dst, c_in, np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
         )
     n_rows = pertask.count_rows(key)
-    sa_ptr, visits, tr_prob = np.zeros(n + 1, np.int64), np.zeros(n), np.empty(m)
-    row_action, row_count = np.empty(n_rows, np.int8), np.empty(n_rows, np.int64)
-    tr_ptr = np.empty(n_rows + 1, np.int64)
-    dup = pertask.fill_rows(
-        key, nxt, c_s, a_bits, not in_order, sa_ptr, row_action, row_count, tr_ptr, tr_prob,
-        visits,
-    )  # fmt: skip
-    return dup, sa_ptr, row_action, row_count, tr_ptr, nxt, tr_prob, visits
+    rows = Rows(
+        sa_ptr=np.zeros(n + 1, index_dtype(n_rows)),
+        row_action=np.empty(n_rows, np.int8),
+        row_count=np.empty(n_rows, np.int64),
+        tr_ptr=np.empty(n_rows + 1, index_dtype(m)),
+        tr_prob=np.empty(m),
+        visits=np.zeros(n),
+    )
+    dup = pertask.fill_rows(key, nxt, c_s, a_bits, not in_order, rows)
+    csr = Csr(rows.sa_ptr, rows.row_action, rows.row_count, rows.tr_ptr, nxt, rows.tr_prob)
+    return dup, csr, rows.visits
 
 
 def _first_repeat(*cols) -> int:
@@ -483,52 +500,50 @@ def _check_scores(scores: pd.DataFrame, n_actions: int, lookup) -> None:
     lookup(scores["state_id"].to_numpy(np.int64))
 
 
-def _compile(
-    n, n_actions, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob,
-    terminal, success, start_weight,
-):  # fmt: skip
-    """Build the MDP; when the graph is acyclic, renumber states task by task
+def _compile(csr: Csr, n_actions, terminal, success, start_weight):
+    """Build the MDP from the grouped transitions ``csr`` (``tr_next`` int64, any
+    pointer width); when the graph is acyclic, renumber states task by task
     (connected component by component), level by level within each, breadth-first
-    within a level."""
-    inv, order = np.empty(n, np.int64), np.empty(n, np.int64)
-    small = max(n, len(tr_next)) < 2**31  # in-degrees, levels and labels fit int32
+    within a level. Indices are stored in 32 bits where the sizes allow
+    (``pertask.empty_csr``)."""
+    n = terminal.shape[0]
+    inv, order = np.empty(n, np.int64), np.empty(n, index_dtype(n))
+    small = max(n, len(csr.tr_next)) < 2**31  # in-degrees, levels and labels fit int32
     node = np.zeros((n, 4), np.int32 if small else np.int64)
     work = np.empty((4, n), np.int64)
     acyclic, comp_ptr, block_ptr = pertask.task_layout(
-        n, sa_ptr, tr_ptr, tr_next, node, work, inv, order
+        n, csr.sa_ptr, csr.tr_ptr, csr.tr_next, node, work, inv, order
     )
     del node, work
     if not acyclic:
         mdp = MDP(
-            sa_ptr, row_action, row_count, tr_ptr, tr_next.astype(np.int32), tr_prob, terminal,
-            success, start_weight, np.arange(n - 1, -1, -1), np.array([0, n], np.int64), False,
+            csr.sa_ptr,
+            csr.sa_action,
+            csr.sa_count,
+            csr.tr_ptr,
+            csr.tr_next.astype(np.int32),
+            csr.tr_prob,
+            terminal,
+            success,
+            start_weight,
+            np.arange(n - 1, -1, -1, dtype=index_dtype(n)),
+            np.array([0, n], np.int64),
+            False,
             n_actions,
-        )  # fmt: skip
+        )
         return mdp, np.arange(n)
     # components (tasks never connect), laid out contiguously; inside each, the
     # states level by level (longest distance from a start), breadth-first within
     # a level: a topological numbering, so every component is backed up by a
     # reverse sweep over its own index range (helpdp._src.pertask); ``order`` is
     # the level order of the level-parallel pass, deepest level first
-    n_rows, m = len(row_action), len(tr_next)
-    new_of_old, new_sa_ptr = np.empty(n, np.int64), np.empty(n + 1, np.int64)
-    new_action, new_count = np.empty(n_rows, row_action.dtype), np.empty(n_rows, row_count.dtype)
-    new_tr_ptr, new_next, new_prob = (
-        np.empty(n_rows + 1, np.int64),
-        np.empty(m, np.int32),
-        np.empty(m),
+    new_of_old = np.empty(n, np.int64)
+    new = pertask.empty_csr(
+        n, len(csr.sa_action), len(csr.tr_next), csr.sa_action.dtype, csr.sa_count.dtype
     )
-    pertask.renumber_into(
-        inv, sa_ptr, row_action, row_count, tr_ptr, tr_next, tr_prob, new_of_old, new_sa_ptr,
-        new_action, new_count, new_tr_ptr, new_next, new_prob,
-    )  # fmt: skip
+    pertask.renumber_into(inv, csr, new, new_of_old)
     mdp = MDP(
-        new_sa_ptr,
-        new_action,
-        new_count,
-        new_tr_ptr,
-        new_next,
-        new_prob,
+        *new,
         terminal[inv],
         success[inv],
         start_weight[inv],

@@ -94,11 +94,8 @@ def evaluate(
         raise ValueError(f"pi_row must have one entry per row ({mdp.n_rows}), got {pi_row.shape}")
     flag = np.zeros(mdp.n_states) if flag is None else np.asarray(flag, np.float64)
     val = np.zeros((mdp.n_states, mdp.n_actions + 1))
-    kf.evaluate_rows(
-        mdp.order, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
-        mdp.terminal, mdp.success, pi_row, flag, float(gamma), tol,
-        1 if mdp.acyclic else max_iters, val,
-    )  # fmt: skip
+    iters = 1 if mdp.acyclic else max_iters
+    kf.evaluate_rows(mdp.order, mdp.graph, pi_row, flag, float(gamma), tol, iters, val)
     w = mdp.start_weight
     means = (w @ val) / w.sum()
     return PolicyValue(val, float(means[0]), means[1:-1].copy(), float(means[-1]))
@@ -291,8 +288,9 @@ def ope_cross_fit(
         held = fold_of.index[fold_of.to_numpy() == f]
         fit = fold_of.index[fold_of.to_numpy() != f]
         ds_fit = episode_subset(ds, fit)
-        res = search_budget(ds_fit.mdp, budget, gamma=ds.gamma, rule="exact",
-                            max_solves=max_solves, **solver_kw)  # fmt: skip
+        res = search_budget(
+            ds_fit.mdp, budget, gamma=ds.gamma, rule="exact", max_solves=max_solves, **solver_kw
+        )
 
         def table(sol, ds_fit=ds_fit):
             fr = policy_frame(ds_fit, sol)
@@ -300,13 +298,25 @@ def ope_cross_fit(
 
         more = table(res.more_help) if res.more_help is not None else None
         pol = TablePolicy(table(res.policy), more, res.weight_more_help or 0.0, seed=seed)
-        e = estimate(pol, logged.subset(ep_fold == f), estimators=(estimator,), n_boot=n_boot,
-                     seed=seed, reference=ref, unit="task" if unit == "task" else "episode",
-                     level=level)  # fmt: skip
+        e = estimate(
+            pol,
+            logged.subset(ep_fold == f),
+            estimators=(estimator,),
+            n_boot=n_boot,
+            seed=seed,
+            reference=ref,
+            unit="task" if unit == "task" else "episode",
+            level=level,
+        )
         parts.append((len(held), e))
     n = sum(p[0] for p in parts)
-    out = {"estimator": estimator, "folds": folds, "unit": unit, "reference": ref.name,
-           "tasks": int(n_tasks)}  # fmt: skip
+    out = {
+        "estimator": estimator,
+        "folds": folds,
+        "unit": unit,
+        "reference": ref.name,
+        "tasks": int(n_tasks),
+    }
     pt = pd.concat([e.per_task for _, e in parts], ignore_index=True)
     for q in ("SR", "U", "dSR", "dU"):
         if unit == "task":
@@ -453,9 +463,15 @@ def run_forecast(cfg) -> list[dict]:
         t0 = time.perf_counter()
         dp = search_budget(ds.mdp, float(b), gamma=ds.gamma, max_solves=cfg.max_solves, **kw)
         cf = cross_fit(
-            ds, float(b), folds=cfg.folds, repeats=cfg.repeats, seed=cfg.seed,
-            unseen=cfg.unseen, max_solves=cfg.max_solves, **kw,
-        )  # fmt: skip
+            ds,
+            float(b),
+            folds=cfg.folds,
+            repeats=cfg.repeats,
+            seed=cfg.seed,
+            unseen=cfg.unseen,
+            max_solves=cfg.max_solves,
+            **kw,
+        )
         pess = [
             pessimistic_search(ds, float(b), float(k), max_solves=cfg.max_solves, **kw)
             for k in cfg.kappa
@@ -463,9 +479,15 @@ def run_forecast(cfg) -> list[dict]:
         ope = None
         if cfg.ope:
             ope = ope_cross_fit(
-                ds, float(b), folds=cfg.folds, seed=cfg.seed, estimator=cfg.ope_estimator,
-                n_boot=cfg.ope_boot, max_solves=cfg.max_solves, **kw,
-            )  # fmt: skip
+                ds,
+                float(b),
+                folds=cfg.folds,
+                seed=cfg.seed,
+                estimator=cfg.ope_estimator,
+                n_boot=cfg.ope_boot,
+                max_solves=cfg.max_solves,
+                **kw,
+            )
         rec = {
             "budget": float(b),
             "dp": {"expected_success": dp.expected_success, "expected_usage": dp.expected_usage},

@@ -244,9 +244,13 @@ def make_labels(ds: Dataset, cfg) -> tuple[pd.DataFrame, dict]:
         raise ValueError(f"{ds.path}: no task in search_splits {list(cfg.search_splits)}")
     sub = ds if len(search_tasks) == len(splits) else task_subset(ds, search_tasks)
     kw = dict(
-        gamma=ds.gamma, rule=cfg.rule, tol=cfg.tol, max_iters=cfg.max_iters,
-        tie_tol=cfg.tie_tol, dm_tol=cfg.dm_tol,
-    )  # fmt: skip
+        gamma=ds.gamma,
+        rule=cfg.rule,
+        tol=cfg.tol,
+        max_iters=cfg.max_iters,
+        tie_tol=cfg.tie_tol,
+        dm_tol=cfg.dm_tol,
+    )
     p_row_full = score_rows(ds) if cfg.rule == "paper" else None
     if ds.mdp.n_actions > 2:
         names = ds.actions[1:]
@@ -261,9 +265,7 @@ def make_labels(ds: Dataset, cfg) -> tuple[pd.DataFrame, dict]:
     for b in budget_list:
         t0 = time.perf_counter()
         comps, summary = _components(ds, sub, b, kw, cfg.max_solves, say if not cfg.quiet else None)
-        sols = [
-            (solve(ds.mdp, r, p_row=p_row_full, **kw), w) for r, w in comps
-        ]  # fmt: skip
+        sols = [(solve(ds.mdp, r, p_row=p_row_full, **kw), w) for r, w in comps]
         df = label_frame(ds, sols, splits, strategy=cfg.strategy, label_splits=cfg.label_splits)
         df["r"] = float(np.asarray(summary["r"]).ravel()[0])
         df["budget"] = float(np.sum(b))
@@ -363,23 +365,38 @@ def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
     task = st["task_id"].astype(str).to_numpy()
     p = mean.to_numpy()
     label = np.argmax(p >= p.max(axis=1, keepdims=True) - 1e-12, axis=1).astype(np.int8)
-    df = pd.DataFrame({
-        "state_id": mean.index.to_numpy(np.int64), "task_id": task,
-        "split": splits.reindex(task).to_numpy(), "depth": st["depth"].to_numpy(np.int32),
-        "text": st["text"].astype(str).to_numpy(), "label": label, "label_more_help": label,
-        "weight_more_help": 0.0,
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "state_id": mean.index.to_numpy(np.int64),
+            "task_id": task,
+            "split": splits.reindex(task).to_numpy(),
+            "depth": st["depth"].to_numpy(np.int32),
+            "text": st["text"].astype(str).to_numpy(),
+            "label": label,
+            "label_more_help": label,
+            "weight_more_help": 0.0,
+        }
+    )
     for c in mean.columns:
         df[c] = mean[c].to_numpy()
     rule = "select" if rec else "policy"
-    df = df.assign(on_path=True, visits=visits.to_numpy(np.int64), success=math.nan,
-                   usage=math.nan, r=math.nan, budget=budget, strategy="all_states",
-                   rule=rule)  # fmt: skip
+    df = df.assign(
+        on_path=True,
+        visits=visits.to_numpy(np.int64),
+        success=math.nan,
+        usage=math.nan,
+        r=math.nan,
+        budget=budget,
+        strategy="all_states",
+        rule=rule,
+    )
     df = df[df["split"].isin(list(cfg.label_splits))].sort_values("state_id", ignore_index=True)
     help_rate, mass = help_shares(df, ds.actions)
-    print(f"budget {budget:g}: labels from {policy.name}: {len(df)} rows, help label on "
-          f"{help_rate:.1%}, soft help mass {mass:.3f} (the mean help probability of the "
-          "soft targets the helper trains on)")  # fmt: skip
+    print(
+        f"budget {budget:g}: labels from {policy.name}: {len(df)} rows, help label on "
+        f"{help_rate:.1%}, soft help mass {mass:.3f} (the mean help probability of the "
+        "soft targets the helper trains on)"
+    )
     meta = {
         "data": None if ds.path is None else str(ds.path),
         "actions": list(ds.actions),
@@ -398,7 +415,7 @@ def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
                 "help_label_share": help_rate,
                 "soft_help_mass": mass,
             }
-        ],  # fmt: skip
+        ],
         "training_target": "p_<action> (the policy's action distribution, soft labels)",
     }
     return df, meta

@@ -80,7 +80,7 @@ import pandas as pd
 
 from helpdp._src import ope as ko
 from helpdp.data import Dataset, load_dataset
-from helpdp.events import state_events
+from helpdp.events import state_events, state_histories
 from helpdp.policies import StateView, action_probs, build_policy, components
 
 __all__ = [
@@ -154,9 +154,14 @@ class Logged:
             self.episodes[mask].reset_index(drop=True),
             self.steps[step_mask].reset_index(drop=True),
             np.r_[0, np.cumsum(lens[mask])].astype(np.int64),
-            self.vectors, self.mix[mask], self.mu[step_mask], self.n_actions, self.texts, views,
+            self.vectors,
+            self.mix[mask],
+            self.mu[step_mask],
+            self.n_actions,
+            self.texts,
+            views,
             self.designs,
-        )  # fmt: skip
+        )
 
 
 def _probability_columns(ep: pd.DataFrame, actions: list[str]) -> list[str]:
@@ -182,6 +187,7 @@ def _make_views(st: pd.DataFrame, ep: pd.DataFrame, ep_ptr: np.ndarray, texts: d
     ep_ids = np.repeat(ep["episode_id"].to_numpy(), lens)
     tasks = np.repeat(ep["task_id"].to_numpy(), lens)
     ctx = st["context_tokens"].to_numpy(np.int64)
+    past = state_histories(st["last_class"], st["last_repeats"], ctx, ep_ptr)
     return [
         StateView(
             state_id=int(s),
@@ -196,8 +202,9 @@ def _make_views(st: pd.DataFrame, ep: pd.DataFrame, ep_ptr: np.ndarray, texts: d
             repeats=int(rp),
             context_tokens=None if c < 0 else int(c),
             calls=int(n),
-        )  # fmt: skip
-        for s, task, t, e, lf, err, lh, lc, rp, c, n in zip(
+            past=h,
+        )
+        for s, task, t, e, lf, err, lh, lc, rp, c, n, h in zip(
             st["state_id"],
             tasks,
             st["t"],
@@ -209,7 +216,8 @@ def _make_views(st: pd.DataFrame, ep: pd.DataFrame, ep_ptr: np.ndarray, texts: d
             st["last_repeats"],
             ctx,
             st["calls"],
-        )  # fmt: skip
+            past,
+        )
     ]
 
 
@@ -506,13 +514,26 @@ def _model_context(logged: Logged) -> dict:
     nxt = np.arange(1, len(t) + 1)
     last = logged.ep_ptr[1:][lens > 0] - 1
     nxt[last] = -1
-    return {"t": t, "keys": keys, "layout": ko.q_layout(t, keys), "nxt": nxt, "last": last,
-            "has": lens > 0, "fold": np.repeat(_folds(logged), lens),
-            "action": logged.steps["action"].to_numpy(np.int64)}  # fmt: skip
+    return {
+        "t": t,
+        "keys": keys,
+        "layout": ko.q_layout(t, keys),
+        "nxt": nxt,
+        "last": last,
+        "has": lens > 0,
+        "fold": np.repeat(_folds(logged), lens),
+        "action": logged.steps["action"].to_numpy(np.int64),
+    }
 
 
-def _q_model(logged: Logged, dist: np.ndarray, reward: np.ndarray, terminal: np.ndarray,
-             ctx: dict | None = None, drop: np.ndarray | None = None):  # fmt: skip
+def _q_model(
+    logged: Logged,
+    dist: np.ndarray,
+    reward: np.ndarray,
+    terminal: np.ndarray,
+    ctx: dict | None = None,
+    drop: np.ndarray | None = None,
+):
     """Cross-fitted Q (``(n, A)``) of one quantity (by seed parity); ``reward`` ``(n, A)``:
     each action's known immediate reward; ``drop`` (per step): steps left out of the fit
     (the jackknife's task)."""
@@ -523,8 +544,8 @@ def _q_model(logged: Logged, dist: np.ndarray, reward: np.ndarray, terminal: np.
     q = np.zeros((len(c["t"]), logged.n_actions))
     for f in (0, 1):
         fit = fold != f if drop is None else (fold != f) & ~drop
-        qf = ko.fit_q(c["t"], c["keys"], c["action"], reward, c["nxt"], term, dist, fit,
-                      logged.n_actions, layout=c["layout"])  # fmt: skip
+        steps = ko.Steps(c["t"], c["keys"], c["action"], reward, c["nxt"], term)
+        qf = ko.fit_q(steps, dist, fit, logged.n_actions, layout=c["layout"])
         q[fold == f] = qf[fold == f]
     return q
 
@@ -560,8 +581,14 @@ def _terms(logged: Logged, policy, ctx: dict | None = None, target=None, drop=No
         out[name] = terms
         v_next = ko.next_values(ptr, v, terminal)
         pads[name] = (v0, ko.padded(ptr, reward + v_next - q_taken, fill_last=False))
-    return {"terms": out, "rho_pad": rho_pad, "pads": pads, "names": list(quantities),
-            "dist": dist, "target": (taken, w, dist)}  # fmt: skip
+    return {
+        "terms": out,
+        "rho_pad": rho_pad,
+        "pads": pads,
+        "names": list(quantities),
+        "dist": dist,
+        "target": (taken, w, dist),
+    }
 
 
 def _leave_one_out(logged: Logged, tm: dict, ctx: dict, g, task, estimators) -> dict:
@@ -687,8 +714,9 @@ def estimate(
         raise ValueError(f"level must be in (0, 1), got {level}")
     if n_boot < 10:
         raise ValueError(f"n_boot must be >= 10, got {n_boot}")
-    task_names, task = np.unique(logged.episodes["task_id"].astype(str).to_numpy(),
-                                 return_inverse=True)  # fmt: skip
+    task_names, task = np.unique(
+        logged.episodes["task_id"].astype(str).to_numpy(), return_inverse=True
+    )
     task = task.reshape(-1)
     unit = resolve_unit(unit, len(task_names), min_tasks)
     ctx = _model_context(logged)
@@ -724,8 +752,16 @@ def estimate(
                     if q[0] == "d":
                         v = v - _pseudo(ref[0], loo_r.get((est, name)))[None, :]
                 value, lo, hi, k = _interval(v, unit, level)
-                rows.append({"estimator": est, "quantity": q, "value": value, "lo": lo,
-                             "hi": hi, "tasks": k})  # fmt: skip
+                rows.append(
+                    {
+                        "estimator": est,
+                        "quantity": q,
+                        "value": value,
+                        "lo": lo,
+                        "hi": hi,
+                        "tasks": k,
+                    }
+                )
                 per_task += [
                     (str(task_names[j]), est, q, float(v[0, j]), float(raw[0, j]))
                     for j in range(g.shape[1])

@@ -85,15 +85,22 @@ def frontier(
     tol_line = 1e-10 + 10 * solver_kw.get("tol", 1e-10)
     bar = tqdm(total=None, desc="frontier solves", unit="solve", disable=not progress)
     at = Solves(
-        mdp, what="frontier", max_solves=max_solves, log=lambda _: bar.update(1), gamma=gamma,
-        rule="exact", **solver_kw,
-    )  # fmt: skip
+        mdp,
+        what="frontier",
+        max_solves=max_solves,
+        log=lambda _: bar.update(1),
+        gamma=gamma,
+        rule="exact",
+        **solver_kw,
+    )
     first = at(0.0)
     # the least-usage policy: r = 1, 8, 64, ... until a solve changes nothing
     r, last, _, _ = raise_until(
-        at, 1.0, at(1.0),
+        at,
+        1.0,
+        at(1.0),
         lambda a, b: (a.total_usage, a.expected_success) != (b.total_usage, b.expected_success),
-    )  # fmt: skip
+    )
     # vertices as (solution, r where it was found); breakpoints between neighbours
     vertices = {0.0: first}
     breaks: list[float] = []
@@ -162,9 +169,12 @@ def plot(
     )
     if random_help is not None and len(random_help):
         ax.plot(
-            random_help["expert_calls"], random_help["success"], "x--", color="C2",
+            random_help["expert_calls"],
+            random_help["success"],
+            "x--",
+            color="C2",
             label="random help in the data (per trigger p)",
-        )  # fmt: skip
+        )
     if budget is not None and budget >= u[0]:
         sb = fr.success_at(budget)
         ax.axvline(budget, ls="--", color="C3", lw=1)

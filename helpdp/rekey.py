@@ -112,7 +112,7 @@ def step_keys(logged, rung: str, age_cap: int = AGE_CAP) -> list[tuple]:
         "failed": st["last_failure"].notna().to_numpy(np.int64),
         "last": np.array(
             [x if isinstance(x, str) else NO_CLASS for x in st["last_class"]], dtype=object
-        ),  # fmt: skip
+        ),
         "rep": np.minimum(st["last_repeats"].to_numpy(np.int64), REPEAT_CAP),
     }
     arrays = [feats[c] for c in cols]
@@ -280,10 +280,15 @@ class KeyTablePolicy:
                 return None if rows is None else {tuple(k): int(a) for k, a in rows}
 
             return cls(
-                d["rung"], table(d["less"]), table(d.get("more")),
-                float(d.get("weight_more_help") or 0.0), age_cap=int(d.get("age_cap", AGE_CAP)),
-                seed=seed, name=str(d.get("name", "")), info=d.get("info") or {},
-            )  # fmt: skip
+                d["rung"],
+                table(d["less"]),
+                table(d.get("more")),
+                float(d.get("weight_more_help") or 0.0),
+                age_cap=int(d.get("age_cap", AGE_CAP)),
+                seed=seed,
+                name=str(d.get("name", "")),
+                info=d.get("info") or {},
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{where}: not a key_table policy ({type(e).__name__}: {e})") from None
 
@@ -334,6 +339,12 @@ def solve_rung(
         "gamma": float(gamma),
     }
     return KeyTablePolicy(
-        rung, table(res.policy), more, res.weight_more_help or 0.0, age_cap=age_cap, seed=seed,
-        name=f"dp on ({rung}), budget {budget:g}", info=info,
-    )  # fmt: skip
+        rung,
+        table(res.policy),
+        more,
+        res.weight_more_help or 0.0,
+        age_cap=age_cap,
+        seed=seed,
+        name=f"dp on ({rung}), budget {budget:g}",
+        info=info,
+    )

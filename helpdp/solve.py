@@ -19,6 +19,7 @@ import pandas as pd
 
 from helpdp._src import forecast as kf
 from helpdp._src import kernels, parametric, pertask
+from helpdp._src.bundles import Backup, Chunks, Values
 from helpdp.data import MDP, Dataset, DatasetError
 
 RULES = ("exact", "paper")
@@ -39,6 +40,7 @@ PATHS = ("auto", "tasks", "levels", "serial")
 # bytes of the per-task scratch block of ``solve_costs`` (a task's states x 3 x help
 # costs, float64): the costs are taken in groups that keep it in a core's cache
 BATCH_SCRATCH = 2 << 20
+NO_ORDER = np.zeros(0, np.int64)  # the kernels' "n - 1, ..., 0" (kernels.sweep)
 
 
 @dataclass(frozen=True)
@@ -121,14 +123,10 @@ def solve(
     else:
         p_row = np.zeros(0)
     rule_id = kernels.RULE_EXACT if rule == "exact" else kernels.RULE_PAPER
-    val = np.zeros((mdp.n_states, 2 + k))
-    action = np.full(mdp.n_states, -1, np.int8)
-    args = (
-        mdp.order, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
-        mdp.terminal, mdp.success, p_row, costs, float(gamma), rule_id, tie_tol, dm_tol,
-    )  # fmt: skip
+    backup = Backup(p_row, costs, float(gamma), rule_id, float(tie_tol), float(dm_tol))
+    out = Values(np.zeros((mdp.n_states, 2 + k)), np.full(mdp.n_states, -1, np.int8))
     if mdp.acyclic:
-        _acyclic_pass(mdp, parallel, args[1:], val, action)
+        _acyclic_pass(mdp, parallel, backup, out)
         sweeps = 1
     else:
         if gamma >= 1.0:
@@ -136,15 +134,17 @@ def solve(
                 "the transition graph has cycles and gamma = 1: value iteration is not "
                 "guaranteed to converge; pass gamma < 1 (e.g. gamma=0.99)"
             )
-        sweeps, change = kernels.iterate_sweeps(*args, tol, max_iters, val, action)
+        sweeps, change = kernels.iterate_sweeps(mdp.order, mdp.graph, backup, tol, max_iters, out)
         if change >= tol and rule == "exact":
             raise RuntimeError(
                 f"value iteration did not reach tol={tol} in {max_iters} sweeps (last change {change:.3g})"
             )
-    means = kernels.weighted_means(val, mdp.start_weight)
+    val = out.val
+    starts = _starts(mdp)
+    means = kernels.weighted_means(val[starts], mdp.start_weight[starts])
     return Solution(
         r=costs[1:],
-        action=action,
+        action=out.action,
         values=val,
         expected_success=float(means[1]),
         expected_usage=means[2:].copy(),
@@ -189,15 +189,12 @@ def _sweep_parts(mdp: MDP, r, gamma, tie_tol, starts, start_vals, write, vals, a
     n_parts = max(1, free if free is not None else numba.get_num_threads())
     cuts = np.searchsorted(comp_ptr, np.linspace(0, mdp.n_states, n_parts + 1)[1:-1])
     bounds = np.unique(np.r_[0, cuts, len(comp_ptr) - 1])
-    rest = (
-        mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob, mdp.terminal,
-        mdp.success, r, gamma, tie_tol,
-    )  # fmt: skip
+    g, out = mdp.graph, Values(vals, actions)
 
     def run(c0: int, c1: int) -> None:
         i0, i1 = np.searchsorted(starts, [comp_ptr[c0], comp_ptr[c1]])
         parametric.sweep_costs(
-            comp_ptr[c0 : c1 + 1], *rest, starts[i0:i1], start_vals[i0:i1], write, vals, actions
+            comp_ptr[c0 : c1 + 1], g, r, gamma, tie_tol, starts[i0:i1], start_vals[i0:i1], out
         )
 
     if len(bounds) <= 2:
@@ -249,15 +246,23 @@ def cost_means(mdp: MDP, rs, *, gamma: float, tie_tol: float = 1e-12) -> np.ndar
     return np.concatenate(out) if out else np.zeros((0, 2))
 
 
+def _starts(mdp: MDP) -> np.ndarray:
+    """The states of non-zero start weight, ascending (cached on ``mdp``): the means of
+    a solve read these rows only."""
+    starts = mdp.cache.get("starts")
+    if starts is None:
+        starts = mdp.cache["starts"] = np.flatnonzero(mdp.start_weight != 0.0)
+    return starts
+
+
 def _plan(mdp: MDP) -> dict:
     """The per-task chunk plan of ``mdp`` (cached on it)."""
     plan = mdp.cache.get("plan")
     if plan is None:
         n = mdp.n_states
-        plan = {"rev": np.arange(n - 1, -1, -1, dtype=np.int64)}
+        plan = {}
         if mdp.comp_ptr is not None:
-            lo, hi, sched = pertask.chunk_plan(mdp.comp_ptr, TASK_CHUNK)
-            plan.update(lo=lo, hi=hi, sched=sched)
+            plan["chunks"] = Chunks(*pertask.chunk_plan(mdp.comp_ptr, TASK_CHUNK))
             biggest = int(np.diff(mdp.comp_ptr).max())
         else:
             biggest = n
@@ -274,7 +279,7 @@ def eligible_paths(mdp: MDP) -> list[str]:
     if not mdp.acyclic or numba.get_num_threads() < 2:
         return paths
     plan = _plan(mdp)
-    if "sched" in plan and len(plan["sched"]) >= 2:
+    if "chunks" in plan and len(plan["chunks"].sched) >= 2:
         paths.append("tasks")
     if plan["levels_ok"]:
         paths.append("levels")
@@ -346,7 +351,7 @@ def _record(mdp: MDP, path: str, secs: float, context=None) -> None:
         st["every"][path] = RETIME_EVERY
 
 
-def _acyclic_pass(mdp: MDP, parallel, args, val, action) -> str:
+def _acyclic_pass(mdp: MDP, parallel, backup: Backup, out: Values) -> str:
     """One exact backward pass on an acyclic graph; returns the pass it ran."""
     if parallel is True:
         parallel = "auto"
@@ -362,27 +367,20 @@ def _acyclic_pass(mdp: MDP, parallel, args, val, action) -> str:
         path = choose_path(mdp, paths, context)
     elif parallel == "auto":
         path = "serial"
-    elif parallel == "tasks" and "sched" not in plan:
+    elif parallel == "tasks" and "chunks" not in plan:
         path = "serial"  # not laid out by task (e.g. a derived MDP)
     else:
         path = parallel
-    order = plan["rev"] if mdp.comp_ptr is not None else mdp.order
+    # laid out by task, ``n - 1, ..., 0`` is reverse topological: no order array read
+    order = NO_ORDER if mdp.comp_ptr is not None else mdp.order
+    g = mdp.graph
     t = time.perf_counter()
     if path == "tasks":
-        pertask.backward_chunks(
-            numba.get_num_threads(),
-            order,
-            plan["lo"],
-            plan["hi"],
-            plan["sched"],
-            *args,
-            val,
-            action,
-        )
+        pertask.backward_chunks(numba.get_num_threads(), plan["chunks"], g, backup, out)
     elif path == "levels":
-        kernels.backward_levels(mdp.order, mdp.block_ptr, PARALLEL_CHUNK, *args, val, action)
+        kernels.backward_levels(mdp.order, mdp.block_ptr, PARALLEL_CHUNK, g, backup, out)
     else:
-        kernels.backward_pass(order, *args, val, action)
+        kernels.backward_pass(order, g, backup, out)
     if parallel == "auto" and len(paths) > 1 and context != 0:  # context 0: serial, untimed
         _record(mdp, path, time.perf_counter() - t, context)
     passes = mdp.cache.setdefault("passes", {})  # which pass ran how often (diagnostics)
@@ -435,11 +433,9 @@ def state_success(ds: Dataset, *, tol: float = 1e-12, max_iters: int = 100_000) 
     val = np.zeros((mdp.n_states, mdp.n_actions + 1))  # S, M^1..M^K, flagged visits
     # with cycles and gamma = 1 this still converges: every observed state has a
     # path to an absorbing state (the episodes that visited it ended)
-    kf.evaluate_rows(
-        mdp.order, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
-        mdp.terminal, mdp.success, pi_row, np.zeros(mdp.n_states), ds.gamma, tol,
-        1 if mdp.acyclic else max_iters, val,
-    )  # fmt: skip
+    flag = np.zeros(mdp.n_states)
+    iters = 1 if mdp.acyclic else max_iters
+    kf.evaluate_rows(mdp.order, mdp.graph, pi_row, flag, ds.gamma, tol, iters, val)
     return val[:, 0].copy()
 
 

@@ -154,17 +154,24 @@ def trace_parts(
         while pending:  # collect as they finish; only breakpoints travel back
             done, pending = ray.wait(pending, num_returns=1)
             if log:
-                log(f"{len(refs) - len(pending)}/{len(refs)} parts traced "
-                    f"({time.perf_counter() - t0:.1f}s)")  # fmt: skip
+                log(
+                    f"{len(refs) - len(pending)}/{len(refs)} parts traced "
+                    f"({time.perf_counter() - t0:.1f}s)"
+                )
         results = ray.get(refs)
     bp = Breakpoints.merge([r[0] for r in results])
     fr = Frontier.from_breakpoints(bp, time.perf_counter() - t0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return StreamResult(
-        frontier=fr, breakpoints=bp, parts=len(parts), transitions=int(sum(r[1] for r in results)),
-        seconds=time.perf_counter() - t0, peak_rss_bytes=int(peak), engine=engine,
+        frontier=fr,
+        breakpoints=bp,
+        parts=len(parts),
+        transitions=int(sum(r[1] for r in results)),
+        seconds=time.perf_counter() - t0,
+        peak_rss_bytes=int(peak),
+        engine=engine,
         worker_peak_rss_bytes=int(max(r[2] for r in results)),
-    )  # fmt: skip
+    )
 
 
 def answer(fr: Frontier, budget: float) -> dict:

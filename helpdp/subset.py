@@ -36,9 +36,14 @@ def task_subset(ds: Dataset, tasks) -> Dataset:
         steps = ds.steps[np.isin(ds.steps["state_id"].to_numpy(np.int64), ids)]
         steps = steps.reset_index(drop=True)
     return from_frames(
-        ds.manifest, states, tr.reset_index(drop=True), scores,
-        path=ds.path, episodes=episodes, steps=steps,
-    )  # fmt: skip
+        ds.manifest,
+        states,
+        tr.reset_index(drop=True),
+        scores,
+        path=ds.path,
+        episodes=episodes,
+        steps=steps,
+    )
 
 
 def episode_subset(ds: Dataset, episode_ids) -> Dataset:
@@ -69,6 +74,11 @@ def episode_subset(ds: Dataset, episode_ids) -> Dataset:
         episodes = ds.episodes[ds.episodes["episode_id"].isin(np.asarray(episode_ids))]
         episodes = episodes.reset_index(drop=True)
     return from_frames(
-        ds.manifest, ds.states, tr, None, path=ds.path, episodes=episodes,
+        ds.manifest,
+        ds.states,
+        tr,
+        None,
+        path=ds.path,
+        episodes=episodes,
         steps=st.reset_index(drop=True),
-    )  # fmt: skip
+    )

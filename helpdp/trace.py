@@ -241,14 +241,13 @@ def trace_breakpoints(mdp: MDP, *, gamma: float, tie_tol: float = 1e-12) -> Brea
     first = np.searchsorted(mdp.comp_ptr, lo)
     last = np.searchsorted(mdp.comp_ptr, hi)
     max_pieces = min(int(MAX_PIECES_PER_STATE * max(int(sizes.max()), 1024)), MAX_POOL_PIECES)
-    args = (
-        mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob, mdp.terminal,
-        mdp.success, mdp.start_weight, float(gamma), float(tie_tol), max_pieces,
-    )  # fmt: skip
+    g, weight = mdp.graph, mdp.start_weight
 
     def run(i):
         comps = np.arange(first[i], last[i], dtype=np.int64)
-        return parametric.trace_components(mdp.comp_ptr, comps, *args)
+        return parametric.trace_components(
+            mdp.comp_ptr, comps, g, weight, float(gamma), float(tie_tol), max_pieces
+        )
 
     threads = numba.get_num_threads()
     if threads > 1 and len(sched) > 1:
@@ -274,10 +273,10 @@ def trace_breakpoints(mdp: MDP, *, gamma: float, tie_tol: float = 1e-12) -> Brea
 def warm_up(mdp: MDP) -> None:
     """Compile (or load from numba's cache) the trace kernel on ``mdp``'s smallest task."""
     c = int(np.argmin(np.diff(mdp.comp_ptr)))
+    comps = np.array([c], np.int64)
     parametric.trace_components(
-        mdp.comp_ptr, np.array([c], np.int64), mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr,
-        mdp.tr_next, mdp.tr_prob, mdp.terminal, mdp.success, mdp.start_weight, 1.0, 1e-12, 1 << 20,
-    )  # fmt: skip
+        mdp.comp_ptr, comps, mdp.graph, mdp.start_weight, 1.0, 1e-12, 1 << 20
+    )
 
 
 def frontier_of(mdp: MDP, *, gamma: float, tie_tol: float = 1e-12) -> Frontier | None:

@@ -57,10 +57,7 @@ def assert_trace_jit_equals_py(m, comps=None) -> None:
     from helpdp._src import parametric
 
     comps = np.arange(len(m.comp_ptr) - 1, dtype=np.int64) if comps is None else comps
-    args = (
-        m.comp_ptr, comps, m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next, m.tr_prob,
-        m.terminal, m.success, m.start_weight, 1.0, 1e-12, 1 << 20,
-    )  # fmt: skip
+    args = (m.comp_ptr, comps, m.graph, m.start_weight, 1.0, 1e-12, 1 << 20)
     a = parametric.trace_components(*args)
     b = parametric.trace_components.py_func(*args)
     assert a[0] and b[0]

@@ -61,9 +61,8 @@ def test_evaluate_fixed_and_mixed_policies_by_hand(coin, jit):
     # half and half, with the kernel itself (jitted or plain Python)
     fn = kf.evaluate_rows if jit else kf.evaluate_rows.py_func
     val = np.zeros((mdp.n_states, 3))
-    fn(mdp.order, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
-       mdp.terminal, mdp.success, np.full(mdp.n_rows, 0.5), np.zeros(mdp.n_states), 1.0,
-       1e-12, 1, val)  # fmt: skip
+    half, no_flag = np.full(mdp.n_rows, 0.5), np.zeros(mdp.n_states)
+    fn(mdp.order, mdp.graph, half, no_flag, 1.0, 1e-12, 1, val)
     assert val[s0, 0] == pytest.approx(0.625) and val[s0, 1] == pytest.approx(0.5)
 
 
@@ -163,9 +162,8 @@ def test_evaluate_rows_on_a_cycle_and_state_success(jit):
     s0 = int(ds.index([0])[0])
     fn = kf.evaluate_rows if jit else kf.evaluate_rows.py_func
     val = np.zeros((mdp.n_states, 3))
-    sweeps = fn(mdp.order, mdp.sa_ptr, mdp.sa_action, mdp.tr_ptr, mdp.tr_next, mdp.tr_prob,
-                mdp.terminal, mdp.success, np.full(mdp.n_rows, 0.5), np.ones(mdp.n_states),
-                0.9, 1e-13, 10_000, val)  # fmt: skip
+    half, flag = np.full(mdp.n_rows, 0.5), np.ones(mdp.n_states)
+    sweeps = fn(mdp.order, mdp.graph, half, flag, 0.9, 1e-13, 10_000, val)
     assert not mdp.acyclic and sweeps > 1
     # S = 0.5 * 0.9 * (S / 2 + 1 / 2) + 0.5 * 0.9;  M = 0.5 + 0.5 * 0.9 * M / 2;
     # F (visits to flagged states, every state here) = 1 + 0.5 * 0.9 * F / 2 at s0

@@ -58,8 +58,10 @@ def test_three_tasks_interleave_on_the_global_frontier():
 def test_merging_groups_of_tasks_equals_the_whole():
     ds = _toy()
     whole = trace_breakpoints(ds.mdp, gamma=1.0)
-    parts = [trace_breakpoints(task_subset(ds, t).mdp, gamma=1.0) for t in
-             (["task_0"], ["task_1", "task_2"])]  # fmt: skip
+    parts = [
+        trace_breakpoints(task_subset(ds, t).mdp, gamma=1.0)
+        for t in (["task_0"], ["task_1", "task_2"])
+    ]
     merged = Breakpoints.merge(parts)
     assert merged.n_tasks == whole.n_tasks == 3 and merged.weight == whole.weight
     a, b = Frontier.from_breakpoints(whole), Frontier.from_breakpoints(merged)
@@ -130,12 +132,11 @@ def test_random_multitask_mixture_equals_lp_optimum(seed):
 def test_trace_kernel_py_func_matches_jit():
     m = from_frames(*random_tasks(9, n_tasks=4)).mdp
     assert_trace_jit_equals_py(m)
-    args = (
-        m.comp_ptr, np.arange(4, dtype=np.int64), m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next,
-        m.tr_prob, m.terminal, m.success, m.start_weight, 1.0, 1e-12, 1 << 20,
-    )  # fmt: skip
+    comps = np.arange(4, dtype=np.int64)
     # too many pieces for the cap: refused, the caller falls back to solves
-    assert not parametric.trace_components(*args[:-1], 2)[0]
+    assert not parametric.trace_components(
+        m.comp_ptr, comps, m.graph, m.start_weight, 1.0, 1e-12, 2
+    )[0]
 
 
 def test_search_falls_back_where_the_trace_does_not_apply():

@@ -10,6 +10,7 @@ from dp_helpers import all_policies, evaluate, lp_optimum, make_dataset, make_fr
 
 from helpdp import behavior_values, from_frames, mix_budgets, search_budget, solve, state_success
 from helpdp._src import kernels
+from helpdp._src.bundles import Backup, Values
 
 # one decision: nohelp succeeds w.p. 0.5, help w.p. 0.9 -> help iff r < 0.4
 ONE_STEP = dict(
@@ -23,8 +24,7 @@ def _raw_backward(ds, r, rule=kernels.RULE_EXACT, p_row=np.zeros(0), gamma=1.0, 
     act = np.full(m.n_states, -1, np.int8)
     fn = kernels.backward_pass.py_func if py else kernels.backward_pass
     costs = np.r_[0.0, np.atleast_1d(r)]
-    fn(m.order, m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next, m.tr_prob, m.terminal, m.success, p_row,
-       costs, gamma, rule, 1e-12, 1e-9, val, act)  # fmt: skip
+    fn(m.order, m.graph, Backup(p_row, costs, gamma, rule, 1e-12, 1e-9), Values(val, act))
     return val, act
 
 
@@ -208,9 +208,8 @@ def test_parallel_levels_equal_serial_pass():
     for fn, extra in [(kernels.backward_pass, ()), (kernels.backward_levels, (m.block_ptr, 7))]:
         val = np.zeros((m.n_states, 3))
         act = np.full(m.n_states, -1, np.int8)
-        head = (m.order, *extra)
-        fn(*head, m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next, m.tr_prob, m.terminal, m.success,
-           np.zeros(0), np.array([0.0, 0.05]), 1.0, 0, 1e-12, 1e-9, val, act)  # fmt: skip
+        backup = Backup(np.zeros(0), np.array([0.0, 0.05]), 1.0, 0, 1e-12, 1e-9)
+        fn(m.order, *extra, m.graph, backup, Values(val, act))
         outs.append((val, act))
     assert np.array_equal(outs[0][0], outs[1][0]) and np.array_equal(outs[0][1], outs[1][1])
 

@@ -11,6 +11,7 @@ from pertask_helpers import random_tasks
 
 from helpdp import from_frames
 from helpdp._src import kernels, pertask
+from helpdp._src.bundles import Csr
 from helpdp.data import DatasetError
 
 JIT = pytest.mark.parametrize("py", [False, True], ids=["jit", "py_func"])
@@ -71,17 +72,24 @@ def test_radix_sorts_are_stable_argsorts(py):
         k = keys.copy()
         n = len(k)
         idx = _f("radix_sort_into", py)(
-            k, np.empty(n, np.uint64), np.empty(n, np.uint64), np.empty(n, np.int64),
+            k,
+            np.empty(n, np.uint64),
+            np.empty(n, np.uint64),
             np.empty(n, np.int64),
-        )  # fmt: skip
+            np.empty(n, np.int64),
+        )
         assert np.array_equal(idx, ref) and np.array_equal(k, keys[ref])
         assert np.array_equal(_f("radix_argsort", py)(keys), ref)
         if keys.min() >= 0:
             a, b = rng.integers(0, 100, n), rng.integers(0, 100, n)
             sk, sa, sb = _f("radix_sort_pairs", py)(
-                keys.copy(), a.copy(), b.copy(), np.empty(n, np.int64), np.empty(n, np.int64),
+                keys.copy(),
+                a.copy(),
+                b.copy(),
                 np.empty(n, np.int64),
-            )  # fmt: skip
+                np.empty(n, np.int64),
+                np.empty(n, np.int64),
+            )
             assert np.array_equal(sk, keys[ref])
             assert np.array_equal(sa, a[ref]) and np.array_equal(sb, b[ref])
 
@@ -130,9 +138,9 @@ def test_grouped_transitions_match_one_sort_key(py, n_actions, monkeypatch):
     for perm in (np.arange(len(src)), rng.permutation(len(src))):  # in order, shuffled
         s, a, d, c = src[perm], act[perm], dst[perm], cnt[perm]
         c.flags.writeable = False  # as pandas hands it over
-        dup, *got = data._group(s.copy(), a, d.copy(), c, n, n_actions)
+        dup, csr, visits = data._group(s.copy(), a, d.copy(), c, n, n_actions)
         assert not dup
-        for x, y in zip(got, ref):
+        for x, y in zip((*csr, visits), ref):
             assert np.array_equal(x, y) and x.dtype.kind == y.dtype.kind
     # a repeated (state, action, next) is found, in or out of order
     s, a, d = np.r_[src, src[4]], np.r_[act, act[4]], np.r_[dst, dst[4]]
@@ -205,15 +213,12 @@ def test_renumber_into_moves_every_edge(py):
     m = from_frames(*random_tasks(7, n_tasks=4)).mdp
     n = m.n_states
     inv = np.random.default_rng(0).permutation(n).astype(np.int64)
-    outs = (
-        np.empty(n, np.int64), np.empty(n + 1, np.int64), np.empty(m.n_rows, np.int8),
-        np.empty(m.n_rows, np.int64), np.empty(m.n_rows + 1, np.int64),
-        np.empty(m.n_transitions, np.int32), np.empty(m.n_transitions),
-    )  # fmt: skip
-    _f("renumber_into", py)(
-        inv, m.sa_ptr, m.sa_action, m.sa_count, m.tr_ptr, m.tr_next, m.tr_prob, *outs
-    )
-    new_of_old, sa, act, cnt, tp, nx, pr = outs
+    old = Csr(m.sa_ptr, m.sa_action, m.sa_count, m.tr_ptr, m.tr_next, m.tr_prob)
+    new = pertask.empty_csr(n, m.n_rows, m.n_transitions, np.int8, np.int64)
+    assert new.sa_ptr.dtype == new.tr_ptr.dtype == np.int32  # 32-bit where the sizes allow
+    new_of_old = np.empty(n, np.int64)
+    _f("renumber_into", py)(inv, old, new, new_of_old)
+    sa, act, cnt, tp, nx, pr = new
     assert np.array_equal(new_of_old[inv], np.arange(n))
     for i in range(n):  # new state i carries old state inv[i]'s rows, in order
         o = inv[i]
@@ -240,15 +245,24 @@ def _reference_mdp(manifest, states, trans):
     )
     start_weight = np.where(states["is_start"].to_numpy(bool), visits, 0.0)
     inv, comp_ptr, order, block_ptr = _layout_reference(n, sa_ptr, tr_ptr, tr_next)
-    out = pertask.renumber(inv, sa_ptr, row_action, row_count, tr_ptr, tr_next, prob)
+    out, _ = pertask.renumber(inv, Csr(sa_ptr, row_action, row_count, tr_ptr, tr_next, prob))
     terminal = states["terminal"].to_numpy(bool)
     success = states["success"].to_numpy(bool)
     return dict(
-        sa_ptr=out[0], sa_action=out[1], sa_count=out[2], tr_ptr=out[3], tr_next=out[4],
-        tr_prob=out[5], terminal=terminal[inv], success=success[inv],
-        start_weight=start_weight[inv], order=order, block_ptr=block_ptr, comp_ptr=comp_ptr,
+        sa_ptr=out[0],
+        sa_action=out[1],
+        sa_count=out[2],
+        tr_ptr=out[3],
+        tr_next=out[4],
+        tr_prob=out[5],
+        terminal=terminal[inv],
+        success=success[inv],
+        start_weight=start_weight[inv],
+        order=order,
+        block_ptr=block_ptr,
+        comp_ptr=comp_ptr,
         state_ids=sid[inv],
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -258,7 +272,8 @@ def test_compiled_mdp_is_the_one_before(seed):
     ref = _reference_mdp(*frames)
     for name, want in ref.items():
         got = ds.state_ids if name == "state_ids" else getattr(ds.mdp, name)
-        assert got.dtype == want.dtype or name in ("tr_ptr", "sa_ptr", "comp_ptr", "block_ptr")
+        widths = ("tr_ptr", "sa_ptr", "comp_ptr", "block_ptr", "order")  # 32 or 64 bits
+        assert got.dtype == want.dtype or name in widths
         assert np.array_equal(got, want), name
     # the id index, built on first use
     q = ds.state_ids[::3]

@@ -7,6 +7,7 @@ from pertask_helpers import random_tasks
 
 from helpdp import from_frames, solve
 from helpdp._src import kernels, pertask
+from helpdp._src.bundles import Backup, Chunks, Csr, Values
 from helpdp.solve import _plan, choose_path, eligible_paths
 
 
@@ -46,15 +47,20 @@ def test_components_counting_order_renumber(py):
     keys = np.array([2, 0, 1, 0, 2, 1], np.int64)
     assert f("counting_order")(keys, 3, np.arange(6)).tolist() == [1, 3, 2, 5, 0, 4]
     # renumbering by the identity keeps every array
-    inv = np.arange(m.n_states, dtype=np.int64)
-    out = f("renumber")(inv, m.sa_ptr, m.sa_action, m.sa_count, m.tr_ptr, m.tr_next, m.tr_prob)
-    for a, b in zip(out[:6], (m.sa_ptr, m.sa_action, m.sa_count, m.tr_ptr, m.tr_next, m.tr_prob)):
+    n = m.n_states
+    old = Csr(m.sa_ptr, m.sa_action, m.sa_count, m.tr_ptr, m.tr_next, m.tr_prob)
+
+    def renumber(inv):
+        new = pertask.empty_csr(n, m.n_rows, m.n_transitions, np.int8, np.int64)
+        new_of_old = np.empty(n, np.int64)
+        f("renumber_into")(inv, old, new, new_of_old)
+        return new, new_of_old
+
+    inv = np.arange(n, dtype=np.int64)
+    for a, b in zip(renumber(inv)[0], old):
         assert np.array_equal(a, b)
     # reversing the numbering maps each edge s -> t to n-1-s -> n-1-t
-    n = m.n_states
-    sa, _, _, tp, nx, _, new_of_old = f("renumber")(
-        inv[::-1].copy(), m.sa_ptr, m.sa_action, m.sa_count, m.tr_ptr, m.tr_next, m.tr_prob
-    )
+    (sa, _, _, tp, nx, _), new_of_old = renumber(inv[::-1].copy())
     assert np.array_equal(new_of_old, n - 1 - inv)
     src, dst = _edges(m)
     rows = np.repeat(np.arange(n), np.diff(sa))
@@ -78,18 +84,19 @@ def test_chunked_pass_equals_serial_pass(py, gamma):
     m = from_frames(*random_tasks(11, n_tasks=9, gamma=gamma)).mdp
     outs = []
     rev = np.arange(m.n_states - 1, -1, -1)
-    lo, hi, sched = pertask.chunk_plan(m.comp_ptr, 7)
-    assert len(sched) >= 3
+    chunks = Chunks(*pertask.chunk_plan(m.comp_ptr, 7))
+    assert len(chunks.sched) >= 3
     fn = pertask.backward_chunks.py_func if py else pertask.backward_chunks
     for run in (
         lambda *a: kernels.backward_pass(rev, *a),
+        lambda *a: kernels.backward_pass(np.zeros(0, np.int64), *a),  # n - 1, ..., 0
         lambda *a: kernels.backward_pass(m.order, *a),
-        lambda *a: fn(2, rev, lo, hi, sched, *a),
+        lambda *a: fn(2, chunks, *a),
     ):
         val = np.zeros((m.n_states, 3))
         act = np.full(m.n_states, -1, np.int8)
-        run(m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next, m.tr_prob, m.terminal, m.success,
-            np.zeros(0), np.array([0.0, 0.07]), gamma, 0, 1e-12, 1e-9, val, act)  # fmt: skip
+        backup = Backup(np.zeros(0), np.array([0.0, 0.07]), gamma, 0, 1e-12, 1e-9)
+        run(m.graph, backup, Values(val, act))
         outs.append((val, act))
     for val, act in outs[1:]:
         assert np.array_equal(val, outs[0][0]) and np.array_equal(act, outs[0][1])
@@ -123,7 +130,7 @@ def test_choose_path_takes_the_faster_and_retimes(monkeypatch):
         assert eligible_paths(m) == ["serial"]
         return
     paths = eligible_paths(m)
-    assert paths[:2] == ["serial", "tasks"] and len(_plan(m)["sched"]) >= 2
+    assert paths[:2] == ["serial", "tasks"] and len(_plan(m)["chunks"].sched) >= 2
     from helpdp.solve import RETIME_EVERY, _record
 
     seen = [choose_path(m, paths) for _ in range(2)]

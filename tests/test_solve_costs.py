@@ -11,6 +11,7 @@ from pertask_helpers import random_tasks, side_by_side, two_decisions
 
 from helpdp import demo_dataset_path, from_frames, load_dataset, search_budget, solve
 from helpdp._src import kernels, parametric
+from helpdp._src.bundles import Values
 from helpdp.budget import InfeasibleBudget, search_budgets, write_result
 from helpdp.solve import cost_means, solve_costs
 
@@ -43,8 +44,7 @@ def test_sweep_costs_equals_a_solve_per_cost(py, gamma):
             vals = np.empty((len(r), n, 3))
             actions = np.empty((len(r), n), np.int8)
             start_vals = np.empty((len(starts), len(r), 3))
-            fn(m.comp_ptr, m.sa_ptr, m.sa_action, m.tr_ptr, m.tr_next, m.tr_prob, m.terminal,
-               m.success, r, gamma, 1e-12, starts, start_vals, write, vals, actions)  # fmt: skip
+            fn(m.comp_ptr, m.graph, r, gamma, 1e-12, starts, start_vals, Values(vals, actions))
             means = mfn(starts, m.start_weight, start_vals)
             for k, rk in enumerate(r):
                 ref = solve(m, rk, gamma=gamma, parallel="serial")
@@ -93,8 +93,12 @@ def test_solve_costs_groups_and_falls_back(monkeypatch):
 
 def _same_result(a, b):
     assert (a.budget, a.r, a.weight_more_help, a.rule, a.gamma) == (
-        b.budget, b.r, b.weight_more_help, b.rule, b.gamma,
-    )  # fmt: skip
+        b.budget,
+        b.r,
+        b.weight_more_help,
+        b.rule,
+        b.gamma,
+    )
     _same(a.policy, b.policy)
     assert (a.more_help is None) == (b.more_help is None)
     if a.more_help is not None:

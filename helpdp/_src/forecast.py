@@ -1,6 +1,6 @@
 """Numeric kernels of policy evaluation and reachability: arrays in, arrays out.
 
-Same CSR layout as ``helpdp._src.kernels`` (see there): state ``s`` owns rows
+Same CSR layout as ``helpdp._src.kernels`` (see there; a ``bundles.Graph``): state ``s`` owns rows
 ``sa_ptr[s]:sa_ptr[s + 1]`` (actions ascending), row ``j`` owns transitions
 ``tr_ptr[j]:tr_ptr[j + 1]``. A *row policy* ``pi_row`` gives the probability of
 taking each row's action at its state (a deterministic policy is 0/1 per row;
@@ -16,11 +16,9 @@ from numba import njit
 
 
 @njit(cache=True)
-def evaluate_rows(
-    order, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, pi_row, flag,
-    gamma, tol, max_iters, val,
-):  # fmt: skip
-    """Policy evaluation of the row policy ``pi_row``; writes ``val`` (n, 2 + K):
+def evaluate_rows(order, g, pi_row, flag, gamma, tol, max_iters, val):
+    """Policy evaluation of the row policy ``pi_row`` on the model ``g`` (a
+    ``bundles.Graph``); writes ``val`` (n, 2 + K):
     ``val[s, 0] = S`` (discounted success), ``val[s, k] = M^k`` (discounted calls
     of intervention k, k = 1..K), the quantities of docs/method.md, "The equations" for a fixed,
     possibly stochastic, policy, and ``val[s, K + 1] = F``, the expected discounted
@@ -31,6 +29,7 @@ def evaluate_rows(
     otherwise sweeps repeat until the largest change is below ``tol`` or
     ``max_iters`` sweeps ran. Returns the number of sweeps.
     """
+    sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success = g
     n_col = val.shape[1]
     acc = np.zeros(n_col)
     it = 0

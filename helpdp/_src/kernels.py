@@ -3,7 +3,8 @@
 No I/O, no config, no pandas. Every function is numba-jitted with ``cache=True``;
 the plain Python body stays reachable through ``.py_func`` for tests.
 
-The MDP is stored as two nested CSR structures (see ``helpdp.data.MDP``):
+The MDP is stored as two nested CSR structures (see ``helpdp.data.MDP``), handed
+to the kernels as one ``bundles.Graph``:
 
 * state ``s`` owns the state-action rows ``sa_ptr[s] : sa_ptr[s + 1]``, sorted by
   action ascending (so "less help" comes first); ``sa_action[j]`` is the action of
@@ -48,24 +49,29 @@ RULE_PAPER = 1
 
 
 @njit(cache=True)
-def sweep(
-    order, lo, hi, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, p_row,
-    costs, gamma, rule, tie_tol, dm_tol, val, action,
-):  # fmt: skip
-    """Back up the states ``order[lo:hi]`` in place, in that order.
+def sweep(order, lo, hi, g, b, out):
+    """Back up the states ``order[lo:hi]`` in place, in that order (an empty ``order``
+    stands for ``n - 1, ..., 0``: the per-task pass reads no order array).
 
-    Exact on acyclic graphs when ``order`` is reverse topological (every successor
-    is backed up before its parents). Writes ``val`` (n, 2 + K) and ``action``
-    (n,) int8 (-1 where no action applies). Returns the largest absolute change
-    of any value (the convergence measure of repeated sweeps).
+    ``g`` is the model (``bundles.Graph``), ``b`` the rule (``bundles.Backup``),
+    ``out`` the ``bundles.Values`` written: ``val`` (n, 2 + K) and ``action`` (n,)
+    int8 (-1 where no action applies). Exact on acyclic graphs when the order is
+    reverse topological (every successor is backed up before its parents). Returns
+    the largest absolute change of any value (the convergence measure of repeated
+    sweeps).
 
     The state backup is written inline, not as a called function: a call per
     state passing 16 arrays made the sweep 3x slower.
     """
+    sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success = g
+    p_row, costs, gamma, rule, tie_tol, dm_tol = b
+    val, action = out
     n_int = val.shape[1] - 2
+    n_last = terminal.shape[0] - 1
+    by_index = order.shape[0] == 0
     change = 0.0
     for i in range(lo, hi):
-        s = order[i]
+        s = n_last - i if by_index else order[i]
         old_v = val[s, 0]
         old_s = val[s, 1]
         j0 = sa_ptr[s]
@@ -142,22 +148,14 @@ def sweep(
 
 
 @njit(cache=True)
-def backward_pass(
-    order, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, p_row,
-    costs, gamma, rule, tie_tol, dm_tol, val, action,
-):  # fmt: skip
-    """One serial sweep over all of ``order`` (see ``sweep``)."""
-    return sweep(
-        order, 0, order.shape[0], sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal,
-        success, p_row, costs, gamma, rule, tie_tol, dm_tol, val, action,
-    )  # fmt: skip
+def backward_pass(order, g, b, out):
+    """One serial sweep over all of ``order`` (see ``sweep``; empty: ``n - 1, ..., 0``)."""
+    n = order.shape[0] if order.shape[0] > 0 else g.terminal.shape[0]
+    return sweep(order, 0, n, g, b, out)
 
 
 @njit(cache=True, parallel=True)
-def backward_levels(
-    order, block_ptr, chunk, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success,
-    p_row, costs, gamma, rule, tie_tol, dm_tol, val, action,
-):  # fmt: skip
+def backward_levels(order, block_ptr, chunk, g, b, out):
     """The backward pass of an acyclic graph, in parallel within each level.
 
     ``order[block_ptr[b]:block_ptr[b + 1]]`` holds the states of one level (equal
@@ -166,27 +164,21 @@ def backward_levels(
     ``chunk`` states; results are identical to the serial pass.
     """
     change = 0.0
-    for b in range(block_ptr.shape[0] - 1):
-        lo = block_ptr[b]
-        hi = block_ptr[b + 1]
+    for lev in range(block_ptr.shape[0] - 1):
+        lo = block_ptr[lev]
+        hi = block_ptr[lev + 1]
         n_chunks = (hi - lo + chunk - 1) // chunk
         ch = np.zeros(n_chunks)
         for c in prange(n_chunks):
             c0 = lo + c * chunk
-            ch[c] = sweep(
-                order, c0, min(hi, c0 + chunk), sa_ptr, sa_action, tr_ptr, tr_next, tr_prob,
-                terminal, success, p_row, costs, gamma, rule, tie_tol, dm_tol, val, action,
-            )  # fmt: skip
+            ch[c] = sweep(order, c0, min(hi, c0 + chunk), g, b, out)
         if n_chunks > 0:
             change = max(change, ch.max())
     return change
 
 
 @njit(cache=True)
-def iterate_sweeps(
-    order, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, p_row,
-    costs, gamma, rule, tie_tol, dm_tol, tol, max_iters, val, action,
-):  # fmt: skip
+def iterate_sweeps(order, g, b, tol, max_iters, out):
     """Gauss-Seidel sweeps until the largest change of V, S and M is below ``tol``.
 
     For graphs with cycles (``gamma < 1`` guarantees convergence of the exact
@@ -197,10 +189,7 @@ def iterate_sweeps(
     it = 0
     while it < max_iters:
         it += 1
-        change = backward_pass(
-            order, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success,
-            p_row, costs, gamma, rule, tie_tol, dm_tol, val, action,
-        )  # fmt: skip
+        change = backward_pass(order, g, b, out)
         if change < tol:
             break
     return it, change

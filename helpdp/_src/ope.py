@@ -26,6 +26,7 @@ those of the earlier steps of its episode (inclusive). No I/O, no pandas.
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -227,13 +228,19 @@ def q_layout(t: np.ndarray, keys: list[np.ndarray]) -> list:
     return out
 
 
+class Steps(NamedTuple):
+    """The logged steps :func:`fit_q` fits on (one entry per step, ``(n, ...)``)."""
+
+    t: np.ndarray  # the turn of each step
+    keys: list  # key columns (see fit_q)
+    action: np.ndarray  # the logged action
+    reward: np.ndarray  # (n, n_actions) each action's immediate reward
+    next_index: np.ndarray  # the next step (-1: terminal)
+    terminal_value: np.ndarray  # the value after a terminal step
+
+
 def fit_q(
-    t: np.ndarray,
-    keys: list[np.ndarray],
-    action: np.ndarray,
-    reward: np.ndarray,
-    next_index: np.ndarray,
-    terminal_value: np.ndarray,
+    steps: Steps,
     target: np.ndarray,
     fit: np.ndarray,
     n_actions: int,
@@ -241,7 +248,8 @@ def fit_q(
     layout: list | None = None,
 ) -> np.ndarray:
     """A tabular Q model of the target policy, fitted on the steps with ``fit`` true
-    and evaluated at every step: ``(n, n_actions)`` Q(h_t, a).
+    and evaluated at every step: ``(n, n_actions)`` Q(h_t, a). The fields of
+    ``steps`` (a :class:`Steps`) are described below.
 
     ``reward`` ``(n, n_actions)``: each action's immediate reward at each step, known
     exactly (usage of intervention k: 1 in column k; success: 0), so Q(h, a) =
@@ -261,6 +269,7 @@ def fit_q(
     n_actions)``) over the fitted steps of its finest key (its own where none).
     ``layout``: :func:`q_layout` of ``(t, keys)`` (computed here when None).
     """
+    t, keys, action, reward, next_index, terminal_value = steps
     n = len(t)
     reward = np.asarray(reward, np.float64)
     if reward.shape != (n, n_actions):

@@ -27,6 +27,8 @@ The global frontier is the sum over components (``helpdp.frontier_merge``).
 import numpy as np
 from numba import njit
 
+from helpdp._src.bundles import Pieces, Sources
+
 
 @njit(cache=True)
 def _grow(a, need):
@@ -47,15 +49,16 @@ def _merge_room(m, srcs_lo, srcs_hi):
 
 
 @njit(cache=True)
-def _merge_sum(
-    m, srcs_lo, srcs_hi, coef, add, gamma, B, S, U, cur, ob, os_, ou, n_out
-):  # fmt: skip
-    """Append to (ob, os_, ou) from ``n_out`` the pieces of
+def _merge_sum(m, srcs, add, gamma, src, out, n_out):
+    """Append to the ``Pieces`` ``out`` from ``n_out`` the pieces of
     ``add * r-term + gamma * sum_k coef[k] f_k``, ``f_k`` the piece lists
-    ``srcs_lo[k]:srcs_hi[k]`` of (B, S, U); ``add`` is 1.0 for the help action (its
-    own call), else 0.0; ``cur`` is scratch of length >= m. The buffers must have
-    room for ``_merge_room`` more pieces. Returns the new ``n_out``. The sums run in
-    the order of the fixed-r kernel."""
+    ``lo[k]:hi[k]`` (``srcs``, a ``bundles.Sources`` of at least ``m`` successors) of
+    the ``Pieces`` ``src``; ``add`` is 1.0 for the help action (its own call), else
+    0.0. ``out`` must have room for ``_merge_room`` more pieces. Returns the new
+    ``n_out``. The sums run in the order of the fixed-r kernel."""
+    srcs_lo, srcs_hi, coef, cur = srcs
+    B, S, U = src
+    ob, os_, ou = out
     for k in range(m):
         cur[k] = srcs_lo[k]
     r = 0.0
@@ -103,11 +106,13 @@ def _push(ob, os_, ou, n_out, base, x, s_val, m_val):
 
 
 @njit(cache=True)
-def _envelope(tb, ts, tu, ia, ea, ib, eb, tie_tol, ob, os_, ou, n_out):
+def _envelope(t, ia, ea, ib, eb, tie_tol, out, n_out):
     """Upper envelope of the piece lists ``ia:ea`` (nohelp) and ``ib:eb`` (help) of
-    (tb, ts, tu), appended to (ob, os_, ou), which must have room for
+    the ``Pieces`` ``t``, appended to the ``Pieces`` ``out``, which must have room for
     ``2 * (ea - ia + eb - ib)`` more pieces: help wins where ``Lb - La > tie_tol``.
     Returns the new length."""
+    tb, ts, tu = t
+    ob, os_, ou = out
     base = n_out
     x = 0.0
     while True:
@@ -158,13 +163,49 @@ def _room(a, b, c, need):
     return _grow(a, need), _grow(b, need), _grow(c, need)
 
 
+@njit(cache=True)
+def _sizes(comp_ptr, comps, sa_ptr, tr_ptr):
+    """``(max_deg, biggest)``: the most transitions of a row and the most states of a
+    component among ``comps`` (a call takes a few tasks: their rows only)."""
+    max_deg = 1
+    biggest = 0
+    for i in range(comps.shape[0]):
+        c = comps[i]
+        biggest = max(biggest, comp_ptr[c + 1] - comp_ptr[c])
+        for j in range(sa_ptr[comp_ptr[c]], sa_ptr[comp_ptr[c + 1]]):
+            max_deg = max(max_deg, tr_ptr[j + 1] - tr_ptr[j])
+    return max_deg, biggest
+
+
+@njit(cache=True)
+def _start_sources(st, lo, hi, start_weight):
+    """The start states of the component ``lo:hi`` as the ``Sources`` of its objective
+    (their pieces ``st[s - lo]``, weighted by ``start_weight``), ascending."""
+    n_start = 0
+    for s in range(lo, hi):
+        if start_weight[s] != 0.0:
+            n_start += 1
+    out = Sources(
+        np.empty(n_start, np.int64),
+        np.empty(n_start, np.int64),
+        np.empty(n_start),
+        np.empty(n_start, np.int64),
+    )
+    k = 0
+    for s in range(lo, hi):
+        if start_weight[s] != 0.0:
+            out.lo[k] = st[s - lo, 0]
+            out.hi[k] = st[s - lo, 1]
+            out.coef[k] = start_weight[s]
+            k += 1
+    return out
+
+
 @njit(cache=True, nogil=True)
-def trace_components(
-    comp_ptr, comps, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success,
-    start_weight, gamma, tie_tol, max_pieces,
-):  # fmt: skip
+def trace_components(comp_ptr, comps, g, start_weight, gamma, tie_tol, max_pieces):
     """The frontier of each component ``comps[i]`` (states ``comp_ptr[c]:comp_ptr[c+1]``,
-    numbered topologically within the component; one intervention).
+    numbered topologically within the component; one intervention) of the model ``g``
+    (a ``bundles.Graph``).
 
     Returns ``(ok, piece_ptr, b, s, u)``: component ``comps[i]``'s objective
     ``sum_start w_s V_s(r)`` has the pieces ``piece_ptr[i]:piece_ptr[i+1]`` (start
@@ -172,6 +213,7 @@ def trace_components(
     component needed more than ``max_pieces`` stored pieces (its trace is then
     left out: the caller falls back to the solve-based frontier).
     """
+    sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success = g
     n_c = comps.shape[0]
     piece_ptr = np.zeros(n_c + 1, np.int64)
     rb = np.empty(16)
@@ -185,13 +227,7 @@ def trace_components(
     tb = np.empty(64)  # temporary Q pieces of the help and nohelp rows
     ts = np.empty(64)
     tu = np.empty(64)
-    max_deg = 1  # over the rows of these components only (a call takes a few tasks)
-    biggest = 0
-    for i in range(n_c):
-        c = comps[i]
-        biggest = max(biggest, comp_ptr[c + 1] - comp_ptr[c])
-        for j in range(sa_ptr[comp_ptr[c]], sa_ptr[comp_ptr[c + 1]]):
-            max_deg = max(max_deg, tr_ptr[j + 1] - tr_ptr[j])
+    max_deg, biggest = _sizes(comp_ptr, comps, sa_ptr, tr_ptr)
     s_lo = np.empty(max_deg, np.int64)  # per successor of a row: its pieces, weight
     s_hi = np.empty(max_deg, np.int64)
     coef = np.empty(max_deg)
@@ -254,9 +290,12 @@ def trace_components(
                     need = n_t + _merge_room(m, s_lo, s_hi)
                     if need > tb.shape[0]:
                         tb, ts, tu = _room(tb, ts, tu, need)
-                    n_t = _merge_sum(
-                        m, s_lo, s_hi, coef, add, gamma, pb, ps, pu, cur, tb, ts, tu, n_t
+                    srcs, pool, tmp = (
+                        Sources(s_lo, s_hi, coef, cur),
+                        Pieces(pb, ps, pu),
+                        Pieces(tb, ts, tu),
                     )
+                    n_t = _merge_sum(m, srcs, add, gamma, pool, tmp, n_t)
                 if j == j0:
                     r_lo0, r_hi0 = row_start, n_t
                 else:
@@ -270,34 +309,21 @@ def trace_components(
                     n_pool = _push(pb, ps, pu, n_pool, start, tb[k], ts[k], tu[k])
             else:
                 # rows sorted by action: nohelp first, help second (one intervention)
-                n_pool = _envelope(
-                    tb, ts, tu, r_lo0, r_hi0, r_lo1, r_hi1, tie_tol, pb, ps, pu, n_pool
-                )
+                tmp, pool = Pieces(tb, ts, tu), Pieces(pb, ps, pu)
+                n_pool = _envelope(tmp, r_lo0, r_hi0, r_lo1, r_hi1, tie_tol, pool, n_pool)
             st[s - lo, 0] = start
             st[s - lo, 1] = n_pool
             if n_pool > max_pieces:
                 return False, piece_ptr, rb[:n_res], rs[:n_res], ru[:n_res]
         # the component's objective: start-weighted sum of its start states
-        n_start = 0
-        for s in range(lo, hi):
-            if start_weight[s] != 0.0:
-                n_start += 1
-        o_lo = np.empty(n_start, np.int64)
-        o_hi = np.empty(n_start, np.int64)
-        o_w = np.empty(n_start)
-        k = 0
-        for s in range(lo, hi):
-            if start_weight[s] != 0.0:
-                o_lo[k] = st[s - lo, 0]
-                o_hi[k] = st[s - lo, 1]
-                o_w[k] = start_weight[s]
-                k += 1
+        starts = _start_sources(st, lo, hi, start_weight)
+        n_start = starts.lo.shape[0]
         if n_start > 0:
-            o_cur = np.empty(n_start, np.int64)
-            need = _merge_room(n_start, o_lo, o_hi)
+            need = _merge_room(n_start, starts.lo, starts.hi)
             if need > tb.shape[0]:
                 tb, ts, tu = _room(tb, ts, tu, need)
-            n_t = _merge_sum(n_start, o_lo, o_hi, o_w, 0.0, 1.0, pb, ps, pu, o_cur, tb, ts, tu, 0)
+            pool, tmp = Pieces(pb, ps, pu), Pieces(tb, ts, tu)
+            n_t = _merge_sum(n_start, starts, 0.0, 1.0, pool, tmp, 0)
             base = n_res
             if n_res + n_t > rb.shape[0]:
                 rb, rs, ru = _room(rb, rs, ru, n_res + n_t)
@@ -308,12 +334,10 @@ def trace_components(
 
 
 @njit(cache=True, nogil=True)
-def sweep_costs(
-    comp_ptr, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success, r, gamma,
-    tie_tol, starts, start_vals, write, vals, actions,
-):  # fmt: skip
+def sweep_costs(comp_ptr, g, r, gamma, tie_tol, starts, start_vals, out):
     """The fixed-r exact backward pass (``kernels.sweep`` with ``RULE_EXACT``, one
-    intervention) at every help cost ``r[k]`` at once, component by component.
+    intervention) at every help cost ``r[k]`` at once, component by component, on
+    the model ``g`` (a ``bundles.Graph``).
 
     Components ``comp_ptr[c]:comp_ptr[c+1]`` are numbered topologically inside (as
     ``helpdp.data`` lays tasks out). A component's values at every r live in a
@@ -323,12 +347,16 @@ def sweep_costs(
     Every row's V, S and M sums are formed at every r and the best row's kept (the
     fixed-r kernel sums S and M of the chosen row only: the same sums, in the same
     order), with the fixed-r tie rule, so the results equal K separate solves bit
-    for bit. With ``write``, writes ``vals[k]`` ((n, 3): V, S, M per state) and
-    ``actions[k]`` ((n,) int8, -1 where no action applies): a (K, n, 3) and a (K, n)
-    array. Always writes ``start_vals[i, k]`` (V, S, M of state ``starts[i]`` at
-    ``r[k]``; ``starts`` ascending): without ``write`` the pass costs no memory per
-    state and r, and gives E[U], E[S] at every r (``start_means``).
+    for bit. Writes ``out`` (a ``bundles.Values``): ``val[k]`` ((n, 3): V, S, M per
+    state) and ``action[k]`` ((n,) int8, -1 where no action applies), a (K, n, 3) and
+    a (K, n) array; with n = 0 nothing is written per state (the pass then costs no
+    memory per state and r). Always writes ``start_vals[i, k]`` (V, S, M of state
+    ``starts[i]`` at ``r[k]``; ``starts`` ascending), from which ``start_means`` gives
+    E[U], E[S] at every r.
     """
+    sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal, success = g
+    vals, actions = out
+    write = vals.shape[1] > 0
     n_k = r.shape[0]
     biggest = 0
     for c in range(comp_ptr.shape[0] - 1):

@@ -25,6 +25,7 @@ from numba import njit, prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from helpdp._src.bundles import Csr, index_dtype
 from helpdp._src.kernels import sweep
 
 
@@ -145,21 +146,20 @@ def chunk_plan(comp_ptr, target):
 
 
 @njit(cache=True, parallel=True)
-def backward_chunks(
-    n_workers, rev, chunk_lo, chunk_hi, chunk_order, sa_ptr, sa_action, tr_ptr, tr_next, tr_prob, terminal,
-    success, p_row, costs, gamma, rule, tie_tol, dm_tol, val, action,
-):  # fmt: skip
+def backward_chunks(n_workers, chunks, g, b, out):
     """The backward pass of an acyclic, task-contiguous graph, chunk by chunk.
 
-    ``rev`` is ``n-1, ..., 0`` (reverse topological when every component is
-    numbered topologically); ``n_workers`` is ``numba.get_num_threads()`` (passed
-    in: reading it inside would keep numba from caching the kernel); chunk ``c`` holds states ``chunk_lo[c]:chunk_hi[c]``
-    (whole components). Each numba thread takes the next chunk of ``chunk_order`` from a
-    shared counter and backs it up serially (``sweep``). Results are identical to
-    the serial pass. Returns the largest change of any value.
+    Every component is numbered topologically, so ``n - 1, ..., 0`` is reverse
+    topological and each chunk is swept from its last state down (``sweep`` with
+    no order array). ``n_workers`` is ``numba.get_num_threads()`` (passed in:
+    reading it inside would keep numba from caching the kernel); ``chunks`` is a
+    ``bundles.Chunks`` (whole components). Each numba thread takes the next chunk
+    of ``chunks.sched`` from a shared counter and backs it up serially. Results are
+    identical to the serial pass. Returns the largest change of any value.
     """
-    n = rev.shape[0]
-    n_chunks = chunk_order.shape[0]
+    n = g.terminal.shape[0]
+    no_order = np.zeros(0, np.int64)
+    n_chunks = chunks.sched.shape[0]
     counter = np.zeros(1, np.int64)
     changes = np.zeros(n_chunks)
     for _w in prange(n_workers):
@@ -167,12 +167,8 @@ def backward_chunks(
             i = fetch_add(counter, 0, 1)
             if i >= n_chunks:
                 break
-            c = chunk_order[i]
-            changes[c] = sweep(
-                rev, n - chunk_hi[c], n - chunk_lo[c], sa_ptr, sa_action, tr_ptr, tr_next,
-                tr_prob, terminal, success, p_row, costs, gamma, rule, tie_tol, dm_tol, val,
-                action,
-            )  # fmt: skip
+            c = chunks.sched[i]
+            changes[c] = sweep(no_order, n - chunks.hi[c], n - chunks.lo[c], g, b, out)
     return changes.max() if n_chunks > 0 else 0.0
 
 
@@ -425,16 +421,15 @@ def _sort_row(nxt, cnt, lo, hi):
 
 
 @njit(cache=True)
-def fill_rows(
-    key, nxt, cnt, a_bits, sort_rows, sa_ptr, row_action, row_count, tr_ptr, tr_prob, visits
-):  # fmt: skip
+def fill_rows(key, nxt, cnt, a_bits, sort_rows, out):
     """The state -> (state, action) row -> transition CSR arrays of transitions
     sorted by ``key`` (``row_keys``), with next state ``nxt`` and count ``cnt``;
-    with ``sort_rows`` each row is first sorted by ``nxt`` (in place). Fills
-    ``sa_ptr`` (zeros, n + 1), ``row_action``, ``row_count``, ``tr_ptr``
-    (``count_rows(key)`` rows, + 1), ``tr_prob`` (count / row count), ``visits``
-    (zeros, n: the row counts of each state summed row by row, float64). Returns
-    whether some (state, action, next state) repeats."""
+    with ``sort_rows`` each row is first sorted by ``nxt`` (in place). Fills the
+    ``bundles.Rows`` ``out``: ``sa_ptr`` (zeros, n + 1), ``row_action``,
+    ``row_count``, ``tr_ptr`` (``count_rows(key)`` rows, + 1), ``tr_prob`` (count /
+    row count), ``visits`` (zeros, n: the row counts of each state summed row by
+    row, float64). Returns whether some (state, action, next state) repeats."""
+    sa_ptr, row_action, row_count, tr_ptr, tr_prob, visits = out
     m = key.shape[0]
     a_mask = (1 << a_bits) - 1
     dup = False
@@ -608,14 +603,13 @@ def task_layout(n, sa_ptr, tr_ptr, tr_next, node, work, inv, order):
 
 
 @njit(cache=True)
-def renumber_into(
-    inv, sa_ptr, sa_action, sa_count, tr_ptr, tr_next, tr_prob, new_of_old, nsa, nact, ncnt,
-    ntr, nnext, nprob,
-):  # fmt: skip
-    """The CSR arrays with states renumbered: new state ``i`` is old state
-    ``inv[i]``. Rows keep their order within a state, transitions within a row.
-    Fills ``new_of_old`` (n) and the new ``nsa`` (n + 1), ``nact``, ``ncnt``,
-    ``ntr`` (rows + 1), ``nnext`` (int32), ``nprob`` (transitions)."""
+def renumber_into(inv, old, new, new_of_old):
+    """The CSR arrays ``old`` (a ``bundles.Csr``) with states renumbered into ``new``
+    (a ``Csr`` of the same sizes: ``sa_ptr`` n + 1, ``tr_ptr`` rows + 1): new state
+    ``i`` is old state ``inv[i]``. Rows keep their order within a state, transitions
+    within a row. Fills ``new_of_old`` (n) and ``new``."""
+    sa_ptr, sa_action, sa_count, tr_ptr, tr_next, tr_prob = old
+    nsa, nact, ncnt, ntr, nnext, nprob = new
     n = inv.shape[0]
     for i in range(n):
         new_of_old[inv[i]] = i
@@ -647,25 +641,31 @@ def renumber_into(
         nsa[i + 1] = j_new
 
 
-@njit(cache=True)
-def renumber(inv, sa_ptr, sa_action, sa_count, tr_ptr, tr_next, tr_prob):
-    """``renumber_into`` on fresh arrays. Returns ``(sa_ptr, sa_action, sa_count,
-    tr_ptr, tr_next, tr_prob, new_of_old)`` (tr_next int32)."""
+def empty_csr(n, n_rows, n_tr, action_dtype, count_dtype):
+    """A ``bundles.Csr`` of fresh arrays for ``n`` states, ``n_rows`` rows and ``n_tr``
+    transitions: pointers int32 where the sizes allow (``bundles.index_dtype``),
+    ``tr_next`` int32, ``tr_prob`` float64. Refuses ``n`` of 2^31 or more (a
+    successor index is int32)."""
+    if n >= 2**31:
+        raise ValueError(f"{n} states: at most 2^31 - 1 are supported (int32 successor index)")
+    return Csr(
+        np.empty(n + 1, index_dtype(n_rows)),
+        np.empty(n_rows, action_dtype),
+        np.empty(n_rows, count_dtype),
+        np.empty(n_rows + 1, index_dtype(n_tr)),
+        np.empty(n_tr, np.int32),
+        np.empty(n_tr, np.float64),
+    )
+
+
+def renumber(inv, old):
+    """``renumber_into`` on fresh arrays (``empty_csr``). Returns ``(new, new_of_old)``."""
     n = inv.shape[0]
-    n_rows = sa_action.shape[0]
-    n_tr = tr_next.shape[0]
+    rows, tr = old.sa_action.shape[0], old.tr_next.shape[0]
+    new = empty_csr(n, rows, tr, old.sa_action.dtype, old.sa_count.dtype)
     new_of_old = np.empty(n, np.int64)
-    nsa = np.empty(n + 1, np.int64)
-    ntr = np.empty(n_rows + 1, np.int64)
-    nact = np.empty(n_rows, sa_action.dtype)
-    ncnt = np.empty(n_rows, sa_count.dtype)
-    nnext = np.empty(n_tr, np.int32)
-    nprob = np.empty(n_tr, np.float64)
-    renumber_into(
-        inv, sa_ptr, sa_action, sa_count, tr_ptr, tr_next, tr_prob, new_of_old, nsa, nact, ncnt,
-        ntr, nnext, nprob,
-    )  # fmt: skip
-    return nsa, nact, ncnt, ntr, nnext, nprob, new_of_old
+    renumber_into(inv, old, new, new_of_old)
+    return new, new_of_old
 
 
 @njit(cache=True)
