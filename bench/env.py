@@ -24,7 +24,13 @@ in the same run, on the same scenario, for each way to get there:
   waits for it before each timed reset, as after an episode long enough to hide it).
 
 "app start" is the mean time from asking for an app to its OpenAPI document (start
-or fork, and the app's own load). The two collections run the same schedule on the
+or fork, and the app's own load). For the fork in the foreground, the start's phases
+(medians over the timed resets): the template's part (end the previous child, compile,
+fork; "spawn" up to the child's hello) and the child's load (copy the database, exec
+the app, its OpenAPI document when the parent lacks it, open the database), wall and
+CPU milliseconds as the worker measured them. The tool-call rows time one call with and
+without the rendering every observation gets before it reaches a model
+(``render_observation``), in the same loop. The two collections run the same schedule on the
 shipped worlds and on a copy whose every app has one byte more (a held-out world:
 nothing of it is reused); their time ratio is the price of untrusted code.
 """
@@ -44,7 +50,9 @@ from pathlib import Path
 
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import EnvConfig, EnvPool
+from collect.awm.observation import render_observation
 from collect.awm.sandbox import SandboxLimits
+from collect.awm.tools import format_tools
 from collect.worlds import WORLDS_DIR
 
 #: (label, EnvConfig overrides, sandbox.start) of each way to run an episode's app
@@ -64,6 +72,7 @@ class ModeResult:
     app_start_ms: float | None  # mean, per app started (None: no app started per episode)
     steps_s: float
     loop_text: str
+    phases: dict[str, list[float]]  # fork: "phase (wall|cpu)" -> ms per timed reset
 
 
 def _call_text(tool: str, arguments: dict) -> str:
@@ -106,17 +115,32 @@ def _measure_mode(dataset, mode, name, task_idx, scripts, n, episodes) -> ModeRe
     with EnvPool(dataset, config) as pool:
         env = pool.acquire(name)
         env.reset(task_idx)
-        times = []
+        times: list[float] = []
+        phases: dict[str, list[float]] = {}
         for _ in range(n):
             if env._spare is not None:  # as after an episode long enough to hide the start
                 env._spare.result()
             t = time.perf_counter()
             env.reset(task_idx)
             times.append((time.perf_counter() - t) * 1000)
+            if env.fresh_app:  # a new app's load at each reset
+                _add_phases(phases, getattr(env.app, "load_info", None) or {})
         per_app = env.app_start_seconds / env.app_starts * 1000 if env.fresh_app else None
         pool.release(env)
         steps_s, _eps, text = _episode_loop(pool, name, scripts, episodes)
-    return ModeResult(label, times, per_app, steps_s, text)
+    return ModeResult(label, times, per_app, steps_s, text, phases)
+
+
+def _add_phases(phases: dict[str, list[float]], info: dict) -> None:
+    """A forked app's start, phase by phase (:attr:`ForkedApp.load_info`)."""
+    for key, ms in (info.get("spawn") or {}).items():
+        label = "spawn, to the child's hello" if key == "total" else f"template: {key}"
+        phases.setdefault(label, []).append(ms)
+    for key, (wall, cpu) in (info.get("phases") or {}).items():
+        phases.setdefault(f"child: {key} (wall)", []).append(wall)
+        phases.setdefault(f"child: {key} (cpu)", []).append(cpu)
+    if info.get("cpu_ms") is not None and info.get("spawn"):
+        phases.setdefault("child: CPU from fork to loaded", []).append(info["cpu_ms"])
 
 
 def _call_rows(dataset, name, task_idx, read_call, n) -> list[tuple[str, list[float], str]]:
@@ -126,18 +150,27 @@ def _call_rows(dataset, name, task_idx, read_call, n) -> list[tuple[str, list[fl
         env = pool.acquire(name)
         text = _call_text(read_call["tool_name"], read_call.get("arguments") or {})
         env.reset(task_idx)
-        totals, apps = [], []
+        totals, apps, renders, sizes = [], [], [], []
         for _ in range(n):
             t = time.perf_counter()
             result = env.step(text)
-            totals.append((time.perf_counter() - t) * 1000)
+            t1 = time.perf_counter()
+            render_observation(result.observation)  # what reaches a model's context
+            renders.append((time.perf_counter() - t1) * 1000)
+            totals.append((t1 - t) * 1000)
             apps.append(result.info.get("app_ms") or 0.0)
+            sizes.append(len(result.observation))
             if result.done:
                 env.reset(task_idx)
         overhead = [a - b for a, b in zip(totals, apps, strict=True)]
-        rows.append((f"call_tool {read_call['tool_name']} (step)", totals, ""))
+        rendered = [a + b for a, b in zip(totals, renders, strict=True)]
+        note = f"{statistics.median(sizes):.0f} characters"
+        rows.append((f"call_tool {read_call['tool_name']} (step, no rendering)", totals, note))
         rows.append(("  app time inside the worker", apps, ""))
         rows.append(("  runtime overhead (step - app)", overhead, ""))
+        rows.append(("  render_observation of its output", renders, ""))
+        rows.append(("call_tool + rendering", rendered, _ratio(rendered, totals)))
+        rows.append(_render_row(env))
         verifies = []
         for _ in range(max(20, n // 3)):
             t = time.perf_counter()
@@ -146,6 +179,21 @@ def _call_rows(dataset, name, task_idx, read_call, n) -> list[tuple[str, list[fl
         rows.append(("verifier run (export + copy + run)", verifies, f"outcome={v.outcome}"))
         pool.release(env)
     return rows
+
+
+def _ratio(a: list[float], b: list[float]) -> str:
+    return f"{statistics.median(a) / statistics.median(b):.4f}x the step's median"
+
+
+def _render_row(env) -> tuple[str, list[float], str]:
+    """The rendering of the largest observation of the scenario: its tool list."""
+    text = format_tools(env.tools)
+    times = []
+    for _ in range(200):
+        t = time.perf_counter()
+        render_observation(text)
+        times.append((time.perf_counter() - t) * 1000)
+    return ("render_observation of the tool list", times, f"{len(text)} characters")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,6 +260,11 @@ def _print_modes(results: list[ModeResult]) -> None:
         print(f"{r.label:<42}{start}{med:>10.2f}{p95:>9.2f}{r.steps_s:>9.0f}{ratio}")
         print(f"{'':<42}  n={len(r.resets)} resets; loop: {r.loop_text}")
     print("-" * 95)
+    for r in results:
+        if r.phases:
+            print(f"where the start goes, {r.label} (median ms)")
+            for key, values in r.phases.items():
+                print(f"  {key:<40}{statistics.median(values):>9.2f}")
 
 
 def _held_out_copy(root: Path) -> Path:

@@ -165,12 +165,15 @@ class AppLifecycle:
     def _new_app(self, slot: int = 0) -> AppWorker:
         workdir = self.work_root / f"app-{self.scenario.name}-{self._instance}"
         if not self._forks():
-            return AppWorker(
+            app = AppWorker(
                 self.config.sandbox,
                 workdir=workdir.with_name(f"{workdir.name}-{next(self._app_numbers)}"),
                 name=f"app {self.scenario.name}",
                 clock=self.clock,
             )
+            if self.fresh_app:  # the code's OpenAPI document is made at its first load only
+                app.specs = self._app_specs
+            return app
         if slot not in self._zygotes:  # one template per slot: the episode's, the next's
             self._zygotes[slot] = AppZygote(
                 self.config.sandbox,

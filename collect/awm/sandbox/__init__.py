@@ -23,7 +23,7 @@ Layers, outermost first:
    crashes, runs out of memory or breaks the protocol (a frame that does not
    decode, is too large or nests too deeply; a reply without the request's
    random nonce) is killed with everything it started, and replaced.
-3. **The Python-level guard** (:mod:`.guard`, rules in the pure :mod:`.policy`):
+3. **The Python-level guard** (:mod:`.guard`, rules in the pure :mod:`.rules`):
    an audit hook refusing files outside the worker's directories, processes,
    sockets and SQLite extensions; restricted builtins and imports; a SQLite
    authorizer (no ATTACH; read-only for verifiers). It gives clear errors for
@@ -48,7 +48,7 @@ the template is killed and every file of the run directory removed.
 The parent: :mod:`.worker` (:class:`Worker`, :class:`AppWorker`), :mod:`.zygote`
 (:class:`AppZygote`), :mod:`.verifier` (:class:`VerifierPool`), :mod:`.files`
 (scratch directories, reading what workers wrote). The child: :mod:`.child`
-(``main``), :mod:`.fork` (the template), :mod:`.ops`, :mod:`.guard`, :mod:`.policy`,
+(``main``), :mod:`.fork` (the template), :mod:`.ops`, :mod:`.guard`, :mod:`.rules`,
 :mod:`.framing`.
 """
 

@@ -176,7 +176,7 @@ def main(config_json: str) -> None:
     cfg = json.loads(config_json)
     os.chdir(cfg["workdir"])
     sys.dont_write_bytecode = True
-    framing, policy_mod = load_sibling("framing"), load_sibling("policy")
+    framing, rules_mod = load_sibling("framing"), load_sibling("rules")
     guard_mod, ops = load_sibling("guard"), load_sibling("ops")
     fd_in, fd_out = cfg["fd_in"], cfg["fd_out"]
 
@@ -219,7 +219,7 @@ def main(config_json: str) -> None:
     zygote = bool(cfg.get("zygote"))
     if zygote and not cfg.get("pidns"):  # ending a child is kill(-1) in its PID namespace
         return fail("an app template needs its own PID namespace (isolation=os)")
-    policy = policy_mod.Policy(
+    policy = rules_mod.Policy(
         role=ctx.role,
         read_roots=runtime_roots(cfg),
         write_roots=tuple(sorted({os.path.realpath(p) for p in cfg["write_dirs"]})),
@@ -227,7 +227,7 @@ def main(config_json: str) -> None:
         protected_fds=frozenset((3, 4) if zygote else (fd_in, fd_out)),
         realpath=os.path.realpath,
     )
-    ctx.guard = guard_mod.Guard(policy_mod, policy)
+    ctx.guard = guard_mod.Guard(rules_mod, policy)
     if ctx.role != "verifier" and not zygote:  # forked children switch it on themselves
         ctx.guard.activate()
     hello = {"ok": True, "pid": os.getpid(), "role": ctx.role, "netns": netns}
@@ -239,9 +239,9 @@ def main(config_json: str) -> None:
     import socket
 
     fork = load_sibling("fork")
-    template = fork.Template(
-        ctx, socket.socket(fileno=cfg["fd_pass"]), ops, load_sibling("rmtree"), clock_reading
-    )
+    sock, rmtree = socket.socket(fileno=cfg["fd_pass"]), load_sibling("rmtree")
+    roots = frozenset(name.split(".")[0] for name in PRELOAD)
+    template = fork.Template(ctx, sock, ops, rmtree, clock_reading, preload_roots=roots)
     template.hello = {k: v for k, v in hello.items() if k not in ("nonce", "clock", "pid")}
     ctx.loop.close()  # each child makes its own (an epoll set is shared across a fork)
     ctx.loop = None

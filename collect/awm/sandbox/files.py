@@ -15,6 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from collect.awm.sandbox.framing import copy_fd
 from collect.awm.sandbox.rmtree import remove_tree
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -101,23 +102,18 @@ def open_regular(path: Path, max_bytes: int | None = None) -> int:
     return fd
 
 
-def copy_file_nofollow(src: Path, dst: Path, max_bytes: int = 1 << 31) -> None:
-    """Copy a file written by a worker: regular files only, no links, never blocking."""
+def copy_file_nofollow(
+    src: Path, dst: Path, max_bytes: int | None = 1 << 31, *, exclusive: bool = False
+) -> None:
+    """Copy a file written by a worker: regular files only, no links, never blocking, at
+    most ``max_bytes`` (None: no bound; :func:`~collect.awm.sandbox.framing.copy_fd`). ``exclusive``:
+    ``dst`` must not exist yet (``O_EXCL``) instead of being truncated."""
     fd = open_regular(src, max_bytes)
     try:
-        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | (os.O_EXCL if exclusive else os.O_TRUNC)
+        out = os.open(dst, flags, 0o600)
         try:
-            copied = 0
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                copied += len(chunk)
-                if copied > max_bytes:
-                    raise OSError(f"{src} grew past {max_bytes} bytes while copying")
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view) :]
+            copy_fd(fd, out, max_bytes, str(src))
         finally:
             os.close(out)
     finally:

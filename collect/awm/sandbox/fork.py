@@ -4,7 +4,11 @@ Runs in an app worker started with ``zygote`` (standard library plus the web
 framework the worker imported; loaded by file path). The template never runs
 dataset code and never serves a request: it answers ``spawn``, ``end`` and ``ping``
 only. It compiles the app's source once (``compile``: the parser and compiler, no
-line of the source runs), so that each child only runs the code object. ``spawn`` first ends the previous child (:func:`end_child`), then receives the
+line of the source runs), so that each child only runs the code object, and imports
+the modules the source's top-level import statements name, read from its syntax tree,
+where they belong to a package the worker already runs (the framework, the standard
+library modules it preloads: library code, never the dataset's; no ``_`` or test
+modules), so that no child imports them again. ``spawn`` first ends the previous child (:func:`end_child`), then receives the
 new child's two pipes from the parent (``SCM_RIGHTS`` on the worker's fd socket)
 and forks. The child keeps only descriptors 0-2 and its pipes (as 3 and 4), makes a
 new event loop, reseeds SQLite's PRNG (Python's ``random`` reseeds itself after a
@@ -22,9 +26,11 @@ interrupt it, only kill or stop it (the parent then replaces it).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import gc
+import importlib
 import json
 import os
 import resource
@@ -39,13 +45,30 @@ from typing import Any
 EXIT_MEMORY = 3
 CHILD_FDS = (3, 4)  # the child's request and response pipes
 KEEP = ".seed"  # the read-only initial database (a bind mount in the tmpfs)
+#: packages whose modules an app's import statements may have the template import (with
+#: the roots of the standard library modules the worker preloads, ``child.PRELOAD``)
+FRAMEWORK_ROOTS = frozenset(
+    "fastapi starlette pydantic pydantic_core sqlalchemy httpx anyio dateutil "
+    "typing_extensions annotated_types".split()
+)
 
 
 class Template:
     """The template's state: the current child, and the last one's exit."""
 
-    def __init__(self, ctx: Any, sock: socket.socket, ops: Any, rmtree: Any, reading: Any):
+    def __init__(
+        self,
+        ctx: Any,
+        sock: socket.socket,
+        ops: Any,
+        rmtree: Any,
+        reading: Any,
+        preload_roots: frozenset[str] = frozenset(),
+    ):
         self.ctx, self.sock, self.ops, self.rmtree = ctx, sock, ops, rmtree
+        #: the packages an app's imports may have the template import (FRAMEWORK_ROOTS too)
+        self.preload_roots = FRAMEWORK_ROOTS | preload_roots
+        self.preloaded: list[str] = []  # what it imported for the apps it compiled
         self.clock_reading = reading
         self.pid: int | None = None
         self.pidfd: int | None = None
@@ -183,31 +206,72 @@ def _receive_pipes(t: Template) -> tuple[int, int]:
 
 
 def _compile(t: Template, msg: dict) -> None:
-    """Compile the app's source once (CPython's compiler only: no line of it runs here)."""
+    """Compile the app's source once (CPython's parser and compiler only: no line of it
+    runs here) and import what its import statements name (:func:`_preload`)."""
     source, filename = msg.get("code"), f"<{msg.get('module') or 'awm_app'}>"
     if not isinstance(source, str) or (t.compiled and t.compiled[:2] == (source, filename)):
         return
     t.compiled = None
     try:
-        t.compiled = (source, filename, compile(source, filename, "exec", dont_inherit=True))
+        tree = ast.parse(source, filename)
+        t.compiled = (source, filename, compile(tree, filename, "exec", dont_inherit=True))
     except BaseException:  # noqa: BLE001 - the child compiles it and reports the error
         return
+    _preload(t, tree)
+
+
+def imported_names(tree: ast.Module) -> list[str]:
+    """The absolute module names of a module's top-level ``import``/``from`` statements."""
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
+
+
+def preloadable(name: str, roots: frozenset[str]) -> bool:
+    """Whether the template may import ``name``: a module of one of ``roots``, with no
+    private (``_``) or test part (their import may run code meant for other uses)."""
+    parts = name.split(".")
+    if parts[0] not in roots or not all(p.isidentifier() for p in parts):
+        return False
+    return not any(p.startswith("_") or p in ("test", "tests", "testing") for p in parts)
+
+
+def _preload(t: Template, tree: ast.Module) -> None:
+    """Import the app's framework and standard library modules once, in the template (the
+    library's own code; a module that fails to import is left to the child)."""
+    for name in imported_names(tree):
+        if name in sys.modules or not preloadable(name, t.preload_roots):
+            continue
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - the child imports it and reports the error
+            continue
+        t.preloaded.append(name)
 
 
 def op_spawn(t: Template, msg: dict) -> dict:
+    started = time.perf_counter()
     end_child(t)
     if t.problem is not None:
         return {"ok": False, "error": "unclean", "message": t.problem}
+    ended = time.perf_counter()
     _compile(t, msg)
     req, resp = _receive_pipes(t)
     gc.freeze()  # the template's objects stay shared: fewer copy-on-write faults per child
+    forking = time.perf_counter()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
         _child(t, msg, req, resp)
     os.close(req)
     os.close(resp)
     t.pid, t.pidfd, t.child_id = pid, os.pidfd_open(pid), int(msg["child"])
-    return {"ok": True, "pid": pid}
+    done = time.perf_counter()
+    ms = {"end": ended - started, "compile": forking - ended, "fork": done - forking}
+    return {"ok": True, "pid": pid, "ms": {k: round(v * 1000, 3) for k, v in ms.items()}}
 
 
 def op_end(t: Template, msg: dict) -> dict:

@@ -2,7 +2,8 @@
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON: no
 pickle, so a compromised worker cannot execute code in the parent. Both sides
-use this module (the worker loads it by file path). :func:`decode` turns every
+use this module (the worker loads it by file path), and both copy files with its
+:func:`copy_fd`, the one bounded copy loop of the sandbox. :func:`decode` turns every
 way a frame can be bad (malformed or oversized JSON, nesting deep enough to
 raise ``RecursionError``, a ``MemoryError``, a value that is not an object)
 into a :class:`FrameError`, which the parent treats as a protocol violation.
@@ -67,6 +68,22 @@ def write_all_blocking(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+def copy_fd(src: int, dst: int, max_bytes: int | None = None, name: str = "file") -> int:
+    """Copy ``src`` to ``dst`` from their offsets to ``src``'s end, 1 MiB per read; the
+    bytes copied. Bounded: more than ``max_bytes`` (a file that grows while it is
+    copied) is an ``OSError`` naming ``name`` before anything past the bound is written.
+    The one copy loop of both sides: the parent's reads of files workers wrote
+    (``files.copy_file_nofollow``), its private seed copies (``worker.write_seed``) and a
+    worker's copy of its read-only seed (``ops.op_load_app``)."""
+    copied = 0
+    while chunk := os.read(src, 1 << 20):
+        copied += len(chunk)
+        if max_bytes is not None and copied > max_bytes:
+            raise OSError(f"{name} grew past {max_bytes} bytes while copying")
+        write_all_blocking(dst, chunk)
+    return copied
 
 
 def recv_blocking(fd: int, limit: int = MAX_MESSAGE_BYTES) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """The Python-level guard inside a worker: audit hook, SQLite authorizer, restricted builtins.
 
 Runs in the worker only (standard library; loaded by file path). The rules
-themselves are in :mod:`policy`; this module wires them into the interpreter.
+themselves are in :mod:`rules`; this module wires them into the interpreter.
 It is the first layer, not the boundary (see the package docstring).
 """
 

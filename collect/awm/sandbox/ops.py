@@ -187,19 +187,37 @@ def _redirect_engines(ctx: Context, url: str) -> None:
     sqlalchemy.engine.create_engine = create_engine
 
 
+class _Phases:
+    """Wall and CPU milliseconds of each phase of a load (``done``: name -> [wall, cpu])."""
+
+    def __init__(self):
+        self.done: dict[str, list[float]] = {}
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def mark(self, name: str) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.done[name] = [round((wall - self._wall) * 1000, 3), round((cpu - self._cpu) * 1000, 3)]
+        self._wall, self._cpu = wall, cpu
+
+
 def op_load_app(ctx: Context, msg: dict) -> dict:
+    """Copy the seed, exec the app, make its OpenAPI document (unless the parent has the
+    code's), open the working database and snapshot it for ``reset`` (unless
+    ``snapshot`` is false: a forked app serves one episode and is never reset)."""
     import sqlite3
 
     fastapi, httpx = ctx.mods["fastapi"], ctx.mods["httpx"]
+    phases = _Phases()
     db_path = msg["db_path"]
     for suffix in ("", "-journal", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(db_path + suffix)
     if msg.get("seed_path"):  # the initial database, read-only here: a copy to work on
         try:
-            _copy_seed(msg["seed_path"], db_path)
+            _copy_seed(ctx, msg["seed_path"], db_path)
         except OSError as e:
             return _full_reply(ctx, e) or {"ok": False, "error": "load_error", "message": str(e)}
+    phases.mark("db_copy")
     os.environ["DATABASE_PATH"] = f"sqlite:///{db_path}"
     _redirect_engines(ctx, f"sqlite:///{db_path}")
     module_name = msg.get("module", "awm_app")
@@ -216,6 +234,7 @@ def op_load_app(ctx: Context, msg: dict) -> dict:
     except BaseException as e:  # noqa: BLE001 - report anything the code raised
         message = "app failed to load: " + describe_exception(e, filename)
         return {"ok": False, "error": "load_error", "message": message}
+    phases.mark("exec")
     app = module.__dict__.get("app")
     if not isinstance(app, fastapi.FastAPI):
         app = next((v for v in module.__dict__.values() if isinstance(v, fastapi.FastAPI)), None)
@@ -227,6 +246,7 @@ def op_load_app(ctx: Context, msg: dict) -> dict:
     except BaseException as e:  # noqa: BLE001
         message = "app failed to load: OpenAPI generation failed: " + repr(e)[:500]
         return {"ok": False, "error": "load_error", "message": message}
+    phases.mark("openapi")
     st = ctx.state
     st["app"], st["module"], st["filename"] = app, module, filename
     st["client"] = httpx.AsyncClient(
@@ -236,12 +256,15 @@ def op_load_app(ctx: Context, msg: dict) -> dict:
     )
     work = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
     work.execute("PRAGMA synchronous=OFF")
-    snapshot = sqlite3.connect(":memory:", check_same_thread=False)
-    work.backup(snapshot)
-    st["work"], st["snapshot"] = work, snapshot
+    st["work"], st["snapshot"] = work, None
+    if msg.get("snapshot", True):  # a forked app is never reset (its episode's own child)
+        st["snapshot"] = sqlite3.connect(":memory:", check_same_thread=False)
+        work.backup(st["snapshot"])
+    phases.mark("open_db")
     load_ms = (time.perf_counter() - started) * 1000  # the app's own load, in the worker
     cpu_ms = time.process_time() * 1000  # this process's CPU so far (a forked child's: since fork)
-    return {"ok": True, "openapi": spec, "load_ms": load_ms, "cpu_ms": cpu_ms}
+    reply = {"ok": True, "openapi": spec, "load_ms": load_ms, "cpu_ms": cpu_ms}
+    return {**reply, "phases": phases.done}
 
 
 async def _do_request(client: Any, msg: dict):
@@ -284,6 +307,8 @@ def op_reset(ctx: Context, msg: dict) -> dict:
     work, snapshot = ctx.state.get("work"), ctx.state.get("snapshot")
     if work is None:
         return {"ok": False, "message": "no app loaded"}
+    if snapshot is None:
+        return {"ok": False, "message": "a forked app serves one episode: it has no snapshot"}
     try:
         snapshot.backup(work)
     except sqlite3.OperationalError:
@@ -300,15 +325,13 @@ def op_reset(ctx: Context, msg: dict) -> dict:
     return {"ok": True}
 
 
-def _copy_seed(src: str, dest: str) -> None:
+def _copy_seed(ctx: Context, src: str, dest: str) -> None:
+    """The read-only seed to a new working database (the bound: RLIMIT_FSIZE, the tmpfs)."""
     fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            while chunk := os.read(fd, 1 << 20):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view) :]
+            ctx.framing.copy_fd(fd, out, None, "the initial database")
         finally:
             os.close(out)
     finally:

@@ -19,7 +19,7 @@ from collect.awm.sandbox.files import (
     ensure_private_dir,
 )
 from collect.awm.sandbox.rmtree import remove_tree
-from collect.awm.sandbox.worker import SandboxError, SandboxLimits, Worker, _copy_exclusive
+from collect.awm.sandbox.worker import SandboxError, SandboxLimits, Worker
 
 # the fork server enforces the run's own time limit; the parent's is this much later
 _PARENT_MARGIN_S = 5.0
@@ -225,11 +225,11 @@ class VerifierPool:
         try:
             _clear(init_copy, final_copy)
             try:
-                _copy_exclusive(Path(initial_db), init_copy)
+                copy_file_nofollow(Path(initial_db), init_copy, None, exclusive=True)
                 if final_from_worker:
                     copy_file_nofollow(Path(final_db), final_copy)
                 else:
-                    _copy_exclusive(Path(final_db), final_copy)
+                    copy_file_nofollow(Path(final_db), final_copy, None, exclusive=True)
             except OSError as e:
                 healthy = True
                 return VerifierOutcome(

@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,7 +20,7 @@ from typing import Any
 
 from collect.awm.clock import WorldClock
 from collect.awm.sandbox import confine, framing
-from collect.awm.sandbox.files import ensure_private_dir, open_regular, read_tail
+from collect.awm.sandbox.files import copy_file_nofollow, ensure_private_dir, read_tail
 from collect.awm.sandbox.limits import WorkerCgroup, note_once
 
 ISOLATION_MODES = ("os", "python")
@@ -630,7 +629,8 @@ class AppWorker:
     ``isolation=os`` a tmpfs of ``run_dir_mb`` in its own mount namespace, reached from
     here only through :meth:`Worker.host_path`), execs the app with ``DATABASE_PATH``
     pointing at it (any SQLAlchemy ``create_engine`` is redirected there too),
-    snapshots the database in memory and returns the app's OpenAPI document.
+    snapshots the database in memory (not a forked app's: it is never reset) and returns
+    the app's OpenAPI document.
     ``reset`` restores the snapshot (SQLite backup API, sub-millisecond for AWM-sized
     databases; :class:`~collect.awm.env.AWMEnv` starts a fresh worker per episode
     instead unless ``env.fresh_app=false``); ``request`` dispatches one HTTP request
@@ -652,9 +652,14 @@ class AppWorker:
         self.db_path: Path | None = None
         #: the run directory ``workdir`` is this app's alone (removed with it)
         self.owns_workdir = True
-        #: forked apps: the OpenAPI document of the code's first load (the same code's
-        #: later loads skip generating it; it is made before any request is served)
+        #: an environment's fresh apps (forked or started): the OpenAPI document of the
+        #: code's first load (the same code's later loads skip generating it; it is made
+        #: before any request is served)
         self.specs: dict[str, Any] | None = None
+        #: :meth:`reset` restores the database (a forked app serves one episode: no snapshot)
+        self.resettable = True
+        #: the worker's timings of the last load: load_ms, cpu_ms, phases (name -> [wall, cpu])
+        self.load_info: dict[str, Any] = {}
 
     @property
     def alive(self) -> bool:
@@ -677,6 +682,7 @@ class AppWorker:
                 "seed_path": seed,
                 "module": app_name,
                 "openapi": cached is None,
+                "snapshot": self.resettable,
             },
             timeout=self.limits.start_timeout_s,
         )
@@ -685,6 +691,7 @@ class AppWorker:
             raise SandboxError(
                 reply.get("error", "load_error"), reply.get("message", "app failed to load")
             )
+        self.load_info = {k: reply.get(k) for k in ("load_ms", "cpu_ms", "phases")}
         self.openapi = reply["openapi"] if cached is None else cached
         if self.specs is not None:
             self.specs.setdefault("openapi", self.openapi)
@@ -746,20 +753,6 @@ def write_seed(workdir: Path, initial_db: Path | None) -> Path:
     with contextlib.suppress(FileNotFoundError):
         seed.unlink()
     if initial_db is not None:
-        _copy_exclusive(Path(initial_db), seed)
+        # a file of ours (built under build_file_mb): copied without a bound of its own
+        copy_file_nofollow(Path(initial_db), seed, None, exclusive=True)
     return seed
-
-
-def _copy_exclusive(src: Path, dst: Path) -> None:
-    """Copy a file of ours to a new file ``dst`` (no following or replacing of links)."""
-    fd = open_regular(src)
-    try:
-        with (
-            os.fdopen(
-                os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb"
-            ) as out,
-            os.fdopen(os.dup(fd), "rb") as inp,
-        ):
-            shutil.copyfileobj(inp, out, 1 << 20)
-    finally:
-        os.close(fd)

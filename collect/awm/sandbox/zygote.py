@@ -112,6 +112,7 @@ class AppZygote:
             return self._spawn(code, module)
 
     def _spawn(self, code: str | None, module: str) -> ForkedWorker:
+        started = time.perf_counter()
         worker = self._ensure()
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
@@ -138,6 +139,11 @@ class AppZygote:
             raise SandboxError("start_failed", f"{worker.name}: {reply.get('message')}")
         forked = ForkedWorker(self, child, req_w, resp_r)
         forked.wait_hello(nonce)
+        # the template's milliseconds (end the last child, compile, fork) and the whole spawn
+        forked.spawn_ms = {
+            **(reply.get("ms") or {}),
+            "total": (time.perf_counter() - started) * 1e3,
+        }
         return forked
 
     def end(self, child: int, wait_s: float = 0.0) -> dict[str, Any]:
@@ -180,6 +186,7 @@ class ForkedWorker(Worker):
         self.private_run_dir = True
         self._to_worker, self._from_worker = to_worker, from_worker
         self._host_pid: int | None = None
+        self.spawn_ms: dict[str, float] = {}
         os.set_blocking(to_worker, False)
 
     def wait_hello(self, nonce: str) -> None:
@@ -293,6 +300,8 @@ class ForkedApp(AppWorker):
         self._code: str | None = None
         self._module = "awm_app"
         self.specs = zygote.specs
+        self.resettable = False  # its episode's own child: never reset, no snapshot
+        self.load_info: dict[str, Any] = {}
 
     @property
     def alive(self) -> bool:
@@ -300,7 +309,9 @@ class ForkedApp(AppWorker):
 
     def load(self, code: str, initial_db: Path | None, *, app_name: str = "awm_app") -> dict:
         self._code, self._module = code, app_name
-        return super().load(code, initial_db, app_name=app_name)
+        openapi = super().load(code, initial_db, app_name=app_name)
+        self.load_info["spawn"] = self.worker.spawn_ms
+        return openapi
 
     def _start(self, initial_db: Path | None) -> str | None:
         self.db_path = self.workdir / "work.db"

@@ -1,4 +1,4 @@
-"""The Python-level rules of a worker (collect/awm/sandbox/policy.py), as plain functions."""
+"""The Python-level rules of a worker (collect/awm/sandbox/rules.py), as plain functions."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from collect.awm.sandbox import framing, policy
-from collect.awm.sandbox.policy import Policy
+from collect.awm.sandbox import framing, rules
+from collect.awm.sandbox.rules import Policy
 
 ROOTS = Policy(
     role="env",
@@ -40,7 +40,7 @@ VERIFIER = Policy(
     ],
 )
 def test_import_refusal(name, fromlist, level, refused):
-    message = policy.import_refusal(name, fromlist, level)
+    message = rules.import_refusal(name, fromlist, level)
     if refused is None:
         assert message is None
     else:
@@ -49,16 +49,16 @@ def test_import_refusal(name, fromlist, level, refused):
 
 def test_os_proxy_drops_process_control():
     for name in ("system", "fork", "execv", "spawnl", "posix_spawn", "kill", "setuid", "unshare"):
-        assert not policy.os_attribute_allowed(name)
+        assert not rules.os_attribute_allowed(name)
     for name in ("path", "listdir", "getcwd", "environ", "open"):
-        assert policy.os_attribute_allowed(name)
+        assert rules.os_attribute_allowed(name)
 
 
 def test_is_under_is_a_path_prefix_not_a_string_prefix():
-    assert policy.is_under("/work/run/a.db", ("/work/run",))
-    assert policy.is_under("/work/run", ("/work/run/",))
-    assert not policy.is_under("/work/run2/a.db", ("/work/run",))
-    assert not policy.is_under("/", ("/work",))
+    assert rules.is_under("/work/run/a.db", ("/work/run",))
+    assert rules.is_under("/work/run", ("/work/run/",))
+    assert not rules.is_under("/work/run2/a.db", ("/work/run",))
+    assert not rules.is_under("/", ("/work",))
 
 
 @pytest.mark.parametrize(
@@ -114,10 +114,10 @@ def test_path_events():
 
 
 def test_sqlite_targets_and_roles():
-    assert policy.sqlite_target(":memory:") is None
-    assert policy.sqlite_target("file::memory:?cache=shared") is None
-    assert policy.sqlite_target("file:/a/b.db?mode=ro") == "/a/b.db"
-    assert policy.sqlite_target("file://host/a%20b.db") == "/a b.db"
+    assert rules.sqlite_target(":memory:") is None
+    assert rules.sqlite_target("file::memory:?cache=shared") is None
+    assert rules.sqlite_target("file:/a/b.db?mode=ro") == "/a/b.db"
+    assert rules.sqlite_target("file://host/a%20b.db") == "/a b.db"
     assert ROOTS.audit("sqlite3.connect", ("/work/run/work.db",)) is None
     assert "not in the app's directory" in ROOTS.audit("sqlite3.connect", ("/py/x.db",))
     assert "outside the allowed" in ROOTS.audit("sqlite3.connect", ("/master/initial.db",))
@@ -125,14 +125,14 @@ def test_sqlite_targets_and_roles():
 
 
 def test_authorizers():
-    ok, deny = policy.SQLITE_OK, policy.SQLITE_DENY
-    assert policy.authorize_env(24, "x", None, None, None) == deny  # ATTACH
-    assert policy.authorize_env(18, "t", None, "main", None) == ok  # INSERT
-    assert policy.authorize_readonly(20, "t", "c", "main", None) == ok  # READ
-    assert policy.authorize_readonly(18, "t", None, "main", None) == deny  # INSERT
-    assert policy.authorize_readonly(18, "t", None, "temp", None) == ok
-    assert policy.authorize_readonly(19, "journal_mode", "off", None, None) == deny
-    assert policy.authorize_readonly(19, "table_info", "t", None, None) == ok
+    ok, deny = rules.SQLITE_OK, rules.SQLITE_DENY
+    assert rules.authorize_env(24, "x", None, None, None) == deny  # ATTACH
+    assert rules.authorize_env(18, "t", None, "main", None) == ok  # INSERT
+    assert rules.authorize_readonly(20, "t", "c", "main", None) == ok  # READ
+    assert rules.authorize_readonly(18, "t", None, "main", None) == deny  # INSERT
+    assert rules.authorize_readonly(18, "t", None, "temp", None) == ok
+    assert rules.authorize_readonly(19, "journal_mode", "off", None, None) == deny
+    assert rules.authorize_readonly(19, "table_info", "t", None, None) == ok
 
 
 def test_frames_that_do_not_decode_are_frame_errors():
