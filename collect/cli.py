@@ -5,12 +5,11 @@ or ``--help``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from collect.awm.sandbox import COMMAND_ERRORS
-from collect.collector import CollectResult, collect
+from collect.collector import CollectResult, EpisodesLost, collect
 from collect.config import CollectConfig, schema_node
 from collect.policy import candidate_rates, evaluation_line, load_help_policy
 from collect.shards import OutputBusy, PlanMismatch
@@ -27,7 +26,7 @@ HELP = (
 )
 
 
-def run_cli(cfg: Any) -> CollectResult:
+def run_cli(cfg: CollectConfig) -> CollectResult:
     """What ``python -m collect`` does with its composed config."""
     result = collect(cfg)
     for note in result.notes:
@@ -60,5 +59,5 @@ def main() -> None:
         node=schema_node(),
         usage="python -m collect out=DIR [KEY=VALUE ...]",
         extra_help=HELP,
-        errors=(*COMMAND_ERRORS, PlanMismatch, OutputBusy),
+        errors=(*COMMAND_ERRORS, PlanMismatch, OutputBusy, EpisodesLost),
     )

@@ -36,15 +36,23 @@ from pathlib import Path
 from typing import Any
 
 from collect.awm.clock import WorldClock
+from collect.awm.verification import Verification
 from collect.config import CollectConfig, as_config, collect_config, validate, worlds_dir
-from collect.executors import execute, resolve_workers
+from collect.executors import ExecutorConfig, execute, resolve_workers
 from collect.plan import plan_shards
 from collect.publish import check_out, publish
 from collect.shards import OutputLock, ShardStore
 from collect.worker import ShardResult, ShardTask, close_workers, run_shard
 from helpdp.cliconf import Interrupted
 
-__all__ = ["CollectConfig", "CollectResult", "collect", "collect_config", "collect_demo"]
+__all__ = [
+    "CollectConfig",
+    "CollectResult",
+    "EpisodesLost",
+    "collect",
+    "collect_config",
+    "collect_demo",
+]
 
 
 @dataclass
@@ -63,21 +71,45 @@ class CollectResult:
     skipped: list[str] = field(default_factory=list)
     #: what publishing said about the previous dataset in ``out`` (replaced, kept)
     notes: list[str] = field(default_factory=list)
+    #: episodes run again after their runtime failed (``executor.episode_retries``)
+    reruns: int = 0
+    #: pauses for a session while the server was at capacity (runtime=openenv)
+    capacity_retries: int = 0
 
     def line(self) -> str:
+        """The run in one line: its success rate over the valid episodes (a verified
+        outcome), the invalid ones by outcome beside it, the help rate over the steps."""
         s = self.summary
+        outcomes = s.get("outcomes") or {}
+        valid = sum(n for o, n in outcomes.items() if Verification(o, "none").valid)
+        invalid = ", ".join(
+            f"{o} {n}" for o, n in sorted(outcomes.items()) if not Verification(o, "none").valid
+        )
+        success = outcomes.get("complete", 0) / valid if valid else 0.0
+        runtime = ""
+        if self.reruns or self.capacity_retries:
+            runtime = (
+                f"; runtime: {self.reruns} episodes run again, "
+                f"{self.capacity_retries} waits at capacity"
+            )
         return (
             f"wrote {self.out}: {self.episodes} episodes, {self.steps} steps, {self.states} states, "
-            f"{self.transitions} transitions; success {s['success_rate']:.3f}, help rate "
-            f"{s['help_rate']:.3f}, server errors {s['server_errors']}; {self.shards_run}/"
-            f"{self.shards_total} shards run in {self.seconds:.1f} s"
+            f"{self.transitions} transitions; success {success:.3f} over {valid} valid episodes "
+            f"(invalid: {invalid or 'none'}), help rate {s['help_rate']:.3f} over "
+            f"{self.steps} steps{runtime}; {self.shards_run}/{self.shards_total} shards run in "
+            f"{self.seconds:.1f} s"
         )
+
+
+class EpisodesLost(RuntimeError):
+    """Episodes were lost to the runtime after their retries: their shards are
+    unfinished, nothing was published (the command exits 2; a rerun runs just those)."""
 
 
 class _Progress:
     def __init__(self, total: int, initial: int, enabled: bool):
         self.bar = None
-        self.episodes = self.successes = self.steps = self.helps = 0
+        self.episodes = self.successes = self.steps = self.helps = self.valid = 0
         if enabled:
             from tqdm import tqdm
 
@@ -86,15 +118,17 @@ class _Progress:
                 file=sys.stderr, smoothing=0.1,
             )  # fmt: skip
 
-    def add(self, episodes: int, successes: int, steps: int, helps: int) -> None:
+    def add(self, episodes: int, successes: int, steps: int, helps: int, valid: int) -> None:
         self.episodes += episodes
         self.successes += successes
         self.steps += steps
         self.helps += helps
+        self.valid += valid
         if self.bar is not None:
             self.bar.update(episodes)
             self.bar.set_postfix(
-                success=f"{self.successes / max(1, self.episodes):.2f}",
+                success_of_valid=f"{self.successes / max(1, self.valid):.2f}",
+                invalid=self.episodes - self.valid,
                 help=f"{self.helps / max(1, self.steps):.2f}",
                 refresh=False,
             )
@@ -104,10 +138,11 @@ class _Progress:
             self.bar.close()
 
 
-def _reusable(store: ShardStore, n_shards: int) -> list[int]:
+def _reusable(store: ShardStore, n_shards: int) -> tuple[list[int], dict[int, list[int]]]:
     """The shards to run: those not written, and the written ones that fail their check
-    (:meth:`ShardStore.problem`), removed and announced in one line on stderr."""
-    todo, bad = [], []
+    (:meth:`ShardStore.problem`), removed and announced in one line on stderr; and of
+    those that hold episodes lost to the runtime, the ids to run (:meth:`ShardStore.lost`)."""
+    todo, bad, partial = [], [], {}
     for i in range(n_shards):
         if not store.present(i):
             todo.append(i)
@@ -117,6 +152,9 @@ def _reusable(store: ShardStore, n_shards: int) -> list[int]:
             store.discard(i)
             todo.append(i)
             bad.append(f"{i:06d} ({problem})")
+        elif lost := store.lost(i):
+            todo.append(i)
+            partial[i] = lost
     if bad:
         more = f", and {len(bad) - 3} more" if len(bad) > 3 else ""
         print(
@@ -125,7 +163,7 @@ def _reusable(store: ShardStore, n_shards: int) -> list[int]:
             file=sys.stderr,
             flush=True,
         )
-    return sorted(todo)
+    return sorted(todo), partial
 
 
 def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> CollectResult:
@@ -158,8 +196,9 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
         check_out(cfg)
         store = ShardStore(cfg.out)
         store.prepare(plan.record(), overwrite=cfg.overwrite)
-        todo = _reusable(store, len(plan.shards))
-        _run(cfg, plan, store, todo, actor, help_policy)
+        todo, partial = _reusable(store, len(plan.shards))
+        counts = _run(cfg, plan, store, todo, partial, actor, help_policy)
+        _check_complete(cfg, plan, store, counts)
         summary, notes = publish(cfg, store, len(plan.shards), plan.skipped, clock, help_policy)
     return CollectResult(
         Path(cfg.out),
@@ -173,45 +212,125 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
         summary,
         plan.skipped,
         notes,
+        counts["reruns"],
+        counts["capacity_retries"],
     )
 
 
+def _check_complete(cfg: CollectConfig, plan: Any, store: ShardStore, counts: dict) -> None:
+    """Raise :class:`EpisodesLost` when an episode of the plan is in no shard (lost to the
+    runtime after its retries, or its whole shard was)."""
+    lost = shards = 0
+    for i, specs in enumerate(plan.shards):
+        n = len(store.lost(i)) if store.present(i) else len(specs)
+        lost += n
+        shards += n > 0
+    if lost:
+        first = f"; first: {counts['lost_error'][:160]}" if counts["lost_error"] else ""
+        raise EpisodesLost(
+            f"{lost} of {len(plan.specs)} episodes lost to the runtime after "
+            f"{cfg.executor.episode_retries} retries each ({shards} unfinished shard(s) in "
+            f"{store.dir}{first}); nothing published: rerun the same command to run just "
+            "those episodes"
+        )
+
+
+def _fit_sessions(cfg: CollectConfig, n_tasks: int, inline: bool) -> ExecutorConfig:
+    """runtime=openenv: the executor with its episodes in flight (workers x batch_size)
+    cut to the sessions the server takes (``executor.max_sessions``, else its advertised
+    cap), announced in one line; the tables do not depend on either. A local executor
+    gets the cap as its ``max_sessions`` and its workers resolved: every worker knows its
+    sessions are within the cap (:class:`~collect.awm.remote_env.OpenEnvPool`'s
+    ``within_cap``, what :mod:`collect.worker` gives it)."""
+    ex = cfg.executor
+    if cfg.runtime != "openenv":
+        return ex
+    cap, source = int(ex.max_sessions), "executor.max_sessions"
+    if not cap:
+        from collect.awm.remote_env import server_capacity
+
+        info = server_capacity(cfg.env_url, cfg.env_token_env)
+        if info is None:
+            return ex
+        cap, source = int(info["max_sessions"]), f"the server's max_sessions at {cfg.env_url}"
+    if ex.kind == "ray":  # how many tasks run at once is Ray's: the batch alone is cut
+        batch = min(ex.batch_size, cap)
+        if batch != ex.batch_size:
+            _say(f"collect: {batch} episodes in flight per Ray task: {source} is {cap}")
+        return dataclasses.replace(ex, batch_size=batch)
+    asked = 1 if inline else resolve_workers(ex, n_tasks)
+    workers = min(asked, cap)
+    batch = min(ex.batch_size, max(1, cap // workers))
+    if (workers, batch) != (asked, ex.batch_size):
+        _say(f"collect: {batch} episodes in flight x {workers} worker(s): {source} is {cap}")
+    return dataclasses.replace(ex, workers=workers, batch_size=batch, max_sessions=cap)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def _run(
-    cfg: CollectConfig, plan: Any, store: ShardStore, todo: list[int], actor: Any, help_policy: Any
-) -> None:
-    """Run the shards ``todo`` of ``plan`` and write each into ``store`` as it ends; Ctrl-C
-    stops them (:func:`~collect.executors.execute`) and says what was kept."""
+    cfg: CollectConfig,
+    plan: Any,
+    store: ShardStore,
+    todo: list[int],
+    partial: dict[int, list[int]],
+    actor: Any,
+    help_policy: Any,
+) -> dict[str, Any]:
+    """Run the shards ``todo`` of ``plan`` (of those in ``partial``, only the episodes it
+    names) and write each into ``store`` as it ends; Ctrl-C stops them
+    (:func:`~collect.executors.execute`) and says what was kept. Returns the runtime's
+    counts: ``reruns``, ``capacity_retries``, ``lost_error`` (the first lost episode's)."""
     shards = plan.shards
     done_eps = sum(len(shards[i]) for i in set(range(len(shards))) - set(todo))
-    if todo and len(todo) < len(shards):
+    done_eps += sum(len(shards[i]) - len(ids) for i, ids in partial.items())
+    if todo and (len(todo) < len(shards) or partial):
         print(
-            f"resuming {cfg.out}: reusing {len(shards) - len(todo)} of {len(shards)} shards "
-            f"({done_eps} episodes)",
+            f"resuming {cfg.out}: reusing {len(shards) - len(todo) + len(partial)} of "
+            f"{len(shards)} shards ({done_eps} episodes)",
             flush=True,
         )
     bar = _Progress(len(plan.specs), done_eps, cfg.progress)
+    counts: dict[str, Any] = {"reruns": 0, "capacity_retries": 0, "lost_error": ""}
 
     def on_episode(log) -> None:
-        bar.add(
-            1, int(log.episode["success"]), len(log.steps), sum(s["action"] != 0 for s in log.steps)
-        )
+        ep = log.episode
+        helps = sum(s["action"] != 0 for s in log.steps)
+        bar.add(1, int(ep["success"]), len(log.steps), helps, int(ep["valid"]))
 
     inline = cfg.executor.kind == "local" and (
         actor is not None
         or help_policy is not None
         or resolve_workers(cfg.executor, len(todo)) == 1
     )
+    executor = _fit_sessions(cfg, len(todo), inline) if todo else cfg.executor
+    run_cfg = dataclasses.replace(cfg, executor=executor)
 
     def on_result(res: ShardResult) -> None:
-        store.write(res.index, res.blobs)
+        if res.blobs:
+            if res.index in partial:
+                store.fill(res.index, res.blobs, res.lost)
+            else:
+                store.write(res.index, res.blobs, res.lost)
+        counts["reruns"] += res.reruns
+        counts["capacity_retries"] += res.capacity_retries
+        counts["lost_error"] = counts["lost_error"] or res.lost_error
         if not inline:
-            bar.add(res.episodes, res.successes, res.steps, res.help_steps)
+            bar.add(res.episodes, res.successes, res.steps, res.help_steps, res.valid)
+
+    def specs(i: int) -> list[Any]:
+        if i not in partial:
+            return shards[i]
+        ids = set(partial[i])
+        return [s for s in shards[i] if s.episode_id in ids]
 
     try:
         execute(
             run_shard,
-            [ShardTask(i, shards[i], cfg, plan.fingerprint) for i in todo],
-            cfg.executor,
+            [ShardTask(i, specs(i), run_cfg, plan.fingerprint) for i in todo],
+            executor,
             on_result,
             inline_kwargs={"actor": actor, "help_policy": help_policy, "on_episode": on_episode},
             force_inline=inline,
@@ -224,6 +343,7 @@ def _run(
     finally:
         bar.close()
         close_workers()
+    return counts
 
 
 def collect_demo(out: str | Path, overrides: list[str] | None = None) -> CollectResult:

@@ -45,6 +45,11 @@ __all__ = [
 ]
 
 
+#: executor fields that change how a run waits for and retries its runtime, never its
+#: tables: not recorded in the manifest
+RUN_ONLY_EXECUTOR_FIELDS = ("episode_retries", "max_sessions", "capacity_wait_s")
+
+
 def _default_env() -> EnvConfig:
     env = EnvConfig()
     env.expert_enabled = False
@@ -186,13 +191,20 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
     d["env"]["work_root"] = None
     for key in ("overwrite", "progress", "keep_shards"):
         d.pop(key, None)
+    for key in RUN_ONLY_EXECUTOR_FIELDS:  # how a run waits and retries: not its data
+        d["executor"].pop(key, None)
+    # a server's URL is where it ran, not what ran (a port changes across restarts; the
+    # manifest's source.runtime keeps it): a resume may use another one
+    d.pop("env_url", None)
     if d.get("runtime") == "local":  # local collections record no runtime (as before it)
-        for key in ("runtime", "env_url", "env_token_env"):
+        for key in ("runtime", "env_token_env"):
             d.pop(key, None)
     if d.get("policy") is None:
         d.pop("policy", None)  # collections with random help record no policy
     if (d.get("stage2") or {}).get("base") is None:
         d.pop("stage2", None)  # the grid records no stage 2 (as before it)
+    elif d["stage2"].get("max_randomised") is None:
+        d["stage2"].pop("max_randomised", None)  # K = null: recorded as before K existed
     return d
 
 
@@ -214,6 +226,9 @@ def validate(cfg: CollectConfig) -> None:
         raise ValueError(f"gamma must lie in (0, 1], got {cfg.gamma}")
     if cfg.executor.batch_size < 1:
         raise ValueError("executor.batch_size must be >= 1")
+    for key in RUN_ONLY_EXECUTOR_FIELDS:
+        if not float(getattr(cfg.executor, key)) >= 0:
+            raise ValueError(f"executor.{key} must be >= 0, got {getattr(cfg.executor, key)}")
     check_actor(cfg.actor)
     if stage2_design(cfg.stage2, cfg.schedule.seed) is not None and cfg.policy is not None:
         raise ValueError("stage2.base and policy exclude each other: stage 2 is its own policy")

@@ -59,6 +59,26 @@ class ExecutorConfig:
     batch_size: int = _f(
         1, "episodes one worker advances in lock step (one batched actor call per turn)"
     )
+    episode_retries: int = _f(
+        2,
+        "runs of an episode again (same id and seed: the same tables) after its runtime failed "
+        "(the environment did not start, a session was refused at capacity, a step raised: "
+        "connection lost); what still fails leaves its shard unfinished, nothing is "
+        "published, the command exits 2 and a rerun runs just those episodes",
+    )
+    max_sessions: int = _f(
+        0,
+        "runtime=openenv: sessions the collection holds on the server at once (its episodes "
+        "in flight: workers and batch_size are cut to fit); 0: the server's advertised cap "
+        "(GET /capacity: python -m collect.awm.openenv_server), else no limit",
+    )
+    capacity_wait_s: float = _f(
+        300.0,
+        "runtime=openenv: longest wait for a session while the server is at capacity (tries "
+        "again after 0.1 s, doubling to 5 s); then the episode's runtime failed. Waited in "
+        "full when the cap is known (workers x batch_size fit it: a refusal is a slot being "
+        "freed); else at most 10 s while another episode of the worker holds a session",
+    )
     ray_address: Any = _f(None, "ray: cluster address (null: start or join a local instance)")
     ray_num_cpus: float = _f(1.0, "ray: CPUs reserved per shard task")
     ray_num_gpus: float = _f(0.0, "ray: GPUs reserved per shard task (vllm/hf actors on GPU)")

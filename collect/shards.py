@@ -13,7 +13,9 @@ it either exists complete or not at all; a rerun of the same command reuses the
 shards that exist once they are verified (:meth:`ShardStore.problem`: each file
 against its recorded sha256, or, for shards written before checksums, read in full;
 a shard whose every episode ended in a server error is not finished either), and
-runs the others. A directory with another collection's ``plan.json`` is refused;
+runs the others. A shard written with episodes lost to the runtime (``meta.json``'s
+``lost``: their ids; :mod:`collect.worker`) holds the others and is unfinished: a rerun
+runs only the lost ones and merges them in (:meth:`ShardStore.fill`). A directory with another collection's ``plan.json`` is refused;
 ``overwrite=true`` starts over (every shard run again). Only the entries named above
 are ever removed.
 
@@ -263,32 +265,31 @@ class ShardStore:
         return None
 
     def done(self, index: int) -> bool:
-        """Shard ``index`` is written, intact and finished (:meth:`problem`)."""
-        return self.present(index) and self.problem(index) is None
+        """Shard ``index`` is written, intact and finished (:meth:`problem`, :meth:`lost`)."""
+        return self.present(index) and self.problem(index) is None and not self.lost(index)
+
+    def lost(self, index: int) -> list[int]:
+        """The ids of the episodes of written shard ``index`` lost to the runtime (not in
+        its tables; run again by a rerun); [] for a finished or unreadable shard."""
+        try:
+            m = json.loads((self.path(index) / META).read_text())
+            return [int(i) for i in m.get("lost") or []]
+        except (OSError, ValueError, TypeError, AttributeError):
+            return []
 
     def discard(self, index: int) -> None:
         """Remove shard ``index`` (to run it again)."""
         shutil.rmtree(self.path(index), ignore_errors=True)
 
-    def write(self, index: int, blobs: dict[str, bytes]) -> bool:
-        """Write one shard atomically, with its :data:`META`; False when it already
-        exists (nothing written)."""
+    def write(self, index: int, blobs: dict[str, bytes], lost: list[int] | None = None) -> bool:
+        """Write one shard atomically, with its :data:`META` (``lost``: ids of its
+        episodes lost to the runtime, not in ``blobs``); False when it already exists
+        (nothing written)."""
         final = self.path(index)
         if final.exists():
             return False
-        outcomes = pq.read_table(io.BytesIO(blobs["episodes"]), columns=["outcome"])
-        meta = {
-            "sha256": {f"{t}.parquet": hashlib.sha256(blobs[t]).hexdigest() for t in TABLES},
-            "episodes": outcomes.num_rows,
-            "failed": _failed(outcomes.column("outcome")),
-        }
-        tmp = self.dir / f".tmp-{index:06d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
+        tmp = self._staged(index, blobs, lost)
         try:
-            for name in TABLES:
-                _write_file(tmp / f"{name}.parquet", blobs[name])
-            _write_file(tmp / META, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
-            fsync_dir(tmp)
             try:
                 os.rename(tmp, final)
             except OSError:
@@ -300,6 +301,49 @@ class ShardStore:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    def fill(self, index: int, blobs: dict[str, bytes], lost: list[int] | None = None) -> None:
+        """Merge the rows of a rerun of shard ``index``'s lost episodes (``blobs``) into
+        it; ``lost``: those still lost. The shard is replaced by two renames (a crash
+        between them leaves it missing: the next run runs it in full)."""
+        final = self.path(index)
+        merged = {}
+        for name in TABLES:
+            old = pq.read_table(final / f"{name}.parquet")
+            new = pq.read_table(io.BytesIO(blobs[name]))
+            merged[name] = table_bytes(pa.concat_tables([old, new.cast(old.schema)]))
+        tmp = self._staged(index, merged, lost)
+        old_dir = self.dir / f".tmp-old-{index:06d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(final, old_dir)
+            os.rename(tmp, final)
+            fsync_dir(self.dir)
+        finally:
+            for leftover in (tmp, old_dir):
+                if leftover.exists():
+                    shutil.rmtree(leftover, ignore_errors=True)
+
+    def _staged(self, index: int, blobs: dict[str, bytes], lost: list[int] | None) -> Path:
+        """A complete shard directory under a temporary name (files, meta, fsynced)."""
+        outcomes = pq.read_table(io.BytesIO(blobs["episodes"]), columns=["outcome"])
+        meta: dict[str, Any] = {
+            "sha256": {f"{t}.parquet": hashlib.sha256(blobs[t]).hexdigest() for t in TABLES},
+            "episodes": outcomes.num_rows,
+            "failed": _failed(outcomes.column("outcome")),
+        }
+        if lost:
+            meta["lost"] = sorted(int(i) for i in lost)
+        tmp = self.dir / f".tmp-{index:06d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            for name in TABLES:
+                _write_file(tmp / f"{name}.parquet", blobs[name])
+            _write_file(tmp / META, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
+            fsync_dir(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return tmp
 
     def files(self, table: str, n_shards: int) -> list[str]:
         return [str(self.path(i) / f"{table}.parquet") for i in range(n_shards)]

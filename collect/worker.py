@@ -1,12 +1,21 @@
 """Running the shards: a worker process keeps its environments, actor and
 interventions across the shards it is given (:func:`run_shard`, what an executor of
-:mod:`collect.executors` calls) and returns each shard's tables as Parquet bytes."""
+:mod:`collect.executors` calls) and returns each shard's tables as Parquet bytes.
+
+An episode lost to its runtime (:func:`runtime_failed`: the environment did not start,
+or a step raised: a session refused at capacity, a connection lost) is not an outcome
+of the world: it is run again, with its id and seed (so its rows are those it would
+have had), up to ``executor.episode_retries`` times; one still lost is left out of the
+shard's tables and named in :attr:`ShardResult.lost`. An episode that ended
+``server_error`` inside the world (the app's worker died, the tool time budget was
+spent, an actor or helper endpoint failed) is recorded as it ended."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +32,18 @@ from collect.scratch import make_scratch_dir, scratch_root, sweep_scratch
 from collect.shards import table_bytes
 from collect.statekey import make_keys
 
-__all__ = ["ShardResult", "ShardTask", "close_workers", "run_shard"]
+__all__ = [
+    "RUNTIME_FAILURES",
+    "ShardResult",
+    "ShardTask",
+    "close_workers",
+    "run_shard",
+    "runtime_failed",
+]
+
+#: how :class:`~collect.rollout.EpisodeRunner` words an exception of the environment
+#: (at start, or at a step): the runtime failed, not the world
+RUNTIME_FAILURES = ("environment failed to start", "environment step failed")
 
 
 @dataclass
@@ -41,11 +61,16 @@ class ShardResult:
     """What a shard's run returns: its tables as Parquet bytes, and counts for the progress bar."""
 
     index: int
-    blobs: dict[str, bytes]
+    blobs: dict[str, bytes]  # empty when no episode of the shard was kept
     episodes: int
     successes: int
     steps: int
     help_steps: int
+    valid: int = 0  # episodes with a verified outcome
+    lost: list[int] = dataclasses.field(default_factory=list)  # episode ids lost to the runtime
+    lost_error: str = ""  # the first lost episode's error
+    reruns: int = 0  # episodes run again after a runtime failure
+    capacity_retries: int = 0  # pauses for a session while the server was at capacity
 
 
 def _text_renderer(text: TextConfig) -> TextRenderer:
@@ -80,6 +105,9 @@ class _Worker:
                 env_cfg,
                 scenarios=cfg.schedule.scenarios or None,
                 token_env=cfg.env_token_env,
+                max_sessions=cfg.executor.batch_size,  # its episodes in flight
+                capacity_wait_s=cfg.executor.capacity_wait_s,
+                within_cap=_within_cap(cfg.executor),
             )
         else:
             self.pool = EnvPool(
@@ -107,6 +135,7 @@ class _Worker:
             design=None if design is None else design_spec(design),
         )
         self.batch_size = cfg.executor.batch_size
+        self.retries = int(cfg.executor.episode_retries)
         self.names = list(cfg.interventions)
 
     def close(self) -> None:
@@ -134,10 +163,26 @@ def close_workers() -> None:
 atexit.register(close_workers)
 
 
+def _within_cap(ex: Any) -> bool:
+    """The collection's sessions in all (workers x batch_size of a local executor) are
+    within the server's cap (``max_sessions``, as :mod:`collect.collector` fitted them)."""
+    return ex.kind == "local" and 0 < max(1, int(ex.workers)) * ex.batch_size <= ex.max_sessions
+
+
+def runtime_failed(log: Any) -> bool:
+    """The episode was lost to its runtime (:data:`RUNTIME_FAILURES`), not ended by its
+    world: it has no outcome to record."""
+    ep = log.episode
+    return ep["outcome"] == "server_error" and str(ep.get("error") or "").startswith(
+        RUNTIME_FAILURES
+    )
+
+
 def run_shard(
     task: ShardTask, *, actor: Any = None, help_policy: Any = None, on_episode=None
 ) -> ShardResult:
-    """Run one shard's episodes; its tables as Parquet bytes and its counts."""
+    """Run one shard's episodes (those lost to the runtime again, up to
+    ``executor.episode_retries`` times); its tables as Parquet bytes and its counts."""
     key = (
         f"{task.fingerprint}/{id(actor) if actor else ''}/{id(help_policy) if help_policy else ''}"
     )
@@ -145,16 +190,43 @@ def run_shard(
     if worker is None:
         close_workers()
         worker = _WORKERS[key] = _Worker(task.config, actor, help_policy)
-    logs = run_episodes(
-        task.specs, worker.actor, worker.ctx, batch_size=worker.batch_size, on_episode=on_episode
-    )
-    tables = episode_tables(logs, worker.names, worker.ctx.design is not None)
-    steps = sum(len(lg.steps) for lg in logs)
+    waits = getattr(worker.pool, "capacity_retries", 0)
+
+    def kept(log: Any) -> None:
+        if on_episode is not None and not runtime_failed(log):
+            on_episode(log)
+
+    def run(specs: list[EpisodeSpec]) -> list[Any]:
+        return run_episodes(
+            specs, worker.actor, worker.ctx, batch_size=worker.batch_size, on_episode=kept
+        )
+
+    logs = run(task.specs)
+    reruns = 0
+    for attempt in range(worker.retries):
+        lost = [i for i, lg in enumerate(logs) if runtime_failed(lg)]
+        if not lost:
+            break
+        time.sleep(min(5.0, 0.5 * 2**attempt))  # a restarting server, a busy one
+        reruns += len(lost)
+        for i, log in zip(lost, run([logs[i].spec for i in lost]), strict=True):
+            logs[i] = log
+    lost_logs = [lg for lg in logs if runtime_failed(lg)]
+    logs = [lg for lg in logs if not runtime_failed(lg)]
+    blobs = {}
+    if logs:
+        tables = episode_tables(logs, worker.names, worker.ctx.design is not None)
+        blobs = {name: table_bytes(t) for name, t in tables.items()}
     return ShardResult(
         task.index,
-        {name: table_bytes(t) for name, t in tables.items()},
+        blobs,
         len(logs),
         sum(bool(lg.episode["success"]) for lg in logs),
-        steps,
+        sum(len(lg.steps) for lg in logs),
         sum(1 for lg in logs for s in lg.steps if s["action"] != 0),
+        valid=sum(bool(lg.episode["valid"]) for lg in logs),
+        lost=[int(lg.spec.episode_id) for lg in lost_logs],
+        lost_error=str(lost_logs[0].episode["error"])[:300] if lost_logs else "",
+        reruns=reruns,
+        capacity_retries=getattr(worker.pool, "capacity_retries", 0) - waits,
     )

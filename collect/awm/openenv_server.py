@@ -31,16 +31,23 @@ container's own processes); ``verify_result`` says how an episode was verified (
 mode, status), never the verifier's output; the LLM judge is the server's
 (``env.judge``), never an endpoint or key sent by a client (``llm_*`` reset arguments
 and ``reward_config`` are ignored); the bearer token, body size limit and session cap of
-:class:`~collect.awm.serve.ServeConfig` hold (``max_sessions`` sessions; idle ones are
-closed after ``session_idle_s``); the max_turns of ``env`` ends an episode as locally.
+:class:`~collect.awm.serve.ServeConfig` hold (``max_sessions`` sessions, advertised at
+``GET /capacity``; a session is freed when its WebSocket ends, closed or dropped, a
+close is answered once its slot is free, and idle ones are closed after
+``session_idle_s``; ``max_sessions_per_client`` is not enforced: OpenEnv's server gives
+its environment factory no client, docs/security.md); the max_turns of ``env`` ends an
+episode as locally.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 import logging
 import sys
 from typing import Any
+from urllib.parse import parse_qs
 
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
@@ -56,7 +63,8 @@ from pydantic import Field
 
 from collect.awm.env import AWMEnv, EnvPool
 from collect.awm.http_guard import _Guard
-from collect.awm.protocol import Action, Failure, RewardConfig, episode_reward
+from collect.awm.protocol import Action, Failure
+from collect.awm.rewards import RewardConfig, episode_reward
 from collect.awm.sandbox import COMMAND_ERRORS
 from collect.awm.serve import ServeConfig, _read_token, run_server
 from collect.awm.verification import Verification
@@ -435,6 +443,130 @@ def _reset_error(message: str) -> AWMObservation:
 # ---------------------------------------------------------------------------
 
 
+class _FreeOnDisconnect:
+    """ASGI middleware over OpenEnv's session lifecycle (``max_sessions`` slots):
+
+    - when the WebSocket of a session made over HTTP (``/ws?session_id=``, how
+      ``MCPToolClient`` connects in production mode) ends, by the client's close or its
+      connection dropping, the session is destroyed at once and its slot and app worker
+      freed. OpenEnv's server would keep it until the client's explicit
+      ``openenv/session/close`` or the idle reaper (``session_idle_s``): a client that
+      vanished mid-episode held a slot for 15 minutes;
+    - an ``openenv/session/close`` (``POST /mcp``) of a session whose socket handler
+      still runs is answered once that handler has ended and the session is freed
+      (within :attr:`CLOSE_WAIT_S`). OpenEnv answers it at once with ``closing`` and
+      frees the slot when the handler ends, which on a busy event loop is seconds later:
+      a client that closed one session and opened the next was refused at capacity by
+      its own closed session (issue 38: 16 episodes in flight against a cap of 16 lost
+      some). Now a close that returns has freed its slot.
+
+    Sessions used over HTTP ``/mcp`` only, never attached, are left to OpenEnv."""
+
+    #: the longest a session close waits for the session's socket handler to end, s
+    #: (then OpenEnv answers ``closing`` and frees it when the handler ends)
+    CLOSE_WAIT_S = 30.0
+
+    def __init__(self, app: Any, server: HTTPEnvServer):
+        self.app = app
+        self.server = server
+        self._sockets: dict[str, asyncio.Event] = {}  # session -> its socket handler ended
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and scope.get("path") == "/mcp":
+            await self._mcp(scope, receive, send)
+            return
+        if scope.get("type") != "websocket" or scope.get("path") != "/ws":
+            await self.app(scope, receive, send)
+            return
+        query = parse_qs(bytes(scope.get("query_string") or b"").decode("latin-1"))
+        sid = (query.get("session_id") or [None])[0]
+        ended = asyncio.Event()
+        if sid and sid not in self._sockets:  # a second socket for it is refused by OpenEnv
+            self._sockets[sid] = ended
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            try:
+                if sid:
+                    await asyncio.shield(self._free(sid))
+            finally:
+                ended.set()
+                if sid and self._sockets.get(sid) is ended:
+                    del self._sockets[sid]
+
+    async def _mcp(self, scope: dict, receive: Any, send: Any) -> None:
+        """``POST /mcp``: a session close waits for the session's socket handler to end
+        (its answer: closed); any other request passes on, its body replayed."""
+        messages, body = [], b""
+        while True:  # bounded: the guard outside refuses a body over max_body_bytes
+            message = await receive()
+            messages.append(message)
+            if message.get("type") != "http.request":
+                break
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        sid, request_id = _session_close(body)
+        ended = self._sockets.get(sid) if sid else None
+        if ended is not None:
+            try:
+                await asyncio.wait_for(ended.wait(), self.CLOSE_WAIT_S)
+            except asyncio.TimeoutError:
+                pass  # OpenEnv answers "closing" and frees it when the handler ends
+            else:
+                if sid not in self.server._sessions:  # freed by _free: say so
+                    await _json_response(
+                        send,
+                        {"jsonrpc": "2.0", "id": request_id,
+                         "result": {"session_id": sid, "closed": True}},
+                    )  # fmt: skip
+                    return
+        replay = iter(messages)
+
+        async def replayed() -> dict:
+            return next(replay, None) or await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _free(self, sid: str) -> None:
+        server = self.server
+        sessions = getattr(server, "_sessions", None)
+        attached = getattr(server, "_session_websocket_attachments", None)
+        if sessions is None or attached is None or sessions.get(sid) is None:
+            return  # gone already, or still being made (its creator finishes it)
+        if sid not in attached:
+            try:
+                await server._destroy_session(sid)
+            except Exception as e:  # noqa: BLE001 - the reaper gets it later
+                _log.warning("closing session after its socket ended failed: %r", e)
+
+
+def _session_close(body: bytes) -> tuple[str | None, Any]:
+    """The session an ``openenv/session/close`` request names and the request's id;
+    (None, None) for any other request (or a body that is not one JSON-RPC object)."""
+    if len(body) > 1 << 16 or b"openenv/session/close" not in body:
+        return None, None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None, None
+    if not isinstance(data, dict) or data.get("method") != "openenv/session/close":
+        return None, None
+    sid = (
+        (data.get("params") or {}).get("session_id")
+        if isinstance(data.get("params"), dict)
+        else None
+    )
+    return (sid if isinstance(sid, str) else None), data.get("id")
+
+
+async def _json_response(send: Any, payload: dict) -> None:
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 def create_openenv_app(
     pool: EnvPool, config: ServeConfig | None = None, *, token: str | None = None
 ):
@@ -460,6 +592,17 @@ def create_openenv_app(
     )
     app = FastAPI(title="helpdp AWM environment (OpenEnv)", version="1.0")
     server.register_routes(app, mode="production")
+
+    @app.get("/capacity")
+    async def capacity() -> dict:
+        """The session cap and the sessions open (a collector sizes its episodes in
+        flight to it: ``collect.awm.remote_env.server_capacity``)."""
+        return {
+            "max_sessions": server.max_concurrent_envs,
+            "active_sessions": server.active_sessions,
+        }
+
+    app.add_middleware(_FreeOnDisconnect, server=server)
     app.add_middleware(_Guard, token=token, max_bytes=config.max_body_bytes)
     app.state.openenv_server = server
     return app
@@ -479,7 +622,6 @@ def main() -> None:
         serve_openenv,
         config_name="serve_openenv",
         errors=COMMAND_ERRORS,
-        instance=True,
     )
 
 

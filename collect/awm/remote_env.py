@@ -36,6 +36,7 @@ text. Not offered: ``db_digest`` (``state_key=db`` needs the local runtime).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -47,7 +48,8 @@ from typing import Any
 from collect.awm.dataset import AWMDataset, Scenario
 from collect.awm.env import EnvConfig
 from collect.awm.episode import ResetResult, StepResult, trajectory_text
-from collect.awm.protocol import Action, Failure, episode_reward, parse_turn, system_prompt
+from collect.awm.protocol import Action, Failure, parse_turn, system_prompt
+from collect.awm.rewards import episode_reward
 from collect.awm.tools import (
     canonical_tool_name,
     format_tools,
@@ -62,7 +64,9 @@ __all__ = [
     "OpenEnvAWMEnv",
     "OpenEnvPool",
     "RemoteMessageError",
+    "is_capacity_error",
     "outcome_of",
+    "server_capacity",
 ]
 
 DEFAULT_TOKEN_ENV = "OPENENV_AWM_TOKEN"
@@ -282,7 +286,12 @@ class OpenEnvAWMEnv:
         self._async = client
         self.message_timeout_s = float(client._message_timeout)
         self.client = client.sync()
-        self.client.connect()
+        try:
+            self.client.connect()
+        except BaseException:
+            with contextlib.suppress(Exception):  # its loop thread and HTTP client
+                self.client.close()
+            raise
         self.scenario = scenario
         self.config = config
         self.app = None
@@ -568,6 +577,11 @@ class OpenEnvAWMEnv:
             "expert_calls": self.expert_calls,
         }
 
+    @property
+    def connected(self) -> bool:
+        """The session's socket is open (a timed-out call drops it: see ``_receive``)."""
+        return not self._closed and self._async._ws is not None
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -577,12 +591,73 @@ class OpenEnvAWMEnv:
                 pass
 
 
+def is_capacity_error(error: BaseException) -> bool:
+    """``error`` says the server refused a new session for its session cap (OpenEnv's
+    ``Server at capacity: N/N sessions active``, or :mod:`collect.awm.serve`'s ``too many
+    sessions``): the session may open later, nothing of the episode ran."""
+    return bool(_CAPACITY.search(str(error)[:2000]))
+
+
+_CAPACITY = re.compile(r"at capacity|too many sessions|CAPACITY_REACHED", re.IGNORECASE)
+
+#: the first and the longest pause between two tries to open a session at capacity, s
+CAPACITY_BACKOFF_S = (0.1, 5.0)
+
+#: the longest wait for a session while another of the pool's sessions is in use and the
+#: collection's sessions may exceed the server's cap (``within_cap`` false), s
+BUSY_WAIT_S = 10.0
+
+
+def server_capacity(url: str, token_env: str = DEFAULT_TOKEN_ENV, timeout_s: float = 10.0):
+    """The session cap a server advertises at ``GET /capacity`` (``max_sessions``,
+    ``active_sessions``; :mod:`collect.awm.openenv_server` and :mod:`collect.awm.serve`
+    offer it), or None where it offers none (OpenEnv's own servers) or cannot be
+    reached. The answer is read within 64 KiB and must hold a positive integer."""
+    import urllib.error
+    import urllib.request
+
+    token = (os.environ.get(token_env, "") if token_env else "").strip()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    base = str(url).rstrip("/").replace("ws://", "http://", 1).replace("wss://", "https://", 1)
+    request = urllib.request.Request(base + "/capacity", headers=headers)
+    try:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+        with opener.open(request, timeout=timeout_s) as response:
+            body = response.read((1 << 16) + 1)
+        if len(body) > 1 << 16:
+            return None
+        data = bounded_json(body, max_bytes=1 << 16, max_values=64, max_depth=4)
+    except (urllib.error.URLError, OSError, RemoteMessageError, ValueError):
+        return None
+    cap = data.get("max_sessions") if isinstance(data, dict) else None
+    return (
+        {"max_sessions": cap, "active_sessions": data.get("active_sessions")}
+        if (type(cap) is int and cap > 0)
+        else None
+    )
+
+
 class OpenEnvPool:
     """Sessions on an OpenEnv AWM server at ``url``, behind the interface of
     :class:`~collect.awm.env.EnvPool` (a released session is kept for the next episode
     of its scenario). ``worlds``: the local AWM directory the tasks and reference
     solutions are read from; ``token_env``: the environment variable holding the
-    server's bearer token (unset or empty: none is sent)."""
+    server's bearer token (unset or empty: none is sent).
+
+    Capacity: ``max_sessions`` (0: no limit) bounds the sessions this pool holds, in use
+    and idle: before it opens one at the limit it closes the least recently released
+    idle session (the server frees its slot before the next one is asked for). A server
+    at its cap refuses a new session; the pool tries again after a pause (0.1 s,
+    doubling to 5 s: :data:`CAPACITY_BACKOFF_S`) for up to ``capacity_wait_s`` seconds
+    in all, then raises the refusal; ``capacity_retries`` counts the pauses.
+    ``within_cap``: the caller's sessions in all (every pool of the collection) are within
+    the server's cap, so a refusal can only be a slot still being freed (a server that
+    answers a close before it frees the slot, or another client's session): the pool waits
+    the whole ``capacity_wait_s``. Otherwise, while another session of this pool is in use,
+    it waits :data:`BUSY_WAIT_S` at most: pools that each hold sessions while waiting for
+    more could wait for each other forever; the episode is lost instead, and run again
+    once the batch is over (:mod:`collect.worker`). A session whose socket was dropped (a
+    call that timed out) is closed, never kept."""
 
     def __init__(
         self,
@@ -593,6 +668,9 @@ class OpenEnvPool:
         scenarios: list[str] | None = None,
         token_env: str = DEFAULT_TOKEN_ENV,
         timeout_s: float = 120.0,
+        max_sessions: int = 0,
+        capacity_wait_s: float = 300.0,
+        within_cap: bool = False,
     ):
         if not str(url).startswith(("http://", "https://", "ws://", "wss://")):
             raise ValueError(f"env_url must be an http(s):// or ws(s):// URL, got {url!r}")
@@ -602,9 +680,14 @@ class OpenEnvPool:
         self.allowed = set(scenarios) if scenarios else None
         self.token = (os.environ.get(token_env, "") if token_env else "").strip() or None
         self.timeout_s = float(timeout_s)
+        self.max_sessions = max(0, int(max_sessions))
+        self.capacity_wait_s = max(0.0, float(capacity_wait_s))
+        self.within_cap = bool(within_cap)
+        self.capacity_retries = 0
         self._scenarios: dict[str, Scenario] = {}
-        self._idle: dict[str, list[OpenEnvAWMEnv]] = {}
-        self._all: list[OpenEnvAWMEnv] = []
+        self._idle: list[OpenEnvAWMEnv] = []  # least recently released first
+        self._all: list[OpenEnvAWMEnv] = []  # every open session, in use or idle
+        self._opening = 0  # sessions being opened (acquire in other threads)
         self._lock = threading.Lock()
 
     def names(self) -> list[str]:
@@ -618,29 +701,86 @@ class OpenEnvPool:
                 self._scenarios[name] = self.dataset.get(name)
             return self._scenarios[name]
 
+    @property
+    def held(self) -> int:
+        """Sessions this pool holds open on the server (in use and idle)."""
+        with self._lock:
+            self._all = [e for e in self._all if not e._closed]
+            return len(self._all)
+
     def acquire(self, name: str) -> OpenEnvAWMEnv:
         scenario = self.scenario(name)
+        spare: list[OpenEnvAWMEnv] = []
         with self._lock:
-            idle = self._idle.get(name)
-            if idle:
-                return idle.pop()
-        env = OpenEnvAWMEnv(
-            self.url,
-            scenario,
-            self.config,
-            self.token,
-            message_timeout_s=self.timeout_s,
-            connect_timeout_s=min(self.timeout_s, 30.0),
-        )
-        with self._lock:
-            self._all.append(env)
-        return env
+            self._all = [e for e in self._all if not e._closed]  # closed by an episode
+            for i in range(len(self._idle) - 1, -1, -1):
+                if self._idle[i].scenario.name == name:
+                    return self._idle.pop(i)
+            # sessions being opened by other threads count: a batch starts its episodes
+            # at once, and uncounted they took the pool past its limit (issue 38)
+            while (
+                self.max_sessions
+                and self._idle
+                and (len(self._all) + self._opening >= self.max_sessions)
+            ):
+                env = self._idle.pop(0)
+                self._all.remove(env)
+                spare.append(env)
+            self._opening += 1
+        try:
+            for env in spare:  # closed (its slot freed) before the next session is asked for
+                env.close()
+            return self._open(scenario)
+        except BaseException:
+            with self._lock:
+                self._opening -= 1
+            raise
+
+    def _open(self, scenario: Scenario) -> OpenEnvAWMEnv:
+        pause, waited = CAPACITY_BACKOFF_S[0], 0.0
+        while True:
+            try:
+                env = OpenEnvAWMEnv(
+                    self.url,
+                    scenario,
+                    self.config,
+                    self.token,
+                    message_timeout_s=self.timeout_s,
+                    connect_timeout_s=min(self.timeout_s, 30.0),
+                )
+            except Exception as e:
+                with self._lock:  # some episode of ours holds a session: can we deadlock?
+                    busy = not self.within_cap and len(self._all) > len(self._idle)
+                limit = min(self.capacity_wait_s, BUSY_WAIT_S) if busy else self.capacity_wait_s
+                if not is_capacity_error(e) or waited >= limit:
+                    raise
+                step = min(pause, self.capacity_wait_s - waited)
+                with self._lock:
+                    self.capacity_retries += 1
+                time.sleep(step)
+                waited += step
+                pause = min(2 * pause, CAPACITY_BACKOFF_S[1])
+                continue
+            with self._lock:
+                self._all.append(env)
+                self._opening -= 1
+            return env
 
     def release(self, env: OpenEnvAWMEnv) -> None:
         if env._closed:
+            self._forget(env)
+            return
+        if not env.connected:  # its socket was dropped: a fresh session for the next episode
+            self._forget(env)
+            env.close()
             return
         with self._lock:
-            self._idle.setdefault(env.scenario.name, []).append(env)
+            self._idle.append(env)
+
+    def _forget(self, env: OpenEnvAWMEnv) -> None:
+        with self._lock:
+            if env in self._all:
+                self._all.remove(env)
 
     def close(self) -> None:
         with self._lock:

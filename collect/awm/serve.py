@@ -11,6 +11,7 @@ HTTP (shapes follow OpenEnv's ``HTTPEnvServer``)::
 
     GET  /health                      {"status": "healthy"} (no token needed)
     GET  /schema                      JSON schemas of action / observation / state
+    GET  /capacity                    {max_sessions, max_sessions_per_client, active_sessions}
     GET  /scenarios                   harness only: served scenarios and task counts
     POST /reset  {scenario, task_idx?, episode_id?, session_id?}
          -> {"observation": {...}, "reward": null, "done": false, "session_id": "..."}
@@ -48,7 +49,9 @@ Security (the environments run dataset code; the clients are remote):
   enforced on loopback when set; compared in constant time.
 - **Limits**: request bodies and WebSocket messages of at most ``max_body_bytes``
   (refused from ``Content-Length``, else counted while streaming: never buffered);
-  ``max_sessions`` in all and ``max_sessions_per_client`` per client address.
+  ``max_sessions`` in all and ``max_sessions_per_client`` per client address (a
+  WebSocket session is freed the moment its connection ends; an HTTP one at ``/close``
+  or after ``session_idle_s``).
 - **Client address**: the socket's peer. ``X-Forwarded-For`` is believed only from a
   reverse proxy listed in ``trusted_proxies`` (empty by default; uvicorn's own default
   would believe it from loopback, so any local token holder could claim many addresses).
@@ -350,6 +353,17 @@ def create_app(pool: EnvPool, config: ServeConfig | None = None, *, token: str |
     async def health() -> dict:
         return {"status": "healthy"}
 
+    @app.get("/capacity")
+    async def capacity() -> dict:
+        with server._lock:
+            server._expire()
+            active = len(server.sessions)
+        return {
+            "max_sessions": config.max_sessions,
+            "max_sessions_per_client": config.max_sessions_per_client,
+            "active_sessions": active,
+        }
+
     @app.get("/scenarios")
     async def scenarios() -> dict:
         out = []
@@ -543,7 +557,6 @@ def main() -> None:
         serve,
         config_name="serve",
         errors=COMMAND_ERRORS,
-        instance=True,
     )
 
 
