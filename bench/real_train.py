@@ -20,8 +20,7 @@ from pathlib import Path
 import torch
 
 from collect.interventions import InterventionConfig, Oracle
-from helpdp.cliconf import compose_config
-from helpdp.train.config import TrainConfig
+from helpdp.train.config import train_config
 from helpdp.train.trainer import build_trainer
 
 OVERRIDES = [
@@ -54,7 +53,7 @@ class Counting(Oracle):
 
 
 def run(out: Path, extra: list[str]) -> dict:
-    cfg = compose_config("train", [*OVERRIDES, f"out={out}", *extra], node=TrainConfig)
+    cfg = train_config([*OVERRIDES, f"out={out}", *extra])
     t0 = time.perf_counter()
     trainer, rollout, pool = build_trainer(
         cfg,

@@ -29,9 +29,8 @@ import time
 from pathlib import Path
 
 from collect.interventions import build_interventions
-from helpdp.cliconf import as_config, compose_config
 from helpdp.policies import Always
-from helpdp.train.config import TrainConfig
+from helpdp.train.config import train_config
 from helpdp.train.envs import build_pool
 from helpdp.train.gate import SplitSchedule
 from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, task_prompts
@@ -155,7 +154,7 @@ def main() -> None:
     torch.set_num_threads(2)
     demo = Path(helpdp.__file__).resolve().parent / "data" / "demo" / "episodes.parquet"
     mean_turns = float(pd.read_parquet(demo, columns=["steps"])["steps"].mean())
-    cfg = as_config(TrainConfig, compose_config("train", [], node=TrainConfig), instance=True)
+    cfg = train_config()
     scratch = tempfile.mkdtemp(prefix="helpdp-bench-train-")
     pool = build_pool(cfg, scratch)
     try:

@@ -454,7 +454,6 @@ def main() -> None:
         FitSimulatedConfig,
         run_fit,
         config_name="fit_simulated",
-        instance=True,
         errors=(ValueError,),
     )
 

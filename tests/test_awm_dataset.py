@@ -18,14 +18,13 @@ from collect.awm.dataset import AWMDataset, decode_field, normalize_scenario_nam
 from collect.awm.protocol import (
     FORMAT_ERRORS,
     Failure,
-    RewardConfig,
-    episode_reward,
     format_tool_call,
     judge_messages,
     parse_judge_answer,
     parse_turn,
     system_prompt,
 )
+from collect.awm.rewards import RewardConfig, episode_reward
 from collect.awm.tools import (
     build_request,
     format_tools,

@@ -11,7 +11,8 @@ import pytest
 
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvConfig, EnvPool
-from collect.awm.protocol import Failure, RewardConfig, format_call_tool, format_tool_call
+from collect.awm.protocol import Failure, format_call_tool, format_tool_call
+from collect.awm.rewards import RewardConfig
 from collect.awm.verification import Judge, JudgeConfig
 
 WORLDS = Path(__file__).resolve().parent.parent / "collect" / "worlds"

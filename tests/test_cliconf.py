@@ -279,6 +279,9 @@ def test_a_positional_argument_is_refused_with_a_hint(capsys):
          "prm.train: error: 'prm.lora.r' takes an int, not 'abc'"),
         (["helpdp.helper.train", "labels=x", "helper.lr=fast"],
          "helpdp.helper.train: error: 'helper.lr' takes a float, not 'fast'"),
+        # a required field left '???': the body gets a typed instance, so it is refused first
+        (["prm.score", "prm_dir=/x"], "prm.score: error: data: required; give data=VALUE"),
+        (["helpdp.helper.train"], "helpdp.helper.train: error: labels: required; give labels="),
     ],
 )  # fmt: skip
 def test_every_command_reports_errors_in_one_line(argv, message, tmp_path):
@@ -287,3 +290,18 @@ def test_every_command_reports_errors_in_one_line(argv, message, tmp_path):
     assert run.returncode == 2, run.stderr
     err = run.stderr.strip()
     assert err.startswith(message) and len(err.splitlines()) == 1, err
+
+
+def test_every_command_body_gets_a_typed_instance(tmp_path, monkeypatch):
+    """run_app hands the body an instance of the schema (nested configs as their
+    dataclasses), not Hydra's DictConfig."""
+    from helpdp.cliconf import run_app
+    from helpdp.config import FrontierConfig
+
+    seen = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["helpdp.frontier"])
+    run_app("helpdp.frontier", FrontierConfig, seen.append, config_name="frontier",
+            argv=[f"out={tmp_path / 'o'}", "budget=2"])  # fmt: skip
+    (cfg,) = seen
+    assert type(cfg) is FrontierConfig and cfg.budget == 2.0

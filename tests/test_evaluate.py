@@ -96,7 +96,7 @@ def test_rerun_keeps_only_the_baselines_runs(tmp_path, monkeypatch):
     seen = {}
 
     def fake_collect(config, help_policy=None):
-        out = Path(config["out"])
+        out = Path(config.out)
         seen[help_policy.name] = (out / "marker").exists()
         out.mkdir(parents=True, exist_ok=True)
         (out / "marker").write_text("x")
@@ -257,7 +257,7 @@ def _record_scheduled_tasks(monkeypatch) -> tuple[list, list]:
         specs = plan_episodes(collector.as_config(config))  # the collector's own plan
         actors.append(actor)
         seen.append(sorted({s.task_id for s in specs}))
-        out = Path(config["out"])
+        out = Path(config.out)
         out.mkdir(parents=True, exist_ok=True)
         pd.DataFrame({"task_id": [s.task_id for s in specs], "seed": [s.seed for s in specs],
                       "success": True, "outcome": "complete", "expert_calls": 0, "steps": 3,
@@ -313,3 +313,73 @@ def test_a_real_model_loads_once_per_evaluation_and_each_run_gets_a_fresh_actor(
     assert len(given) == 3  # never, always, turn 0
     assert loads == [True, False, False, False]  # one load, then a fresh actor per run
     assert len({id(a) for a in given}) == 3 and len({id(a.model) for a in given}) == 1
+
+
+def test_summary_sr_interval_is_wilson_and_stays_inside_0_1():
+    """SR's interval is the Wilson score interval: 3 of 4 gives [0.301, 0.954] (by hand:
+    centre (0.75 + 0.9604) / 1.9604, half 1.96 sqrt(0.046875 + 0.0600) / 1.9604); 4 of 4
+    reaches 1.0 and no further (the normal interval had zero width there)."""
+    s = summarize(pd.concat([_runs("a", [1, 1, 1, 0], 0), _runs("b", [1, 1, 1, 1], 0)]))
+    a, b = s.set_index("policy").loc["a"], s.set_index("policy").loc["b"]
+    assert (a["SR_lo"], a["SR_hi"]) == pytest.approx((0.30064, 0.95441), abs=1e-5)
+    assert b["SR_hi"] == 1.0 and b["SR_lo"] == pytest.approx(0.51009, abs=1e-5)
+    assert "SR_ci" not in s
+
+
+def test_evaluate_hands_the_collector_a_typed_config_and_prints_what_it_wrote(
+    tmp_path, monkeypatch, capsys
+):
+    """The collector gets a CollectConfig (the data's recorded config, re-aimed field by
+    field), the DP's table is built in memory (its search output is still written), and
+    the printed report is the report.md written."""
+    import dataclasses
+
+    import collect.collector as collector
+    from collect.config import CollectConfig
+    from helpdp.evaluate import EvaluateConfig, run_evaluate
+    from helpdp.policies import TablePolicy
+
+    given = []
+
+    def fake_collect(config, help_policy=None):
+        given.append((config, help_policy))
+        out = Path(config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(
+            {
+                "task_id": ["smart_home_1/2"],
+                "seed": [100],
+                "success": [True],
+                "outcome": ["complete"],
+                "expert_calls": [0],
+                "steps": [3],
+                "policy_errors": [0],
+                "format_errors": [0],
+                "errors": [0],
+                "blind_calls": [0],
+                "recovery_calls": [0],
+            }
+        ).to_parquet(out / "episodes.parquet")
+
+    monkeypatch.setattr(collector, "collect", fake_collect)
+    monkeypatch.setattr(TablePolicy, "load", None)  # nothing written is read back
+    cfg = EvaluateConfig(
+        seeds=[100],
+        splits=["test"],
+        random_p=[],
+        out=str(tmp_path),
+        baselines=False,
+        progress=False,
+        ope=False,
+        batch_size=3,
+    )
+    res = run_evaluate(cfg)
+    ((config, pol),) = given
+    assert isinstance(config, CollectConfig) and dataclasses.is_dataclass(config.schedule)
+    assert (config.schedule.seeds, config.schedule.splits) == ([100], ["test"])
+    assert config.schedule.probabilities == [0.0] and config.policy is None
+    assert (config.executor.workers, config.executor.batch_size) == (1, 3)
+    assert config.worlds is None and config.split.test == 0.0 and config.split.test_tasks
+    assert pol.search["budget"] == 1.0 and (tmp_path / "dp_search" / "search.json").is_file()
+    printed = capsys.readouterr().out
+    assert res.report == (tmp_path / "report.md").read_text() and res.report in printed

@@ -103,7 +103,7 @@ def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
     real, outs = collector.collect, []
 
     def spy(config, help_policy=None):
-        outs.append(config["out"])
+        outs.append(config.out)
         return real(config, help_policy=help_policy)
 
     monkeypatch.setattr(collector, "collect", spy)

@@ -40,7 +40,7 @@ def test_evaluate_adds_ope_and_selected_policies(tmp_path, monkeypatch):
     from helpdp.select import policy_json
 
     def fake_collect(config, help_policy=None):
-        out = Path(config["out"])
+        out = Path(config.out)
         out.mkdir(parents=True, exist_ok=True)
         pd.DataFrame({"task_id": ["smart_home_1/2"] * 2, "seed": [100, 101],
                       "success": [True, False], "outcome": ["complete", "others"],
@@ -100,3 +100,96 @@ def test_label_from_a_selected_policy(tmp_path):
     assert (labels.loc[labels["depth"] > 0, "label"] == 0).all()
     assert labels["p_oracle"].between(0, 1).all() and (labels["visits"] >= 1).all()
     assert (tmp_path / "L" / "labels.parquet").exists()
+
+
+def test_evaluate_prints_the_support_behind_a_selected_policy(tmp_path, monkeypatch, capsys):
+    """A policy_files entry written by helpdp.select: the printed report sets the OPE
+    estimate that chose it beside the measured SR (Wilson) and lists each chosen
+    candidate's support, as helpdp.select printed them."""
+    import collect.collector as collector
+    from helpdp.evaluate import EvaluateConfig, run_evaluate
+    from helpdp.policies import AtTurns
+    from helpdp.select import policy_json
+
+    def fake_collect(config, help_policy=None):
+        out = Path(config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(
+            {
+                "task_id": ["smart_home_1/2"] * 4,
+                "seed": [100, 101, 102, 103],
+                "success": [True, True, True, False],
+                "outcome": "complete",
+                "expert_calls": 1,
+                "steps": 3,
+                "policy_errors": 0,
+                "format_errors": 0,
+                "errors": 0,
+                "blind_calls": 0,
+                "recovery_calls": 0,
+            }
+        ).to_parquet(out / "episodes.parquet")
+
+    monkeypatch.setattr(collector, "collect", fake_collect)
+    ope = {
+        "estimator": "wdr",
+        "level": 0.95,
+        "unit": "task",
+        "reference": "never",
+        "SR": 0.61,
+        "SR_lo": 0.55,
+        "SR_hi": 0.67,
+        "U": 1.0,
+        "U_lo": 1.0,
+        "U_hi": 1.0,
+        "dSR": 0.08,
+        "dSR_lo": 0.02,
+        "dSR_hi": 0.14,
+    }
+    cand = {
+        "candidate": "rule: turns 0",
+        "kind": "rule",
+        "SR": 0.61,
+        "U": 1.0,
+        "dSR": 0.08,
+        "dSR_lo": 0.02,
+        "dSR_hi": 0.14,
+        "agree": 57,
+        "deviate": 40,
+        "deviate_ref": 0,
+        "support": 40,
+        "supported": True,
+    }
+    (tmp_path / "selected.json").write_text(
+        json.dumps(
+            {
+                "budget": 1.0,
+                "policy": policy_json(AtTurns((0,))),
+                "ope": ope,
+                "folds": 5,
+                "components": [{"weight": 1.0, "candidate": "rule: turns 0"}],
+                "candidates": [cand],
+            }
+        )
+    )
+    cfg = EvaluateConfig(
+        seeds=[100],
+        splits=["test"],
+        random_p=[],
+        out=str(tmp_path / "e"),
+        baselines=False,
+        policy_files=[str(tmp_path)],
+        skip=["dp table (budget 1)"],
+        progress=False,
+        ope=False,
+    )
+    run_evaluate(cfg)
+    out = capsys.readouterr().out
+    assert "### selected (budget 1): rule: turns 0" in out
+    assert "wdr, 5 folds of tasks, reference never: OPE SR 0.610 [0.550, 0.670]" in out
+    assert "dSR vs the reference +0.080 [+0.020, +0.140]" in out
+    assert "Measured (test tasks, 4 episodes): SR 0.750 [0.301, 0.954]" in out
+    assert (
+        "| rule: turns 0 | 1.00 | 0.610 | 1.00 | +0.080 [+0.020, +0.140] | 57 | 40 / 0 | True |"
+        in out
+    )

@@ -12,18 +12,23 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import collect.awm.rewards
 import helpdp.train.gate
-import helpdp.train.rewards
 from collect.awm.episode import ResetResult, StepResult
 from collect.awm.protocol import parse_turn
+from collect.awm.rewards import (
+    FormatReward,
+    GraduatedReward,
+    GRPORewardConfig,
+    VerifierReward,
+    build_rewards,
+)
 from collect.rollout import Help
 from helpdp.policies import Always, StateView
-from helpdp.train.config import RewardConfig
 from helpdp.train.gate import Gate, SplitSchedule
-from helpdp.train.rewards import FormatReward, GraduatedReward, VerifierReward, build_rewards
 
 
-@pytest.mark.parametrize("mod", [helpdp.train.rewards, helpdp.train.gate])
+@pytest.mark.parametrize("mod", [collect.awm.rewards, helpdp.train.gate])
 def test_doctests(mod):
     res = doctest.testmod(mod)
     assert res.attempted > 0 and res.failed == 0
@@ -55,7 +60,7 @@ def test_rewards_follow_the_hierarchy_on_hand_made_episodes():
     assert VerifierReward()([""] * n, [""] * n, **kw) == [v for _, _, v in EPISODES.values()]
     custom = GraduatedReward(solo=3.0, recovery=2.0, blind=1.0, incomplete=0.0, format_error=-2.0)
     assert custom([""] * n, [""] * n, **kw)[:7] == [3.0, 2.0, 2.0, 1.0, 0.0, 0.0, -2.0]
-    funcs, weights = build_rewards(RewardConfig(format_weight=0.5))
+    funcs, weights = build_rewards(GRPORewardConfig(format_weight=0.5))
     assert [f.__name__ for f in funcs] == ["graduated", "format"] and weights == [1.0, 0.5]
     import pickle
 
@@ -233,7 +238,7 @@ def test_agent_design_answers_ask_expert_masks_feedback_and_marks_dead_workers(t
         assert ("not available" in feedback) == (i >= 2)  # solo: the ask is refused
         assert "EXPERT" not in sampled and "OBSERVATION" not in sampled
         # the sequence is exactly the chat template of the episode's messages
-    funcs, _ = build_rewards(RewardConfig())
+    funcs, _ = build_rewards(GRPORewardConfig())
     assert funcs[0](["p"] * 8, ["c"] * 8, **out) == [0.8, 0.8, 2.0, 2.0] + [None] * 4
 
 
@@ -260,7 +265,7 @@ def test_proactive_design_gates_every_turn_and_a_failing_gate_is_nohelp(tok):
 
 def test_importing_helpdp_train_imports_neither_torch_nor_trl():
     code = (
-        "import sys, helpdp.train, helpdp.train.config, helpdp.train.gate, helpdp.train.rewards\n"
+        "import sys, helpdp.train, helpdp.train.config, helpdp.train.gate, collect.awm.rewards\n"
         "import helpdp, helpdp.search\n"
         "assert 'torch' not in sys.modules and 'trl' not in sys.modules, 'heavy import'\n"
     )

@@ -12,8 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from collect.interventions import InterventionConfig, Oracle  # noqa: E402
-from helpdp.cliconf import compose_config  # noqa: E402
-from helpdp.train.config import TrainConfig  # noqa: E402
+from helpdp.train.config import train_config  # noqa: E402
 from helpdp.train.trainer import build_trainer  # noqa: E402
 
 
@@ -30,7 +29,7 @@ class Counting(Oracle):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("grpo")
-    cfg = compose_config("train", [f"out={out}", "progress=false"], node=TrainConfig)
+    cfg = train_config([f"out={out}", "progress=false"])
     Counting.calls = []
     t0 = time.perf_counter()
     trainer, rollout, pool = build_trainer(
@@ -62,7 +61,6 @@ def test_loss_logged_to_the_log_csv_and_tensorboard(run):
                 "gate/decisions"):  # fmt: skip
         assert key in rows[0], key
     assert list((out / "tb").glob("events.out.tfevents.*"))
-    assert seconds < 120
 
 
 def test_lora_parameters_changed(run):

@@ -20,11 +20,10 @@ from collect.awm.episode import ResetResult, StepResult
 from collect.awm.protocol import (
     Action,
     Failure,
-    RewardConfig,
-    episode_reward,
     parse_turn,
     system_prompt,
 )
+from collect.awm.rewards import RewardConfig, episode_reward
 from collect.awm.sandbox import SandboxError, SandboxLimits, VerifierPool
 from collect.awm.tool_calls import ToolResult
 from collect.awm.tools import Tool, format_tools, tools_from_openapi

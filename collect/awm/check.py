@@ -471,7 +471,6 @@ def main() -> None:
         run_check,
         config_name="check",
         errors=COMMAND_ERRORS,
-        instance=True,
     )
 
 

@@ -52,10 +52,10 @@ from collect.awm.episode import EpisodeRecord, ResetResult, StepResult
 from collect.awm.protocol import (
     Action,
     Failure,
-    RewardConfig,
     parse_turn,
     system_prompt,
 )
+from collect.awm.rewards import RewardConfig
 from collect.awm.sandbox import (
     AppWorker,
     SandboxLimits,

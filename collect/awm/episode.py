@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from collect.awm.observation import render_observation
-from collect.awm.protocol import episode_reward
+from collect.awm.rewards import episode_reward
 from collect.awm.verification import Verification
 
 __all__ = ["EpisodeRecord", "ResetResult", "StepResult", "trajectory_text"]

@@ -1,4 +1,5 @@
-"""The agent protocol of AWM's seed setup: parsing turns, failure classes, rewards.
+"""The agent protocol of AWM's seed setup: parsing turns, failure classes, prompts
+(the rewards of an episode: :mod:`collect.awm.rewards`).
 
 A turn is the model's text. Its first ``<tool_call>{json}</tool_call>`` block
 (JSON with ``name`` and ``arguments``) is the action; a turn with no tool call
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -42,10 +43,8 @@ __all__ = [
     "META_FUNCTIONS",
     "Action",
     "Failure",
-    "RewardConfig",
     "TOOL_CALL_CLOSE",
     "TOOL_CALL_OPEN",
-    "episode_reward",
     "format_call_tool",
     "find_untagged_call",
     "format_tool_call",
@@ -334,41 +333,6 @@ def _meta(name: str, arguments: Any, expert_enabled: bool, raw: str) -> Action:
         Failure.UNKNOWN_META_FUNCTION,
         f"unknown function {name!r}; available functions: {available}",
     )
-
-
-# ---------------------------------------------------------------------------
-# rewards
-# ---------------------------------------------------------------------------
-
-
-@dataclass
-class RewardConfig:
-    """Episode rewards by outcome (AWM's defaults)."""
-
-    complete: float = field(default=1.0, metadata={"help": "task verified complete"})
-    incomplete: float = field(
-        default=0.1, metadata={"help": "partially done (SQL-mode judge says incomplete)"}
-    )
-    format_error: float = field(
-        default=-1.0, metadata={"help": "the episode ended on a format error (AWM: -1)"}
-    )
-    others: float = field(
-        default=0.0, metadata={"help": "anything else (not done, wrong, no answer)"}
-    )
-    server_error: float = field(
-        default=0.0, metadata={"help": "the environment failed (episode is not the agent's fault)"}
-    )
-
-
-def episode_reward(outcome: str, config: RewardConfig | None = None) -> float:
-    """Reward of an episode outcome: complete/incomplete/format_error/server_error/others."""
-    cfg = config or RewardConfig()
-    return {
-        "complete": cfg.complete,
-        "incomplete": cfg.incomplete,
-        "format_error": cfg.format_error,
-        "server_error": cfg.server_error,
-    }.get(outcome, cfg.others)
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,10 @@ the composed config::
 ``<config_name>_schema`` (the primary YAML's first default), answers ``--help``/``-h``
 itself (the fields with the values the command line resolves to, one truth; nothing is
 written), checks the arguments (:func:`cliconf.check_argv`), and runs the body under
-:func:`cliconf.guard` with ``conf/`` on Hydra's search path.
+:func:`cliconf.guard` with ``conf/`` on Hydra's search path. The body always receives
+an instance of the schema (``OmegaConf.to_object`` of the composed config): types end at
+the body's signature, not at the door. Only this module's plumbing (composition,
+``--help``, the ``out=`` guard, sweeps) handles the composed ``DictConfig``.
 """
 
 from __future__ import annotations
@@ -24,13 +27,19 @@ import importlib.util
 import os
 import re
 import sys
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helpdp.cliconf.argv import _exit, check_argv, guard
 from helpdp.cliconf.outdir import OVERWRITE_HELP, claim_out, guards_out, pop_overwrite
 from helpdp.cliconf.quiet import VERBOSE_HELP, pop_verbose, quiet_third_party
+
+T = typing.TypeVar("T")
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 __all__ = ["CONF_DIR", "compose_config", "help_text", "register", "run_app"]
 
@@ -79,7 +88,7 @@ def compose_config(
 def help_text(
     command: str,
     schema: type,
-    cfg: Any,
+    cfg: DictConfig | object | None,
     *,
     usage: str | None = None,
     extra: Sequence[str] = (),
@@ -87,7 +96,8 @@ def help_text(
 ) -> str:
     """The ``--help`` page: the schema's docstring, then every field as
     ``name=<resolved value>`` with its declared help (``cfg``: the composed config,
-    so a config group's values show, e.g. ``prm.lr`` of ``prm=tiny``), then ``extra``."""
+    so a config group's values show, e.g. ``prm.lr`` of ``prm=tiny``; a ``schema``
+    instance, or None for its defaults), then ``extra``."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.is_config(cfg):
@@ -203,8 +213,8 @@ def _composition_exit(command: str, e: Exception) -> None:
 
 def run_app(
     command: str,
-    schema: type,
-    body: Callable[[Any], Any],
+    schema: type[T],
+    body: Callable[[T], Any],
     *,
     config_name: str,
     node: Any = None,
@@ -212,7 +222,6 @@ def run_app(
     groups: Sequence[str] | Mapping[str, type | None] = (),
     extra_help: Sequence[str] = (),
     errors: Sequence[type] = (),
-    instance: bool = False,
     argv: Sequence[str] | None = None,
     out_dir: bool = True,
 ) -> Any:
@@ -223,9 +232,9 @@ def run_app(
     ``groups``: its config groups (``prm=tiny``), or a mapping from each group to the
     schema its options name as ``<group>_schema`` in their defaults; ``extra_help``: lines after the
     fields in ``--help``; ``errors``: the command's own exception types that become
-    one line and exit 2 (besides :data:`cliconf.ERRORS`); ``instance``: hand the body
-    a ``schema`` instance instead of the OmegaConf node. A body that returns an int
-    exits with it (a check's status).
+    one line and exit 2 (besides :data:`cliconf.ERRORS`). The body gets a ``schema``
+    instance (a required field left ``???`` is one line and exit 2, naming it). A body
+    that returns an int exits with it (a check's status).
 
     A schema with an ``out`` field (and no ``overwrite`` field of its own) has its
     ``out=`` directory guarded (:mod:`cliconf.outdir`: ``overwrite=true``, a lock, the
@@ -234,7 +243,6 @@ def run_app(
     and Hydra's own sweep directory is a temporary one, removed afterwards.
     """
     import hydra
-    from omegaconf import OmegaConf
 
     register(
         config_name,
@@ -269,26 +277,42 @@ def run_app(
         _check_composes(command, config_name, args)
     swept = _swept_keys(args) if multirun else set()
 
-    def _body(cfg: Any) -> Any:
+    def _body(cfg: DictConfig) -> Any:
         if not guarded:
-            return body(OmegaConf.to_object(cfg) if instance else cfg)
+            return body(typed(command, cfg))
         from hydra.core.hydra_config import HydraConfig
 
         overrides = list(HydraConfig.get().overrides.task)
         _job_out(cfg, swept, overrides)
+        typed_cfg = typed(command, cfg)  # a missing field is refused before out= is claimed
         with claim_out(
             command, cfg, config_name=config_name, overwrite=overwrite, overrides=overrides
         ):
-            return body(OmegaConf.to_object(cfg) if instance else cfg)
+            return body(typed_cfg)
 
     @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name=config_name)
-    def _app(cfg: Any) -> None:
+    def _app(cfg: DictConfig) -> None:
         result = guard(command, _body, cfg, errors=errors)
         if type(result) is int and result:
             raise SystemExit(result)
 
     with _private_sweep_dir(multirun, args):
         return _app()
+
+
+def typed(command: str, cfg: DictConfig) -> Any:
+    """The schema instance of the composed ``cfg`` (what every command body receives); a
+    required field still ``???`` is one line and exit 2, naming it."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
+
+    try:
+        return OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        key = getattr(e, "full_key", None) or "a field"
+        _exit(command, f"{key}: required; give {key}=VALUE (see --help)")
 
 
 def _run_dir_as_out(command: str, schema: type, args: Sequence[str]) -> list[str]:
@@ -326,7 +350,7 @@ def _swept_keys(args: Sequence[str]) -> set[str]:
     return keys
 
 
-def _job_out(cfg: Any, swept: set[str], overrides: Sequence[str]) -> None:
+def _job_out(cfg: DictConfig, swept: set[str], overrides: Sequence[str]) -> None:
     """In a ``-m`` sweep, each job writes ``OUT/<key>=<value>,...`` (its swept keys),
     unless ``out`` is swept itself or interpolated (``out='res/${budget}'``)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser

@@ -30,7 +30,10 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 __all__ = ["RECORD", "claim_out", "guards_out", "lock_out", "pop_overwrite", "read_record"]
 
@@ -213,14 +216,14 @@ def _write_record(
 @contextlib.contextmanager
 def claim_out(
     command: str,
-    cfg: Any,
+    cfg: DictConfig,
     *,
     config_name: str,
     overwrite: bool = False,
     overrides: Sequence[str] = (),
 ) -> Iterator[None]:
-    """Run the body of ``with`` as the one writer of ``cfg.out`` (see the module's
-    docstring); refusals raise ``FileExistsError`` / ``ValueError`` (one line, exit 2
+    """Run the body of ``with`` as the one writer of ``cfg.out`` (``cfg``: the composed
+    config, whatever the command's schema; see the module's docstring); refusals raise ``FileExistsError`` / ``ValueError`` (one line, exit 2
     under :func:`cliconf.guard`)."""
     from omegaconf import OmegaConf
 

@@ -9,7 +9,9 @@ running it in the environments (:mod:`helpdp.evaluate.calibrate`).
 
 from helpdp.evaluate.harness import (
     EvaluateConfig,
+    Evaluation,
     evaluate,
+    evaluation,
     oracle_policy,
     policies,
     reuse_key,
@@ -29,9 +31,11 @@ from helpdp.evaluate.stats import (
 
 __all__ = [
     "EvaluateConfig",
+    "Evaluation",
     "compare",
     "equal_spend_baseline",
     "evaluate",
+    "evaluation",
     "headroom",
     "mix_baseline",
     "mix_curve",

@@ -35,14 +35,7 @@ from collect import collector  # collector.collect: patchable in tests
 from helpdp.cliconf import run_app
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
-from helpdp.evaluate.harness import (
-    EvaluateConfig,
-    _collect_config,
-    _reference_turns,
-    _worlds_dir,
-    pinned_splits,
-    shared_actor,
-)
+from helpdp.evaluate.harness import EvaluateConfig, environment_runs, run_config, shared_actor
 from helpdp.helper.card import write_card
 from helpdp.helper.config import HelperCalibrateConfig
 from helpdp.helper.policy import HelperPolicy
@@ -115,7 +108,7 @@ def calibrate_in_env(
     return out
 
 
-def run_calibrate(cfg) -> dict:
+def run_calibrate(cfg: HelperCalibrateConfig) -> dict:
     """The body of ``python -m helpdp.evaluate.calibrate``: returns the new helper.json."""
 
     t0 = time.perf_counter()
@@ -130,11 +123,9 @@ def run_calibrate(cfg) -> dict:
         raise ValueError(f"{src}: a prefix-mode helper has no thresholds to calibrate")
     budgets = sorted(float(b) for b in (cfg.budgets or policy.budgets))
     ds = load_dataset(Path(cfg.data) if cfg.data else demo_dataset_path())
-    manifest = ds.manifest
     ecfg = EvaluateConfig(worlds=cfg.worlds, seeds=list(cfg.seeds), max_tasks=cfg.max_tasks,
                           batch_size=int(cfg.batch_size))  # fmt: skip
-    world_tasks = _reference_turns(_worlds_dir(cfg.worlds, manifest))
-    pinned = pinned_splits(manifest, task_splits(ds), world_tasks)
+    base, _ = environment_runs(ds.manifest, task_splits(ds), ecfg)
     from tqdm import tqdm
 
     # iters runs per budget, fewer where two budgets' searches meet a threshold twice
@@ -142,16 +133,12 @@ def run_calibrate(cfg) -> dict:
     bar = tqdm(total=total, desc="calibrate (runs, at most)", unit="run", disable=not cfg.progress)
     runs = []  # one fresh directory per run (a threshold's name is in its fingerprint)
     with tempfile.TemporaryDirectory(prefix="helpdp-calibrate-") as tmp:
-        actor = shared_actor(_collect_config(manifest, ecfg, str(cfg.split), Path(tmp), pinned))
+        actor = shared_actor(base.actor)
 
         def run(pol):
             out = Path(tmp) / f"run{len(runs)}"
             runs.append(out)
-            collector.collect(
-                _collect_config(manifest, ecfg, str(cfg.split), out, pinned),
-                help_policy=pol,
-                **actor(),
-            )
+            collector.collect(run_config(base, str(cfg.split), out), help_policy=pol, **actor())
             return pd.read_parquet(out / "episodes.parquet")
 
         def shown(t, u):

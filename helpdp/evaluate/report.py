@@ -1,5 +1,7 @@
 """What ``python -m helpdp.evaluate`` writes besides the results: ``report.md`` (the
-tables with paired intervals, :func:`report`, :func:`headroom_report`), the plot
+tables with Wilson intervals of each SR and paired intervals of each difference,
+:func:`report`, :func:`headroom_report`; for a policy chosen by ``helpdp.select``, the
+off-policy support of that choice, :func:`selection_report`), the plot
 ``usage_success.png`` and the off-policy estimates beside the measured values
 (:func:`ope_estimates`, :func:`ope_summary`, :func:`ope_report`)."""
 
@@ -7,11 +9,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from helpdp.evaluate.config import EvaluateConfig
 from helpdp.ope import estimate, load_logged
 from helpdp.pareto import frontier
 from helpdp.subset import task_subset
@@ -23,21 +25,21 @@ __all__ = [
     "ope_report",
     "ope_summary",
     "report",
+    "selection_report",
     "usage_success_plot",
 ]
 
 
-def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: Any) -> pd.DataFrame:
+def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: EvaluateConfig) -> pd.DataFrame:
     """Every policy's off-policy estimate (``cfg.ope_estimator``) from ``ds``'s collected
     episodes of the split's tasks, beside its measured SR and U (``summary``): one row
     per (split, policy) with ``inside_SR``/``inside_U`` (the measured value lies in the
     interval, clipped to [0, 1] for SR and [0, inf) for U), ``agrees_SR``/``agrees_U``
     (the two differ by less than their combined 95% uncertainty,
-    sqrt(half-width² + measured half-width²): the check that also allows for the
-    measurement's own noise, e.g. of a policy whose usage the estimate knows exactly) and
-    the absolute errors.
-    ``cfg``: the :class:`~helpdp.evaluate.harness.EvaluateConfig` (``ope_estimator``,
-    ``ope_boot``, ``seed``)."""
+    sqrt(half-width² + measured half-width²), the measured SR's from its Wilson interval
+    on the side of the estimate: the check that also allows for the measurement's own
+    noise, e.g. of a policy whose usage the estimate knows exactly) and the absolute
+    errors. ``cfg``: ``ope_estimator``, ``ope_boot``, ``seed``."""
 
     meas = summary.set_index(["split", "policy"])
     rows = []
@@ -54,9 +56,11 @@ def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: Any) -> pd.Dat
             u, ulo, uhi = e.get(cfg.ope_estimator, "U")
             slo, shi, ulo, uhi = max(slo, 0.0), min(shi, 1.0), max(ulo, 0.0), max(uhi, 0.0)
             m = meas.loc[(split, pol.name)]
+            sr = float(m["SR"])
+            sr_half = float(m["SR_hi"]) - sr if s >= sr else sr - float(m["SR_lo"])
             both = {
-                q: float(np.hypot((hi - lo) / 2, float(m[f"{q}_ci"])))
-                for q, lo, hi in (("SR", slo, shi), ("U", ulo, uhi))
+                "SR": float(np.hypot((shi - slo) / 2, sr_half)),
+                "U": float(np.hypot((uhi - ulo) / 2, float(m["U_ci"]))),
             }
             rows.append({
                 "split": split, "policy": pol.name, "SR": float(m["SR"]), "U": float(m["U"]),
@@ -165,8 +169,9 @@ def usage_success_plot(
         ax.plot(rnd["U"], rnd["SR"], "o--", color="tab:blue", label="random state-wise help")
         points = [r for r in s.itertuples() if not r.policy.startswith("random p=")]
         colours = plt.cm.tab20((np.arange(len(points)) + 2) % 20)  # blue is the random curve
-        for r, c in zip(points, colours):
-            ax.errorbar(r.U, r.SR, yerr=r.SR_ci, fmt="s", capsize=3, color=c, label=r.policy)
+        for r, c in zip(points, colours):  # SR's Wilson interval: never past 0 or 1
+            yerr = [[r.SR - r.SR_lo], [r.SR_hi - r.SR]]
+            ax.errorbar(r.U, r.SR, yerr=yerr, fmt="s", capsize=3, color=c, label=r.policy)
         ax.set_xlabel("expert calls per episode (realised)")
         ax.set_ylabel("success rate")
         ax.set_title(f"{split} tasks ({'unseen' if split == 'test' else 'seen'})")
@@ -183,8 +188,16 @@ def _fmt_ci(t) -> str:
     return f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]"
 
 
-def report(summary, comparisons, search, cfg, seconds, n_train) -> str:
-    """``report.md``: the tables, with paired 95% intervals."""
+def report(
+    summary: pd.DataFrame,
+    comparisons: list[dict],
+    search: dict,
+    cfg: EvaluateConfig,
+    seconds: float,
+    n_train: int,
+) -> str:
+    """``report.md``: the tables, with 95% intervals (Wilson for each SR, paired for
+    each difference); ``search``: the DP's search.json fields at ``cfg.budget``."""
     lines = [
         "# Help policies in the environments",
         "",
@@ -200,14 +213,15 @@ def report(summary, comparisons, search, cfg, seconds, n_train) -> str:
         lines += [
             f"## {split} tasks ({'unseen by every policy' if split == 'test' else 'seen'})",
             "",
-            "| policy | episodes | SR ± 95% | U (calls/ep) ± 95% | SR gain per call | L (turns) "
+            "| policy | episodes | SR [95%] | U (calls/ep) ± 95% | SR gain per call | L (turns) "
             "| SPL | policy errors | invalid |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in s.itertuples():
             gain = "" if math.isnan(r.gain_per_call) else f"{r.gain_per_call:+.3f}"
             lines.append(
-                f"| {r.policy} | {r.episodes} | {r.SR:.3f} ± {r.SR_ci:.3f} | {r.U:.2f} ± {r.U_ci:.2f} | "
+                f"| {r.policy} | {r.episodes} | {r.SR:.3f} [{r.SR_lo:.3f}, {r.SR_hi:.3f}] | "
+                f"{r.U:.2f} ± {r.U_ci:.2f} | "
                 f"{gain} | {r.L:.2f} | {r.SPL:.3f} | {r.policy_errors} | {r.invalid} |"
             )
         if s["invalid"].sum():
@@ -251,4 +265,69 @@ def headroom_report(rooms: list[dict]) -> str:
         lines.append(
             f"| {h['split']} | {h['budget']:g} | {cs:.3f} ({cu:.2f}) | {ins:.3f} ({inu:.2f}) |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def _num(x, fmt: str) -> str:
+    """``x`` in ``fmt``, ``n/a`` when it is not a number (an older or partial record)."""
+    return format(x, fmt) if isinstance(x, int | float) and not isinstance(x, bool) else "n/a"
+
+
+def _iv(d: dict, q: str, fmt: str) -> str:
+    """``v [lo, hi]`` of ``d``'s ``q``, ``q_lo``, ``q_hi`` in ``fmt``; ``n/a`` without them."""
+    if not all(isinstance(d.get(k), int | float) for k in (q, f"{q}_lo", f"{q}_hi")):
+        return "n/a"
+    return f"{d[q]:{fmt}} [{d[f'{q}_lo']:{fmt}}, {d[f'{q}_hi']:{fmt}}]"
+
+
+def selection_report(selected: dict[str, dict], summary: pd.DataFrame) -> str:
+    """The report's section on the policies chosen by ``helpdp.select`` (``selected``:
+    policy name -> its ``selected.json``): the cross-fitted off-policy estimate that
+    chose it beside what the environments measured, and the support of each chosen
+    candidate (what ``helpdp.select`` prints: agreeing episodes, the episodes where it
+    deviates from the reference and where the reference deviates from it)."""
+    rows = summary[summary["policy"].isin(list(selected))]
+    if rows.empty:
+        return ""
+    lines = [
+        "## Chosen by helpdp.select: the off-policy evidence behind each choice",
+        "",
+        "Each policy below was chosen by cross-fitted off-policy evaluation on the data's "
+        "episodes (`python -m helpdp.select`); its estimate is set beside what the "
+        "environments measured, and each chosen candidate's support beside it (few agreeing "
+        "or deviating episodes: an estimate resting on little data).",
+        "",
+    ]
+    for name in dict.fromkeys(rows["policy"]):
+        rec, o = selected[name], selected[name].get("ope", {})
+        lines += [
+            f"### {name}",
+            "",
+            f"select: {o.get('estimator', '?')}, {rec.get('folds', '?')} folds of "
+            f"{o.get('unit', '?')}s, reference {o.get('reference', '?')}: OPE SR "
+            f"{_iv(o, 'SR', '.3f')}, U {_iv(o, 'U', '.2f')}, dSR vs the reference "
+            f"{_iv(o, 'dSR', '+.3f')}.",
+        ]
+        for r in rows[rows["policy"] == name].itertuples():
+            lines.append(
+                f"Measured ({r.split} tasks, {r.episodes} episodes): SR {r.SR:.3f} "
+                f"[{r.SR_lo:.3f}, {r.SR_hi:.3f}], U {r.U:.2f} ± {r.U_ci:.2f}."
+            )
+        cands = {c.get("candidate"): c for c in rec.get("candidates", [])}
+        lines += [
+            "",
+            "| chosen candidate | weight | OPE SR | OPE U | dSR [95%] | agreeing episodes | "
+            "support (deviates / reference deviates) | supported |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for comp in rec.get("components", []):
+            c = cands.get(comp.get("candidate"), {})
+            lines.append(
+                f"| {comp.get('candidate')} | {_num(comp.get('weight'), '.2f')} | "
+                f"{_num(c.get('SR'), '.3f')} | {_num(c.get('U'), '.2f')} | "
+                f"{_iv(c, 'dSR', '+.3f')} | "
+                f"{c.get('agree', 'n/a')} | {c.get('deviate', 'n/a')} / "
+                f"{c.get('deviate_ref', 'n/a')} | {c.get('supported', 'n/a')} |"
+            )
+        lines.append("")
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from helpdp.intervals import mean_ci
+from helpdp.intervals import mean_ci, wilson
 
 __all__ = [
     "compare",
@@ -168,7 +168,9 @@ def mix_baseline(
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """SR, U, L, SPL per (split, policy), the 95% half-widths of SR and U, and
+    """SR, U, L, SPL per (split, policy), SR's 95% Wilson interval ``SR_lo``/``SR_hi``
+    (:func:`helpdp.intervals.wilson`: inside [0, 1], also at 0 or n successes), U's 95%
+    half-width ``U_ci``, and
     ``gain_per_call``: (SR - SR of never) / U, what one expert call bought on average
     (NaN without a ``never`` run or without calls)."""
     g = results.groupby(["split", "policy"], sort=False)
@@ -182,7 +184,9 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         policy_errors=("policy_errors", "sum"),
         invalid=("invalid", "sum"),
     ).reset_index()
-    out["SR_ci"] = 1.96 * np.sqrt(out["SR"] * (1 - out["SR"]) / out["episodes"].clip(lower=1))
+    bounds = [wilson(sr * n, n) for sr, n in zip(out["SR"].astype(float), out["episodes"])]
+    out["SR_lo"] = [lo for lo, _ in bounds]
+    out["SR_hi"] = [hi for _, hi in bounds]
     out["U_ci"] = (1.96 * out.pop("U_sd") / np.sqrt(out["episodes"].clip(lower=1))).fillna(0.0)
     never = out[out["policy"] == "never"].set_index("split")["SR"]
     base = out["split"].map(never)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,9 +38,9 @@ def lora_field(help: str, **defaults: Any) -> Any:
     return field(default_factory=lambda: LoRAConfig(**defaults), metadata={"help": help})
 
 
-def lora_settings(cfg: Any) -> dict:
-    """``{r, alpha, dropout, target_modules}`` of a model config (a dict or a config
-    node): its ``lora`` mapping, or the flat ``lora_r``/``lora_alpha``/``lora_dropout``/
+def lora_settings(cfg: Mapping[str, Any]) -> dict:
+    """``{r, alpha, dropout, target_modules}`` of a model config as saved with a trained
+    model (a mapping: its JSON, or a config node): its ``lora`` mapping, or the flat ``lora_r``/``lora_alpha``/``lora_dropout``/
     ``target_modules`` of configs saved before the nested field."""
     lora = cfg.get("lora")
     if lora is not None:

@@ -9,25 +9,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from collect.awm.rewards import GRPORewardConfig
 from collect.interventions import InterventionConfig
+from helpdp.cliconf import as_config, compose_config
 from helpdp.cliconf import doc_field as _f
 from helpdp.models.lora import LoRAConfig, lora_field
 
 __all__ = [
+    "GRPORewardConfig",
     "GRPOSettings",
     "GateConfig",
     "ModelConfig",
-    "RewardConfig",
     "RolloutConfig",
     "SplitScheduleConfig",
     "TasksConfig",
     "TrainConfig",
+    "train_config",
 ]
 
 GATE_POLICIES = ("always", "never", "random", "turn_zero", "after_failure", "table", "helper")
 DESIGNS = ("agent", "proactive")
 SCHEDULES = ("adaptive", "fixed", "budget")
-REWARDS = ("graduated", "verifier")
 
 
 @dataclass
@@ -189,24 +191,6 @@ class SplitScheduleConfig:
 
 
 @dataclass
-class RewardConfig:
-    """The reward callables handed to GRPOTrainer and their values."""
-
-    kind: str = _f(
-        "graduated", "graduated: the reference recipe's hierarchy; verifier: 1 / 0.1 / -1"
-    )
-    solo: float = _f(2.0, "graduated: complete without the expert")
-    recovery: float = _f(1.3, "graduated: complete, the expert called after an error")
-    blind: float = _f(0.8, "graduated: complete, the expert called before any error")
-    complete: float = _f(1.0, "verifier: complete")
-    incomplete: float = _f(0.1, "incomplete (both)")
-    format_error: float = _f(-1.0, "the episode ended on a format error (both)")
-    format_weight: float = _f(
-        0.5, "weight of the separate format reward (share of well-formed turns); 0: off"
-    )
-
-
-@dataclass
 class TasksConfig:
     """Which AWM tasks are the prompts."""
 
@@ -230,7 +214,7 @@ class TrainConfig:
     rollout: RolloutConfig = _f(RolloutConfig(), "episodes")
     gate: GateConfig = _f(GateConfig(), "the help gate")
     schedule: SplitScheduleConfig = _f(SplitScheduleConfig(), "the expert/solo split")
-    rewards: RewardConfig = _f(RewardConfig(), "rewards")
+    rewards: GRPORewardConfig = _f(GRPORewardConfig(), "rewards (collect/awm/rewards.py)")
     tasks: TasksConfig = _f(TasksConfig(), "the prompts")
     interventions: dict[str, InterventionConfig] = field(
         default_factory=lambda: {"expert": InterventionConfig(kind="oracle")},
@@ -244,3 +228,10 @@ class TrainConfig:
         "directory; the step count, the data order, the rollout's episode seeds and the "
         "adaptive schedule go on from it, and the logs keep the rows before it",
     )
+
+
+def train_config(overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The :class:`TrainConfig` ``python -m helpdp.train`` would use with these overrides
+    (``conf/train.yaml`` composed by Hydra, e.g. ``["train=cpu_smoke", "out=runs/a"]``)."""
+    composed = compose_config("train", list(overrides), node=TrainConfig)
+    return as_config(TrainConfig, composed, instance=True)

@@ -9,7 +9,7 @@ typed from the tool's JSON schema, its description as the docstring TRL renders)
 starts the episode of the example's ``scenario``/``task_idx`` on an environment of the
 runtime, a tool call is one turn of :mod:`collect.awm.protocol` (``call_tool`` with the
 method's arguments), and ``get_reward()`` ends the episode (the verifier judges the
-world) and returns the graduated reward (:class:`~helpdp.train.rewards.GraduatedReward`:
+world) and returns the graduated reward (:class:`~collect.awm.rewards.GraduatedReward`:
 solo completion 2.0, recovery after an error with the expert 1.3, blind expert call
 0.8, incomplete 0.1; an episode the infrastructure broke: None, left out of the group).
 
@@ -44,12 +44,12 @@ import numpy as np
 
 from collect.awm.observation import render_observation
 from collect.awm.protocol import format_call_tool
+from collect.awm.rewards import GraduatedReward
 from collect.rollout import WORLD_OUTPUT_KINDS
 from collect.schedule import EpisodeSpec, stable_int64
 from collect.types import EpisodeView, Turn
 from helpdp.policies import HelpPolicy, Never, StateView
 from helpdp.train.gate import Gate
-from helpdp.train.rewards import GraduatedReward
 
 __all__ = ["AWMEnvironmentFactory", "AWMToolEnvironment", "tool_method"]
 

@@ -17,6 +17,7 @@ from collect.awm.dataset import AWMDataset
 from collect.awm.env import EnvConfig, EnvPool
 from collect.awm.episode import ResetResult, StepResult
 from collect.awm.observation import render_observation
+from helpdp.train.config import TrainConfig
 
 __all__ = ["RemoteEnv", "RemotePool", "build_pool", "check_remote", "worlds_dir"]
 
@@ -162,10 +163,10 @@ class RemotePool:
         pass
 
 
-def check_remote(cfg: Any) -> None:
+def check_remote(cfg: TrainConfig) -> None:
     """Refuse, with one message, what the server route cannot run: the oracle's
     verifier shortcut (``interventions.NAME.use_verifier``)."""
-    for name, iv in dict(cfg.interventions).items():
+    for name, iv in cfg.interventions.items():
         if iv.kind == "oracle" and iv.use_verifier:
             raise ValueError(
                 f"rollout.server_url: {REMOTE_NO_VERIFY}, and interventions.{name} is the "
@@ -175,8 +176,8 @@ def check_remote(cfg: Any) -> None:
             )
 
 
-def build_pool(cfg: Any, work_root: str | None = None):
-    """The pool of a :class:`~helpdp.train.config.TrainConfig`."""
+def build_pool(cfg: TrainConfig, work_root: str | None = None):
+    """The pool of a training config."""
     import dataclasses
 
     if cfg.rollout.server_url:

@@ -17,17 +17,17 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from helpdp.policies import HelpPolicy, StateView, safe_decide
 from helpdp.policies import build_policy as registry_policy
+from helpdp.train.config import GateConfig, SplitScheduleConfig
 
 __all__ = ["Gate", "SplitSchedule", "build_policy"]
 
 
-def build_policy(cfg: Any) -> HelpPolicy:
+def build_policy(cfg: GateConfig) -> HelpPolicy:
     """The HelpPolicy named by ``cfg.policy`` (see GateConfig): ``random`` (at ``cfg.p``),
     ``table`` (the search output at ``cfg.path``), ``helper`` (the helper at ``cfg.path``)
     or any spec of :func:`helpdp.policies.build_policy` (``turn0+after:repeat``, ..., or a
@@ -126,7 +126,7 @@ class SplitSchedule:
     recent: deque = field(default_factory=deque)
 
     @classmethod
-    def from_config(cls, cfg: Any) -> SplitSchedule:
+    def from_config(cls, cfg: SplitScheduleConfig) -> SplitSchedule:
         if cfg.kind not in ("adaptive", "fixed", "budget"):
             raise ValueError(f"schedule.kind must be adaptive|fixed|budget, got {cfg.kind!r}")
         if not 0 <= cfg.low <= cfg.high <= 1:

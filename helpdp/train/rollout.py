@@ -5,7 +5,7 @@ prompts (each task repeated ``num_generations`` times, consecutively) and gets
 back, per rollout, ``prompt_ids``, ``completion_ids``, ``logprobs``, an
 ``env_mask`` (1: tokens the actor sampled; 0: tool responses, expert messages and
 chat markup between turns, which the loss skips) and the episode facts the
-reward functions read (see :mod:`helpdp.train.rewards`).
+reward functions read (see :mod:`collect.awm.rewards`).
 
 An episode is run by the collector's own turn loop (:class:`collect.rollout.EpisodeRunner`
 via :func:`collect.rollout.run_episodes`: the ``<tool_call>`` protocol, the

@@ -9,6 +9,7 @@ from typing import Any
 
 from collect.awm.protocol import system_prompt
 from collect.simulate import tool_call_text
+from helpdp.train.config import ModelConfig
 
 __all__ = ["CHAT_TEMPLATE", "build_tiny", "world_texts", "warm_start"]
 
@@ -35,8 +36,8 @@ def world_texts(pool: Any, tasks: Sequence[tuple[str, int]]) -> tuple[list[str],
     return corpus + turns, turns
 
 
-def build_tiny(cfg: Any, corpus: Sequence[str]):
-    """``(model, tokenizer)``: a Qwen3ForCausalLM of ``cfg`` (ModelConfig) and its tokenizer."""
+def build_tiny(cfg: ModelConfig, corpus: Sequence[str]):
+    """``(model, tokenizer)``: a Qwen3ForCausalLM of ``cfg`` and its tokenizer."""
     import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers

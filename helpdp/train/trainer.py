@@ -27,13 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from collect.awm.rewards import build_rewards
 from collect.interventions import build_interventions
 from collect.schedule import SplitConfig, split_tasks, stable_int64, task_id
-from helpdp.cliconf import as_config
-from helpdp.train.config import TrainConfig
+from helpdp.models.lora import LoRAConfig
+from helpdp.train.config import GRPOSettings, ModelConfig, TrainConfig
 from helpdp.train.envs import build_pool
 from helpdp.train.gate import SplitSchedule, build_policy
-from helpdp.train.rewards import build_rewards
 from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, VLLMBackend, task_prompts
 from helpdp.train.schedule import (
     GlobalSplitSchedule,
@@ -63,7 +63,7 @@ CONSOLE = {
 }
 
 
-def training_tasks(cfg: Any, pool: Any) -> list[tuple[str, int]]:
+def training_tasks(cfg: TrainConfig, pool: Any) -> list[tuple[str, int]]:
     """(scenario, task_idx) of the configured splits, with a verifier (and a
     reference solution when the expert is the oracle)."""
 
@@ -137,11 +137,11 @@ class MetricsCallback:
         self.bar.close()
 
 
-def _device(cfg) -> str:
+def _device(grpo: GRPOSettings) -> str:
     import torch
 
-    if cfg.grpo.device != "auto":
-        return cfg.grpo.device
+    if grpo.device != "auto":
+        return grpo.device
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -152,7 +152,7 @@ def log_dir(out: str | Path) -> Path:
     return Path(out) if world == 1 else Path(out) / f"rank{rank}"
 
 
-def _prepare_out(cfg: Any) -> Path:
+def _prepare_out(cfg: TrainConfig) -> Path:
     """``cfg.out``, created, without the logs of an earlier run (rank 0: metrics.csv;
     every rank: its own decisions and episodes); a resumed run keeps them (train())."""
     out = Path(cfg.out)
@@ -166,7 +166,7 @@ def _prepare_out(cfg: Any) -> Path:
     return out
 
 
-def _training_data(cfg: Any, pool: Any) -> tuple[list[tuple[str, int]], Any, dict]:
+def _training_data(cfg: TrainConfig, pool: Any) -> tuple[list[tuple[str, int]], Any, dict]:
     """``(tasks, dataset, lookup)``: the training tasks, their prompts as a
     ``datasets.Dataset`` and the prompt -> task lookup of the rollout."""
     from datasets import Dataset
@@ -180,7 +180,7 @@ def _training_data(cfg: Any, pool: Any) -> tuple[list[tuple[str, int]], Any, dic
     return tasks, Dataset.from_list(rows), lookup
 
 
-def _load_model(cfg: Any, pool: Any, tasks: list[tuple[str, int]]) -> tuple[Any, Any]:
+def _load_model(cfg: TrainConfig, pool: Any, tasks: list[tuple[str, int]]) -> tuple[Any, Any]:
     """``(model, tokenizer)`` of ``cfg.model``: a tiny Qwen3 trained on the worlds'
     texts (and warm-started), or a checkpoint; the tokenizer always pads."""
     import torch
@@ -220,7 +220,7 @@ def _load_model(cfg: Any, pool: Any, tasks: list[tuple[str, int]]) -> tuple[Any,
     return model, tok
 
 
-def _gguf_weights(model_cfg: Any) -> tuple[str, dict[str, Any]]:
+def _gguf_weights(model_cfg: ModelConfig) -> tuple[str, dict[str, Any]]:
     """The directory and ``gguf_file=`` of the real model ``model_cfg.gguf`` (installed
     by ``make real-actor``; size, GGUF metadata and sha256 checked against the pins)."""
     from collect.realmodel import MODELS, ensure_model
@@ -235,7 +235,7 @@ def _gguf_weights(model_cfg: Any) -> tuple[str, dict[str, Any]]:
     return str(path.parent), {"gguf_file": path.name}
 
 
-def _grpo_args(cfg: Any, out: Path):
+def _grpo_args(cfg: TrainConfig, out: Path):
     """``trl.GRPOConfig`` of ``cfg.grpo`` (its reward weights set later)."""
     from trl import GRPOConfig
 
@@ -266,13 +266,13 @@ def _grpo_args(cfg: Any, out: Path):
         seed=g.seed,
         report_to="none",
         disable_tqdm=True,
-        use_cpu=_device(cfg) == "cpu",
+        use_cpu=_device(g) == "cpu",
         reward_weights=None,
         dataloader_num_workers=0,
     )
 
 
-def _actor_factory(cfg: Any, tok: Any):
+def _actor_factory(cfg: TrainConfig, tok: Any):
     """``trainer -> TokenActor``: the actor that generates with the trainer's model
     (through vLLM or ``generate``)."""
     g = cfg.grpo
@@ -300,11 +300,10 @@ def _actor_factory(cfg: Any, tok: Any):
     return actor_factory
 
 
-def _peft_config(cfg: Any):
-    """``peft.LoraConfig`` of ``cfg.model.lora``; None when ``lora.r`` is 0."""
+def _peft_config(lora: LoRAConfig):
+    """``peft.LoraConfig`` of ``model.lora``; None when ``lora.r`` is 0."""
     from peft import LoraConfig
 
-    lora = cfg.model.lora
     if not lora.r:
         return None
     return LoraConfig(
@@ -316,7 +315,7 @@ def _peft_config(cfg: Any):
     )
 
 
-def _callbacks(cfg: Any, out: Path, schedule: SplitSchedule) -> list[Any]:
+def _callbacks(cfg: TrainConfig, out: Path, schedule: SplitSchedule) -> list[Any]:
     """metrics.csv and the progress bar; TensorBoard when ``grpo.report_to`` names it."""
     g = cfg.grpo
     rank = dist_rank()[0]
@@ -329,13 +328,15 @@ def _callbacks(cfg: Any, out: Path, schedule: SplitSchedule) -> list[Any]:
     return callbacks
 
 
-def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None, policy=None):
-    """``(trainer, rollout, pool)`` for ``cfg`` (a TrainConfig or its OmegaConf node);
-    ``interventions``/``policy`` override the configured expert and gate (tests)."""
+def build_trainer(
+    cfg: TrainConfig, *, work_root: str | None = None, interventions=None, policy=None
+):
+    """``(trainer, rollout, pool)`` for ``cfg`` (:func:`~helpdp.train.config.train_config`
+    builds one from overrides); ``interventions``/``policy`` override the configured expert
+    and gate (tests)."""
     import torch
     from trl import GRPOTrainer
 
-    cfg = as_config(TrainConfig, cfg, instance=True)
     if cfg.gate.design not in ("agent", "proactive"):
         raise ValueError(f"gate.design must be agent or proactive, got {cfg.gate.design!r}")
     if cfg.grpo.cpu_threads:
@@ -379,10 +380,10 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
         num_generations=cfg.grpo.num_generations,
         out=log_dir(out),
     )
-    peft_config = _peft_config(cfg)
+    peft_config = _peft_config(cfg.model.lora)
     callbacks = _callbacks(cfg, out, schedule) + [RolloutStateCallback(rollout, rank)]
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    if cfg.grpo.use_vllm and _device(cfg) == "cpu":
+    if cfg.grpo.use_vllm and _device(cfg.grpo) == "cpu":
         from helpdp.train.vllm_cpu import patch_vllm_cpu
 
         print("vllm on CPU, patched:", ", ".join(patch_vllm_cpu()) or "nothing", flush=True)
@@ -404,7 +405,7 @@ def build_trainer(cfg: Any, *, work_root: str | None = None, interventions=None,
     return trainer, rollout, pool
 
 
-def find_checkpoint(cfg: Any) -> Path | None:
+def find_checkpoint(cfg: TrainConfig) -> Path | None:
     """The checkpoint ``cfg.resume`` names: None when empty; ``last``: the newest
     ``out/checkpoints/checkpoint-N``; else a directory. A missing one is an error."""
     if not cfg.resume:
@@ -424,7 +425,7 @@ def find_checkpoint(cfg: Any) -> Path | None:
     return path
 
 
-def _resume_logs(cfg: Any, checkpoint: Path, rollout: Any, callbacks: list[Any]) -> None:
+def _resume_logs(cfg: TrainConfig, checkpoint: Path, rollout: Any, callbacks: list[Any]) -> None:
     """A resumed run: the rollout's state of the checkpoint, this rank's decisions and
     episodes of the batches before it, rank 0's metrics rows up to its step."""
     rank = dist_rank()[0]
@@ -459,10 +460,9 @@ def _number(text: str) -> Any:
             return text
 
 
-def train(cfg: Any, **kw) -> dict[str, Any]:
+def train(cfg: TrainConfig, **kw) -> dict[str, Any]:
     """Train (or resume: ``cfg.resume``); returns a summary (also written to
     ``train.json`` of this rank's :func:`log_dir`)."""
-    cfg = as_config(TrainConfig, cfg, instance=True)
     t0 = time.perf_counter()
     checkpoint = find_checkpoint(cfg)
     scratch = tempfile.mkdtemp(prefix="helpdp-train-")
@@ -503,7 +503,7 @@ def train(cfg: Any, **kw) -> dict[str, Any]:
             shutil.rmtree(ckpt_dir, ignore_errors=True)  # only TRL's model card, this run's
 
 
-def run_cli(cfg: Any) -> dict[str, Any]:
+def run_cli(cfg: TrainConfig) -> dict[str, Any]:
     """The body of ``python -m helpdp.train``."""
     res = train(cfg)
     last = res["rollout"][-1] if res["rollout"] else {}

@@ -1,25 +1,93 @@
-"""TRL reward callables: ``(prompts, completions, **kwargs) -> list[float | None]``.
+"""Rewards, in one place: what an AWM episode is worth.
 
-The rollout function (:class:`helpdp.train.rollout.AWMRollout`) returns one entry
-per episode in each of these extra keys, which GRPOTrainer hands to every reward
-function: ``outcome`` (the verifier's: complete / incomplete / others /
-format_error / server_error ...), ``end_reason``, ``valid``, ``blind_calls``
-(expert calls before any failed turn), ``recovery_calls`` (after one),
-``format_errors`` and ``turns``. An episode that a dead worker or a failing
-endpoint ended (``valid`` false, outcome ``server_error``) gets ``None``: TRL leaves
-it out of its group's baseline and gives it no advantage, so one broken episode
-never poisons the batch.
+* The environment's step reward (:class:`RewardConfig`, :func:`episode_reward`): one
+  value per verifier outcome, returned by the final ``step`` of an episode
+  (``collect.awm.env``, the remote and OpenEnv environments).
+* GRPO's reward callables for TRL (:class:`GRPORewardConfig`, :func:`build_rewards`):
+  ``(prompts, completions, **kwargs) -> list[float | None]``. The rollout function
+  (:class:`helpdp.train.rollout.AWMRollout`) returns one entry per episode in each of
+  these extra keys, which GRPOTrainer hands to every reward function: ``outcome`` (the
+  verifier's: complete / incomplete / others / format_error / server_error ...),
+  ``end_reason``, ``valid``, ``blind_calls`` (expert calls before any failed turn),
+  ``recovery_calls`` (after one), ``format_errors`` and ``turns``. An episode that a dead
+  worker or a failing endpoint ended (``valid`` false, outcome ``server_error``) gets
+  ``None``: TRL leaves it out of its group's baseline and gives it no advantage, so one
+  broken episode never poisons the batch. The classes are plain and picklable
+  (parameters are attributes).
 
-The classes are plain and picklable (parameters are attributes).
+Pure: no I/O, no torch (the AWM runtime and the trainer both import it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FormatReward", "GraduatedReward", "VerifierReward", "build_rewards"]
+from helpdp.cliconf import doc_field as _f
+
+__all__ = [
+    "FormatReward",
+    "GRPORewardConfig",
+    "GraduatedReward",
+    "RewardConfig",
+    "VerifierReward",
+    "build_rewards",
+    "episode_reward",
+]
+
+
+@dataclass
+class RewardConfig:
+    """Episode rewards by outcome (AWM's defaults)."""
+
+    complete: float = field(default=1.0, metadata={"help": "task verified complete"})
+    incomplete: float = field(
+        default=0.1, metadata={"help": "partially done (SQL-mode judge says incomplete)"}
+    )
+    format_error: float = field(
+        default=-1.0, metadata={"help": "the episode ended on a format error (AWM: -1)"}
+    )
+    others: float = field(
+        default=0.0, metadata={"help": "anything else (not done, wrong, no answer)"}
+    )
+    server_error: float = field(
+        default=0.0, metadata={"help": "the environment failed (episode is not the agent's fault)"}
+    )
+
+
+def episode_reward(outcome: str, config: RewardConfig | None = None) -> float:
+    """Reward of an episode outcome: complete/incomplete/format_error/server_error/others."""
+    cfg = config or RewardConfig()
+    return {
+        "complete": cfg.complete,
+        "incomplete": cfg.incomplete,
+        "format_error": cfg.format_error,
+        "server_error": cfg.server_error,
+    }.get(outcome, cfg.others)
+
+
+# ---------------------------------------------------------------------------
+# GRPO (TRL reward functions)
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class GRPORewardConfig:
+    """The reward callables handed to GRPOTrainer and their values."""
+
+    kind: str = _f(
+        "graduated", "graduated: the reference recipe's hierarchy; verifier: 1 / 0.1 / -1"
+    )
+    solo: float = _f(2.0, "graduated: complete without the expert")
+    recovery: float = _f(1.3, "graduated: complete, the expert called after an error")
+    blind: float = _f(0.8, "graduated: complete, the expert called before any error")
+    complete: float = _f(1.0, "verifier: complete")
+    incomplete: float = _f(0.1, "incomplete (both)")
+    format_error: float = _f(-1.0, "the episode ended on a format error (both)")
+    format_weight: float = _f(
+        0.5, "weight of the separate format reward (share of well-formed turns); 0: off"
+    )
 
 
 def _rows(n: int, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -126,8 +194,8 @@ class FormatReward:
         return out
 
 
-def build_rewards(cfg: Any) -> tuple[list[Any], list[float]]:
-    """The reward callables of a :class:`~helpdp.train.config.RewardConfig` and their weights."""
+def build_rewards(cfg: GRPORewardConfig) -> tuple[list[Any], list[float]]:
+    """The reward callables of ``cfg`` and their weights."""
     if cfg.kind == "graduated":
         main: Any = GraduatedReward(
             cfg.solo, cfg.recovery, cfg.blind, cfg.incomplete, cfg.format_error
