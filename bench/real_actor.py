@@ -233,17 +233,17 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
 
     from collect.awm.clock import WorldClock
     from collect.config import worlds_dir
-    from collect.plan import fingerprint_config, runnable_tasks
+    from collect.plan import fingerprint_config, plan_episodes, runnable_tasks
     from collect.publish import manifest, summarize
-    from collect.schedule import build_schedule, shard_episodes
+    from collect.schedule import shard_episodes
     from collect.shards import TABLES, ShardStore, aggregate
     from helpdp.data import write_dataset
 
     cfg = collect_config(overrides)
     clock = WorldClock.resolve(cfg.clock, worlds_dir(cfg))
     cfg = dataclasses.replace(cfg, clock=clock.iso())
-    tasks, skipped = runnable_tasks(cfg)
-    specs = build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split)
+    _, skipped = runnable_tasks(cfg)
+    specs = plan_episodes(cfg)  # a stage-2 collection's plan too
     shards = shard_episodes(specs, cfg.executor.shard_size)
     store = ShardStore(cfg.out)
     plan = json.loads((store.dir / "plan.json").read_text())

@@ -3,6 +3,9 @@
     make real-actor llama-server              # the weights; llama-cpp-python in .venv-llama
     python bench/runtimes.py --out /tmp/runtimes --json /tmp/runtimes.json
     python bench/runtimes.py --runtimes hf-1w llama-2x1 --seeds 0 --max-turns 6   # smaller
+    python bench/runtimes.py --compare hf=A,GRID llama=B --max-turns 6   # the same model?
+    python bench/runtimes.py --turn0 hf=GRID llama=STAGE2       # turn 0 with help, by class
+    python bench/runtimes.py --size STAGE2_DIR --effect 0.1      # episodes stage 2 needs
 
 Each runtime runs the same collection (``python -m collect``: the demo worlds' train tasks
 ``--scenarios`` x ``--tasks``, trigger probabilities ``--probabilities``, seeds ``--seeds``,
@@ -251,6 +254,162 @@ def run_one(rt: Runtime, schedule: Schedule, out: Path, port: int, llama_python:
     )  # fmt: skip
 
 
+def episodes_capped(dirs: list[str], max_turns: int):
+    """The episodes of the datasets ``dirs`` as if cut at ``max_turns`` (0: not cut):
+    ``success`` within the cap, ``turns`` = min(steps, cap), the turn-0 prompt tokens and
+    each episode's trajectory (tool, failure class, format error per turn, up to the cap)."""
+    import pandas as pd
+
+    import helpdp
+
+    rows = []
+    for d in dirs:
+        ds = helpdp.load_dataset(d)
+        st = ds.steps.sort_values(["episode_id", "t"])
+        if max_turns:
+            st = st[st["t"] < max_turns]
+        traj = st.groupby("episode_id").apply(
+            lambda g: tuple(zip(g["kind"], g["tool_name"], g["failure"], g["format_error"])),
+            include_groups=False,
+        )
+        p0 = st[st["t"] == 0].set_index("episode_id")["prompt_tokens"]
+        e = ds.episodes.set_index("episode_id")
+        cut = max_turns if max_turns else int(e["steps"].max()) + 1
+        rows.append(pd.DataFrame({
+            "task_id": e["task_id"], "p": e["trigger_p"],
+            "success": (e["success"] & (e["steps"] <= cut)).astype(float),
+            "turns": e["steps"].clip(upper=cut).astype(float),
+            "prompt0": p0.reindex(e.index), "traj": traj.reindex(e.index),
+        }))  # fmt: skip
+    return pd.concat(rows)
+
+
+def compare_runtimes(groups: dict[str, list[str]], max_turns: int = 0) -> str:
+    """Do runtimes sample the same model? Per cell (task, p) each group's episodes, SR and
+    turns; then each group against the first on the episodes both ran (the same episode
+    ids: the same tasks, trigger draws and per-turn seeds): the paired differences in
+    success and turns (mean, 95% normal interval), the share of identical trajectories
+    and of identical turn-0 prompt token counts (the same chat template and tokenizer)."""
+    import numpy as np
+
+    eps = {k: episodes_capped(v, max_turns) for k, v in groups.items()}
+    names = list(eps)
+    cells = sorted(set().union(*(set(zip(e["task_id"], e["p"])) for e in eps.values())))
+    head = " | ".join(f"{k}: n, SR, turns" for k in names)
+    lines = [f"| task | p | {head} |", "|---|---|" + "---|" * len(names)]
+    for task, p in cells:
+        parts = []
+        for k in names:
+            c = eps[k][(eps[k]["task_id"] == task) & (eps[k]["p"] == p)]
+            parts.append(f"{len(c)}, {c['success'].mean():.2f}, {c['turns'].mean():.2f}"
+                         if len(c) else "—")  # fmt: skip
+        lines.append(f"| {task} | {p:g} | " + " | ".join(parts) + " |")
+    ref = names[0]
+    lines += ["", f"| vs {ref} (paired by episode) | pairs | dSR [95%] | dturns [95%] "
+              "| same trajectory | same turn-0 prompt tokens |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for k in names[1:]:
+        j = eps[ref].merge(eps[k], left_index=True, right_index=True, suffixes=("_a", "_b"))
+        out = []
+        for col in ("success", "turns"):
+            d = (j[f"{col}_b"] - j[f"{col}_a"]).to_numpy()
+            h = 1.96 * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
+            out.append(f"{d.mean():+.3f} [{d.mean() - h:+.3f}, {d.mean() + h:+.3f}]")
+        same = float((j["traj_a"] == j["traj_b"]).mean()) if len(j) else float("nan")
+        p0 = float((j["prompt0_a"] == j["prompt0_b"]).mean()) if len(j) else float("nan")
+        lines.append(f"| {k} | {len(j)} | {out[0]} | {out[1]} | {same:.2f} | {p0:.2f} |")
+    return "\n".join(lines)
+
+
+def turn0_class(st):
+    """What each turn was, coarsely: working (a call or list_tools that did not fail),
+    final (an answer), unknown_tool, other (a failed call or a format error)."""
+    import numpy as np
+
+    ok = st["failure"].isna().to_numpy() & ~st["format_error"].astype(bool).to_numpy()
+    final = st["kind"].eq("final").to_numpy()
+    unknown = st["failure"].eq("unknown_tool").to_numpy()
+    return np.select([final & ok, ok, unknown], ["final", "working", "unknown_tool"], "other")
+
+
+def compare_turn0(groups: dict[str, list[str]], help0: int = 1) -> str:
+    """Turn 0 of the episodes whose turn-0 help decision was ``help0``: the same prompt
+    for every episode of a task, so the share of each class per runtime is the model's
+    first-turn distribution; each group against the first, stratified by task (the first
+    group's task counts as weights), 95% normal intervals."""
+    import numpy as np
+    import pandas as pd
+
+    import helpdp
+
+    t0 = {}
+    for k, dirs in groups.items():
+        parts = []
+        for d in dirs:
+            ds = helpdp.load_dataset(d)
+            st = ds.steps[(ds.steps["t"] == 0) & (ds.steps["action"] == help0)]
+            task = ds.episodes.set_index("episode_id")["task_id"]
+            parts.append(pd.DataFrame({"task": task.reindex(st["episode_id"]).to_numpy(),
+                                       "cls": turn0_class(st)}))  # fmt: skip
+        t0[k] = pd.concat(parts)
+    names, classes = list(t0), ["working", "final", "unknown_tool", "other"]
+    ref = t0[names[0]]
+    lines = ["| runtime | turn-0 episodes | " + " | ".join(classes) + " |",
+             "|---|---|" + "---|" * len(classes)]  # fmt: skip
+    for k in names:
+        d = t0[k]
+        cells = [f"{(d['cls'] == c).mean():.3f}" for c in classes]
+        common = sorted(set(d["task"]) & set(ref["task"]))
+        if k != names[0] and common:
+            w = ref["task"].value_counts().reindex(common).astype(float)
+            w /= w.sum()
+            for i, c in enumerate(classes):
+                diff = var = 0.0
+                for t in common:
+                    a = (ref[ref["task"] == t]["cls"] == c).to_numpy(float)
+                    b = (d[d["task"] == t]["cls"] == c).to_numpy(float)
+                    pool = (a.sum() + b.sum()) / (len(a) + len(b))
+                    diff += w[t] * (b.mean() - a.mean())
+                    var += w[t] ** 2 * pool * (1 - pool) * (1 / len(a) + 1 / len(b))
+                h = 1.96 * np.sqrt(var)
+                cells[i] += f" ({diff:+.3f} [{diff - h:+.3f}, {diff + h:+.3f}])"
+        lines.append(f"| {k} | {len(d)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ipw_size(y, k, effect: float = 0.1, power: float = 0.8) -> dict:
+    """Episodes for a paired SR difference of ``effect`` between "help at every trigger"
+    and the base (two-sided 5%, ``power``): ``y`` success and ``k`` randomised trigger
+    states (probability 1/2 each) per episode; importance sampling's per-episode
+    variance is 2 E[Y 2^k; k >= 1] (``var``), or 2 E[Y] E[2^k; k >= 1] (``var_smooth``,
+    Y independent of k); the larger one is used."""
+    from statistics import NormalDist
+
+    import numpy as np
+
+    y, k = np.asarray(y, float), np.asarray(k, float)
+    w = 2.0**k * (k >= 1)
+    var, var_smooth = float(np.mean(2 * y * w)), float(2 * y.mean() * w.mean())
+    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(power)
+    return {
+        "episodes": len(y), "success": float(y.mean()), "mean_k": float(k.mean()),
+        "share_k>=1": float((k >= 1).mean()), "var": var, "var_smooth": var_smooth,
+        "needed": int(round(z**2 * max(var, var_smooth) / effect**2)),
+    }  # fmt: skip
+
+
+def stage2_size(data: str, effect: float = 0.1, power: float = 0.8) -> dict:
+    """:func:`ipw_size` of a stage-2 collection ``data`` (k: its steps with 0 < p_help <
+    1); doubly robust estimates do no worse with a useful model. A design-based figure:
+    it ignores that tasks cluster."""
+    import helpdp
+
+    ds = helpdp.load_dataset(data)
+    st, e = ds.steps, ds.episodes.set_index("episode_id")
+    k = st[(st["p_help"] > 0) & (st["p_help"] < 1)].groupby("episode_id").size()
+    k = k.reindex(e.index, fill_value=0)
+    return ipw_size(e["success"].astype(float), k, effect, power)
+
+
 def main(argv=None) -> list[Result]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runtimes", nargs="+", default=list(RUNTIMES), choices=list(RUNTIMES))
@@ -263,7 +422,36 @@ def main(argv=None) -> list[Result]:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--port", type=int, default=8031, help="the llama.cpp front's port")
     ap.add_argument("--llama-python", default=str(ROOT / ".venv-llama" / "bin" / "python"))
+    ap.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="NAME=DIR[,DIR]",
+        help="compare runtimes' datasets on the same episodes (no collection)",
+    )
+    ap.add_argument(
+        "--turn0",
+        nargs="+",
+        metavar="NAME=DIR[,DIR]",
+        help="turn 0 with help, by class, per runtime (the same prompts; no collection)",
+    )
+    ap.add_argument(
+        "--size",
+        metavar="STAGE2_DIR",
+        help="episodes a stage-2 collection needs (--effect, 80%% power)",
+    )
+    ap.add_argument("--effect", type=float, default=0.1)
     args = ap.parse_args(argv)
+    if args.compare:
+        groups = dict(g.split("=", 1) for g in args.compare)
+        print(compare_runtimes({k: v.split(",") for k, v in groups.items()}, args.max_turns))
+        return []
+    if args.turn0:
+        groups = dict(g.split("=", 1) for g in args.turn0)
+        print(compare_turn0({k: v.split(",") for k, v in groups.items()}))
+        return []
+    if args.size:
+        print(json.dumps(stage2_size(args.size, args.effect), indent=1))
+        return []
     schedule = Schedule(tuple(args.scenarios), tuple(args.tasks), tuple(args.probabilities),
                         tuple(args.seeds), args.max_turns)  # fmt: skip
     out = Path(args.out)

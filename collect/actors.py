@@ -151,6 +151,21 @@ class OpenAIActorConfig(SamplingConfig, TurnFormatConfig, EndpointConfig, ActorC
 
     kind: str = _kind("openai")
     concurrency: int = _f(8, "requests in flight per worker (a lock-step batch is sent at once)")
+    stop_after_tool_call: bool = _f(
+        False, "end each turn's text at its first </tool_call> (kept), as the hf actor does"
+    )
+    sampler: dict = _f(
+        {},
+        "more sampling fields sent with each request, in the server's names (llama.cpp: "
+        "top_k, min_p, typical_p, repeat_penalty, presence_penalty, frequency_penalty): "
+        "unset ones take the server's defaults",
+    )
+    model_sha256: str = _f(
+        "",
+        "sha256 of the weights the endpoint serves, checked at start against its /v1/models entry "
+        "(collect.realserve gives it); recorded so that collect.merge merges runtimes of one "
+        "model; empty: unknown, not checked",
+    )
 
 
 @dataclass
@@ -385,6 +400,15 @@ class FittedActor(SimulatedActor):
 # ---------------------------------------------------------------------------
 
 
+def _served_sha256(client: ChatClient, model: str) -> str | None:
+    """The ``sha256`` the endpoint's ``/v1/models`` gives ``model`` (None: not given)."""
+    for entry in client._client.models.list().data:  # noqa: SLF001 - the SDK client
+        if entry.id == model:
+            sha = (entry.model_extra or {}).get("sha256")
+            return sha if isinstance(sha, str) else None
+    return None
+
+
 class OpenAIActor:
     """An OpenAI-compatible chat endpoint; a batch is sent ``concurrency`` requests at a time."""
 
@@ -397,6 +421,15 @@ class OpenAIActor:
         self.name = actor_name(config)
         self.client = ChatClient(config, transport=transport)
         self._threads = ThreadPoolExecutor(max(1, config.concurrency))
+        if config.model_sha256:
+            served = _served_sha256(self.client, config.model)
+            if served != config.model_sha256:
+                self.close()
+                raise ValueError(
+                    f"actor.model_sha256: the endpoint {config.base_url} serves "
+                    f"{config.model!r} with sha256 {served!r}, not {config.model_sha256} "
+                    "(collect.realserve names its checked file's in /v1/models)"
+                )
 
     def _one(self, req: TurnRequest) -> TurnReply:
         try:
@@ -406,10 +439,12 @@ class OpenAIActor:
                 top_p=self.config.top_p,
                 max_tokens=self.config.max_tokens,
                 seed=req.seed,
+                extra_body=dict(self.config.sampler) or None,
             )
         except Exception as e:  # noqa: BLE001 - reported per episode as a server error
             return TurnReply("", error=f"{type(e).__name__}: {e}"[:2000])
-        return TurnReply(r.text, r.prompt_tokens, r.completion_tokens)
+        text = _cut_after_call(r.text) if self.config.stop_after_tool_call else r.text
+        return TurnReply(text, r.prompt_tokens, r.completion_tokens)
 
     def generate(self, requests: Sequence[TurnRequest]) -> list[TurnReply]:
         if len(requests) == 1:

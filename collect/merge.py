@@ -2,10 +2,17 @@
 
 A collection grows by task: collect more tasks later (``schedule.tasks=[...]``, a new
 ``out``, its own shards and fingerprint) and merge. The sources must be the same
-experiment on different tasks: the same actions, discount, actor, interventions,
+experiment on different tasks: the same actions, discount, interventions,
 environment, state key and trigger probabilities (everything of
 ``source.config`` but the schedule's tasks, splits and seeds and the run's own
-output options), with no task, state or episode in two of them, and every row of a source's tables
+output options) and the same actor. An actor whose weights' sha256 is recorded
+(``actor.model_sha256``; the pin of a ``make real-actor`` model) is compared by its model
+identity (:data:`IDENTITY`: the sha256, temperature, top-p, the other sampling options
+(:data:`HF_SAMPLER` for the hf actor), max tokens, call format, the cut at
+``</tool_call>``, chat-template arguments, prompt truncation; and ``source.actor``),
+so transformers in process and llama.cpp servers sampling the same GGUF file merge, each
+source's actor config and versions (its runtime) kept in ``merged_from``; any other actor
+is compared whole. There must be no task, state or episode in two of them, and every row of a source's tables
 naming only that source's own tasks, states and episodes (:data:`OWNED`; each
 manifest read within :data:`MANIFEST_MAX_BYTES` and :data:`MANIFEST_MAX_DEPTH` first).
 A refusal is one line naming the source, the table and the row. The merged
@@ -69,10 +76,18 @@ class MergeConfig:
     overwrite: bool = _f(False, "replace the dataset files of an existing out")
 
 
-def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+def _differences(a: Any, b: Any, where: str = "", absent: list | None = None) -> list[str]:
+    """The fields where ``a`` and ``b`` differ; with ``absent``, a field only one of two
+    configs records (the code added or removed it since: the collector's own resume rule,
+    collect.publish) is appended there instead of being a difference."""
     if isinstance(a, dict) and isinstance(b, dict):
-        keys = sorted(set(a) | set(b))
-        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{where}.{k}")]
+        out = []
+        for k in sorted(set(a) | set(b)):
+            if absent is not None and (k in a) != (k in b):
+                absent.append(f"{where}.{k}".lstrip("."))
+                continue
+            out += _differences(a.get(k), b.get(k), f"{where}.{k}", absent)
+        return out
     return [] if a == b else [where.lstrip(".")]
 
 
@@ -82,8 +97,66 @@ def _union(values: list) -> list | None:
     return sorted({x for v in values for x in v}, key=lambda x: (str(type(x)), x))
 
 
-def _check_same_experiment(names: list[str], manifests: list[dict]) -> None:
+#: what makes two actors one sampled model, whichever runtime ran it: the weights (their
+#: sha256), the sampling, how turns are read and cut, what the prompt holds. The actor's
+#: other fields (kind, endpoint, threads, float precision, caches, timeouts) are the runtime's.
+IDENTITY = {
+    "model_sha256": "",
+    "temperature": None,
+    "top_p": None,
+    "max_tokens": None,
+    "call_format": "strict",
+    "stop_after_tool_call": False,
+    "chat_template_kwargs": {},
+    "max_prompt_tokens": 0,
+    "sampler": {},
+}
+#: what the hf actor's sampler is beyond temperature and top-p, in llama.cpp's names:
+#: transformers' generate defaults (top-k 50, no repetition penalty, no min-p), which an
+#: openai actor must send as ``actor.sampler`` to be the same model (a server's own
+#: defaults differ: llama.cpp's are top_k 40, min_p 0.05, repeat_penalty 1.1)
+HF_SAMPLER = {
+    "top_k": 50,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
+
+
+def actor_identity(actor: Any) -> dict | None:
+    """The model identity of an actor config (:data:`IDENTITY`; a field the config lacks
+    has its default there), or None when the weights' sha256 is not known (an hf actor
+    on a `make real-actor` model without ``model_sha256`` has that model's pin)."""
+    if not isinstance(actor, dict):
+        return None
+    ident = {k: actor.get(k, default) for k, default in IDENTITY.items()}
+    if actor.get("kind") == "hf":
+        ident["sampler"] = HF_SAMPLER
+    if not ident["model_sha256"] and actor.get("kind") == "hf" and actor.get("gguf"):
+        from collect.realmodel import MODELS
+
+        pinned = MODELS.get(str(actor["gguf"]))
+        ident["model_sha256"] = pinned.sha256 if pinned else ""
+    return ident if ident["model_sha256"] else None
+
+
+def _actor_differences(actor: Any, actor0: Any) -> list[str]:
+    """``actor.FIELD`` for each identity field that differs when both actors state their
+    weights' sha256 (runtimes of one model merge; a field one config lacks has its
+    :data:`IDENTITY` default); else every field that differs or only one records."""
+    ident, ident0 = actor_identity(actor), actor_identity(actor0)
+    if ident is None or ident0 is None:
+        return _differences(actor, actor0, "actor")
+    return [f"actor.{d}" for d in _differences(ident, ident0)]
+
+
+def _check_same_experiment(names: list[str], manifests: list[dict]) -> dict[str, list[str]]:
+    """Refuse sources that are not the same experiment as the first; per source, the
+    config fields only one of the two records (not compared)."""
     first = manifests[0]
+    unchecked: dict[str, list[str]] = {}
     for name, m in zip(names[1:], manifests[1:]):
         for key in ("format", "actions", "gamma"):
             if m.get(key) != first.get(key):
@@ -92,7 +165,8 @@ def _check_same_experiment(names: list[str], manifests: list[dict]) -> None:
                     f"{first.get(key)!r}: not the same experiment"
                 )
         src, src0 = m.get("source", {}), first.get("source", {})
-        free = (*RUN_KEYS, "stage2")  # stage 2 on the same experiment merges with stage 1
+        # stage 2 on the same experiment merges with stage 1; the actor by its identity
+        free = (*RUN_KEYS, "stage2", "actor")
         conf = {k: v for k, v in src.get("config", {}).items() if k not in free}
         conf0 = {k: v for k, v in src0.get("config", {}).items() if k not in free}
         sched = src.get("config", {}).get("schedule", {})
@@ -100,20 +174,27 @@ def _check_same_experiment(names: list[str], manifests: list[dict]) -> None:
         skip = SCHEDULE_UNION + SCHEDULE_FREE
         if _stage2(m) or _stage2(first):
             skip += ("probabilities",)  # stage 2 draws at trigger states, not on the grid
-        diff = _differences(conf, conf0) + [
+        actor = src.get("config", {}).get("actor")
+        absent: list[str] = []
+        diff = _actor_differences(actor, src0.get("config", {}).get("actor"))
+        diff += _differences(conf, conf0, "", absent) + [
             f"schedule.{d}"
             for d in _differences(
                 {k: v for k, v in sched.items() if k not in skip},
                 {k: v for k, v in sched0.items() if k not in skip},
             )
         ]
-        diff += [f"source.{k}" for k in ("generator", "state_key") if src.get(k) != src0.get(k)]
+        keys = ("generator", "state_key", "actor")
+        diff += [f"source.{k}" for k in keys if src.get(k) != src0.get(k)]
         if diff:
             raise DatasetError(
                 f"{name}/manifest.json: source.config differs from {names[0]}'s in "
-                f"{', '.join(diff[:5])}: not the same experiment (only the tasks, splits "
-                "and seeds may differ)"
+                f"{', '.join(diff[:5])}: not the same experiment (only the tasks, splits, "
+                "seeds and the runtime of one model (same weights sha256, sampling, turn "
+                "format) may differ)"
             )
+        unchecked[name] = absent
+    return unchecked
 
 
 #: a source's manifest is read within these bounds before anything else of it
@@ -269,7 +350,7 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
         _check_manifest(path, name)
     dss = [load_dataset(p) for p in paths]  # each validated on its own first
     manifests = [ds.manifest for ds in dss]
-    _check_same_experiment(names, manifests)
+    unchecked = _check_same_experiment(names, manifests)
     frames = [
         {"states": d.states, "transitions": d.transitions, "scores": d.scores,
          "episodes": d.episodes, "steps": d.steps}
@@ -301,11 +382,16 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
             "tasks": sorted(map(str, pd.unique(d.states["task_id"]))),
             "schedule": s.get("config", {}).get("schedule"),
             "git_sha": s.get("git_sha"),
+            # the runtime that sampled this part (the model is the same in every part)
+            "actor": s.get("config", {}).get("actor"),
+            "versions": s.get("versions"),
         }
         if _stage2(m):
             entry["stage2"] = _stage2(m)
         if "partial" in s:
             entry["partial"] = s["partial"]
+        if unchecked.get(name):  # fields the first source's code did not record, or this one's
+            entry["unchecked"] = unchecked[name]
         merged_from.append(entry)
     src["merged_from"] = merged_from
     if "episodes" in tables and "steps" in tables and "summary" in src:
@@ -332,7 +418,6 @@ def main() -> None:
         MergeConfig,
         run_merge,
         config_name="merge",
-        instance=True,
         errors=(DatasetError,),
     )
 

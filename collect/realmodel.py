@@ -280,7 +280,6 @@ def main() -> None:
         run_fetch,
         config_name="realmodel",
         errors=(ModelError,),
-        instance=True,
     )
 
 

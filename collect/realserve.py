@@ -19,7 +19,9 @@ waits.
 ``stop_after_tool_call`` (default on) makes a turn end at the first ``</tool_call>``
 as the in-process actor's turns do (the server is asked to stop there and the front
 puts the tag back, which the server's stop rule drops); without it a turn runs on to
-the model's end token. The processes are stopped with their process groups when the
+the model's end token. ``GET /v1/models`` names the served file's ``sha256`` (checked at
+start against the pin), which the openai actor's ``model_sha256`` is checked against.
+The processes are stopped with their process groups when the
 command ends (Ctrl-C, SIGTERM) or, with ``check=true``, after one test request.
 """
 
@@ -44,7 +46,7 @@ from collect.realmodel import MODELS, ModelError, ensure_model
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 
-__all__ = ["ServeConfig", "ServeError", "Slots", "serve", "server_command"]
+__all__ = ["ServeConfig", "ServeError", "Slots", "serve", "server_command", "with_sha256"]
 
 
 class ServeError(RuntimeError):
@@ -91,6 +93,10 @@ def server_command(config: ServeConfig, gguf: Path, slot: int) -> list[str]:
         "--model_alias", alias(config), "--host", config.host,
         "--port", str(config.port + 1 + slot), "--n_ctx", str(int(config.n_ctx)),
         "--n_threads", t, "--n_threads_batch", t,
+        # the server's default keeps every prompt token's logits: an n_ctx x vocabulary
+        # float32 array (20 GB at 32 768 tokens) and the output layer run on every prompt
+        # token; sampling needs only the last row
+        "--logits_all", "false",
     ]  # fmt: skip
 
 
@@ -160,8 +166,21 @@ def _request(host: str, port: int, method: str, path: str, body: bytes | None, t
         conn.close()
 
 
+def with_sha256(data: bytes, sha256: str) -> bytes:
+    """A ``/v1/models`` answer with each model's ``sha256`` (the checked file's): what the
+    openai actor's ``model_sha256`` is checked against."""
+    try:
+        listing = json.loads(data)
+        for entry in listing.get("data") or []:
+            entry["sha256"] = sha256
+    except (ValueError, AttributeError, TypeError):
+        return data
+    return json.dumps(listing).encode()
+
+
 def _front(config: ServeConfig) -> ThreadingHTTPServer:
     slots = Slots(config.slots)
+    sha256 = MODELS[config.model].sha256  # serve() has checked the file against it
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -175,6 +194,8 @@ def _front(config: ServeConfig) -> ThreadingHTTPServer:
 
         def do_GET(self):  # /v1/models and the like: any slot answers
             status, data = _request(config.host, config.port + 1, "GET", self.path, None, 60)
+            if status == 200 and self.path.rstrip("/").endswith("/models"):
+                data = with_sha256(data, sha256)
             self._send(status, data)
 
         def do_POST(self):
@@ -318,7 +339,6 @@ def main() -> None:
         run_serve,
         config_name="realserve",
         errors=(ModelError, ServeError),
-        instance=True,
     )
 
 

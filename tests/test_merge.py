@@ -148,3 +148,92 @@ def test_a_manifest_nested_200000_deep_is_one_line_exit_2(tmp_path):
         .endswith("part-b/manifest.json: manifest nested deeper than 64 levels")
     ), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+# the shipped real-actor data's actor (transformers in process) and the same model behind
+# collect.realserve's llama.cpp servers (the openai actor): one model, two runtimes
+PIN = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+HF = {"kind": "hf", "name": None, "call_format": "lenient", "temperature": 0.7, "top_p": 0.8,
+      "max_tokens": 192, "model": "", "stop_after_tool_call": True, "dtype": "float32",
+      "trust_remote_code": False, "chat_template_kwargs": {}, "device": "cpu",
+      "local_files_only": True, "max_prompt_tokens": 0,
+      "gguf": "qwen2.5-coder-0.5b-instruct-q4_k_m", "model_sha256": PIN, "cache_dir": None,
+      "prefix_cache": True, "threads": 1}  # fmt: skip
+LLAMA = {"kind": "openai", "name": None, "base_url": "http://127.0.0.1:8011/v1",
+         "model": "qwen2.5-coder-0.5b-instruct-q4_k_m", "api_key_env": "OPENAI_API_KEY",
+         "timeout_s": 1800.0, "retries": 3, "call_format": "lenient", "temperature": 0.7,
+         "top_p": 0.8, "max_tokens": 192, "concurrency": 1, "stop_after_tool_call": True,
+         "model_sha256": PIN, "sampler": {"top_k": 50, "min_p": 0.0, "typical_p": 1.0,
+         "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}}  # fmt: skip
+
+
+def _runtimes(tmp_path, actor_a, actor_b):
+    """The demo's halves with part-a's actor ``actor_a`` and part-b's ``actor_b``."""
+    _, (a, b) = _halves(tmp_path)
+    for path, actor in ((a, actor_a), (b, actor_b)):
+        man = json.loads((path / "manifest.json").read_text())
+        man["source"]["config"]["actor"] = actor
+        man["source"]["actor"] = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+        man["source"]["actor_kind"] = actor["kind"]
+        (path / "manifest.json").write_text(json.dumps(man))
+    return a, b
+
+
+def test_two_runtimes_of_one_model_merge_and_each_part_keeps_its_runtime(tmp_path):
+    a, b = _runtimes(tmp_path, HF, LLAMA)
+    m = load_dataset(merge_collections([a, b], tmp_path / "merged"))
+    assert len(m.episodes) == 630
+    parts = m.manifest["source"]["merged_from"]
+    assert [p["actor"]["kind"] for p in parts] == ["hf", "openai"]
+    assert parts[1]["actor"]["base_url"] == "http://127.0.0.1:8011/v1"
+    assert m.manifest["source"]["config"]["actor"] == HF  # the first source's, as before
+    # an hf actor on the make-real-actor model without model_sha256 has the pin
+    unpinned = {**HF, "model_sha256": ""}
+    a2, b2 = _runtimes(tmp_path / "unpinned", LLAMA, unpinned)
+    assert len(load_dataset(merge_collections([a2, b2], tmp_path / "m2")).episodes) == 630
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"temperature": 1.0}, "actor.temperature"),
+        ({"top_p": 0.95}, "actor.top_p"),
+        ({"max_tokens": 256}, "actor.max_tokens"),
+        ({"model_sha256": "0" * 64}, "actor.model_sha256"),
+        ({"call_format": "strict"}, "actor.call_format"),
+        ({"stop_after_tool_call": False}, "actor.stop_after_tool_call"),
+        ({"sampler": {}}, "actor.sampler.frequency_penalty"),  # the server's own defaults
+        ({"sampler": {**LLAMA["sampler"], "repeat_penalty": 1.1}}, "actor.sampler.repeat_penalty"),
+        ({"model_sha256": ""}, "actor.base_url"),  # no sha256: compared whole
+    ],
+)
+def test_another_model_or_sampling_is_refused_naming_the_field(tmp_path, change, field):
+    a, b = _runtimes(tmp_path, HF, {**LLAMA, **change})
+    with pytest.raises(DatasetError, match=rf"^part-b/manifest.json: .*in .*{field}"):
+        merge_collections([a, b], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
+
+
+def test_another_actor_name_is_refused(tmp_path):
+    a, b = _runtimes(tmp_path, HF, LLAMA)
+    man = json.loads((b / "manifest.json").read_text())
+    man["source"]["actor"] = "another-model"
+    (b / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(DatasetError, match=r"in source\.actor: not the same experiment"):
+        merge_collections([a, b], tmp_path / "merged")
+
+
+def test_a_field_only_one_source_records_is_listed_not_compared(tmp_path):
+    """A config field the code added after a source was collected (only one manifest has
+    it) is not a difference: it is listed under the source's ``unchecked``."""
+    a, b = _runtimes(tmp_path, HF, LLAMA)
+    man = json.loads((b / "manifest.json").read_text())
+    man["source"]["config"]["env"]["a_newer_option"] = 64  # a newer collector's option
+    (b / "manifest.json").write_text(json.dumps(man))
+    m = load_dataset(merge_collections([a, b], tmp_path / "merged"))
+    parts = m.manifest["source"]["merged_from"]
+    assert "unchecked" not in parts[0] and parts[1]["unchecked"] == ["env.a_newer_option"]
+    man["source"]["config"]["env"]["max_turns"] = 6  # a recorded field that differs
+    (b / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(DatasetError, match=r"differs from part-a's in env\.max_turns: "):
+        merge_collections([a, b], tmp_path / "m2")

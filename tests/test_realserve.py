@@ -156,10 +156,47 @@ def test_server_command_and_the_checks_before_starting(tmp_path):
     opts = dict(zip(cmd[3::2], cmd[4::2]))
     assert opts == {"--model": "/m/q.gguf", "--model_alias": cfg.model, "--host": "127.0.0.1",
                     "--port": "9002", "--n_ctx": "32768", "--n_threads": "3",
-                    "--n_threads_batch": "3"}  # fmt: skip
+                    "--n_threads_batch": "3", "--logits_all": "false"}  # fmt: skip
     with pytest.raises(ServeError, match="make llama-server"):
         with realserve.serve(ServeConfig(python=str(tmp_path / "nope"))):
             pass
     with pytest.raises(ServeError, match="at least 1"):
         with realserve.serve(ServeConfig(slots=0)):
             pass
+
+
+def test_the_openai_actor_checks_the_served_sha256_and_cuts_after_the_call(tmp_path, monkeypatch):
+    from collect.actors import OpenAIActor, OpenAIActorConfig
+    from collect.realmodel import MODELS
+    from collect.types import TurnRequest
+
+    pkg = tmp_path / "fake" / "llama_cpp"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "server.py").write_text(FAKE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(realserve, "ensure_model", lambda *a, **k: gguf)
+    cfg = ServeConfig(slots=1, port=_free_ports(2), python=sys.executable)
+    pin = MODELS[cfg.model].sha256
+    with realserve.serve(cfg) as url:
+
+        def actor(**kw):
+            return OpenAIActor(OpenAIActorConfig(base_url=url, model=cfg.model, retries=0, **kw))
+
+        with pytest.raises(ValueError, match=rf"^actor.model_sha256: .* sha256 '{pin}', not 0+ "):
+            actor(model_sha256="0" * 64)
+        a = actor(model_sha256=pin, stop_after_tool_call=True)
+        (reply,) = a.generate([TurnRequest([{"role": "user", "content": "hi"}], 1, None)])
+        a.close()
+        assert reply.error is None and reply.text.endswith(" <tool_call>{}</tool_call>")
+        # another model name under the endpoint: no sha256 for it
+        with pytest.raises(ValueError, match="serves 'other' with sha256 None"):
+            OpenAIActor(OpenAIActorConfig(base_url=url, model="other", model_sha256=pin, retries=0))
+
+
+def test_with_sha256_names_the_file_in_each_model_entry():
+    got = json.loads(realserve.with_sha256(b'{"data": [{"id": "a"}, {"id": "b"}]}', "ab12"))
+    assert got == {"data": [{"id": "a", "sha256": "ab12"}, {"id": "b", "sha256": "ab12"}]}
+    assert realserve.with_sha256(b"not json", "ab12") == b"not json"

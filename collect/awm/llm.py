@@ -87,8 +87,10 @@ class ChatClient:
         max_tokens: int,
         top_p: float = 1.0,
         seed: int | None = None,
+        extra_body: dict | None = None,
     ) -> ChatResult:
-        """One completion; :class:`EndpointError` when the endpoint fails."""
+        """One completion (``extra_body``: more request fields, e.g. a server's own
+        sampling options); :class:`EndpointError` when the endpoint fails."""
         try:
             reply = self._client.chat.completions.create(
                 model=self.model,
@@ -98,6 +100,7 @@ class ChatClient:
                 max_tokens=max_tokens,
                 seed=int(seed) if seed is not None else self._openai.omit,
                 extra_headers=self._headers,
+                extra_body=extra_body or None,
             )
         except self._openai.APIStatusError as e:
             raise EndpointError(f"HTTP {e.status_code}: {e.response.text[:500]}") from None

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Stage 2 of the two-stage design on the real model (issue 35; docs/evaluation/real-actor.md,
+# "Stage 2 on the real model"): help at turn 0, and at the trigger states (after a repeated
+# call, a failed call, an unknown tool, and at turn 2) with probability 0.5 at the first 2
+# trigger states of an episode (stage2.max_randomised=2; the base after), on the shipped
+# grid's schedule (schedule.tasks=[0..6], train split), under llama.cpp (collect.realserve,
+# 2 slots x 1 thread: the most episodes per CPU-second, bench/runtimes.py). Resumable: rerun
+# the same command; finished shards are kept, the rest run.
+#
+#   nohup nice -n 10 bash bench/real_stage2.sh >> outputs/real-stage2.log 2>&1 &
+#
+# Needs `make real-actor llama-server`. The servers are stopped when the collection ends;
+# `kill PID` (the script's) stops the collection and the servers (a stopped episode reruns).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+OUT=helpdp/data/real-actor-stage2-k2
+mkdir -p "$OUT"
+[ -e "$OUT/.gitignore" ] || echo 'shards/' > "$OUT/.gitignore"
+pids=()
+cleanup() {
+    kill "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 143' INT TERM
+"$PY" -m collect.realserve slots=2 threads=1 port=8011 &
+pids+=($!)
+"$PY" - <<'EOF'
+import time, urllib.request
+for _ in range(900):
+    try:
+        urllib.request.urlopen("http://127.0.0.1:8011/v1/models", timeout=5).read()
+        break
+    except OSError:
+        time.sleep(1)
+else:
+    raise SystemExit("collect.realserve did not answer on :8011 in 15 minutes")
+EOF
+"$PY" -m collect out="$OUT" collect/actor=qwen_coder_0_5b_llamacpp \
+    stage2.base=turn0 'stage2.events=[repeat,failed,unknown_tool,turn:2]' stage2.q=0.5 \
+    stage2.max_randomised=2 \
+    'schedule.tasks=[0,1,2,3,4,5,6]' 'schedule.splits=[train]' schedule.seeds=100:140 \
+    progress=false &
+pids+=($!)
+wait "${pids[1]}"
