@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -72,8 +72,10 @@ def collect_design(world: HelpWorld, behaviour, episodes_per_task: int, *, seed:
             t, lh, f, calls, success = 0, -1, False, 0, False
             sid = world.state_id(task, t, lh, f)
             states[sid] = (sid, f"toy/{task}", 0, True, False, False)
+            past: list[tuple] = []  # StateView.past: the earlier states' events
             while True:
-                v = world.view(task, t, lh, f, episode_id=eid)
+                v = replace(world.view(task, t, lh, f, episode_id=eid), past=tuple(past))
+                past.append((v.last_class, v.repeats, v.context_tokens))
                 p_help = float(action_probs(behaviour, [v], 2)[0, 1])
                 a = int(rng.random() < p_help)
                 p_s, p_f = world.step_probs(task, t, lh, f, a)

@@ -428,19 +428,23 @@ class EpisodeRunner:
     # -- helpers ------------------------------------------------------------------------
     def _events(self) -> dict[str, Any]:
         """The last turn's events for the view (``helpdp.events``): its class, the run of
-        identical calls it ended, the conversation's tokens up to it, the calls so far."""
+        identical calls it ended, the conversation's tokens up to it, the calls so far;
+        ``past``: those of every earlier state (``StateView.past``)."""
+        none = {"last_class": None, "repeats": 0, "context_tokens": None, "calls": 0, "past": ()}
         if not self.steps:
-            return {"last_class": None, "repeats": 0, "context_tokens": None, "calls": 0}
+            return none
         rows = [{k: s.get(k) for k in _EVENT_KEYS} for s in self.steps]
         try:
             ev = classify_steps(pd.DataFrame(rows, columns=list(_EVENT_KEYS)))
         except ValueError:  # a kind or failure class events does not know: no events
-            return {"last_class": None, "repeats": 0, "context_tokens": None, "calls": 0}
-        last = self.steps[-1]
-        tokens = int(last["prompt_tokens"]) + int(last["completion_tokens"])
-        return {"last_class": str(ev["turn_class"].iloc[-1]),
-                "repeats": int(ev["repeats"].iloc[-1]),
-                "context_tokens": tokens or None, "calls": int(sum(self.calls))}  # fmt: skip
+            return none
+        tokens = [int(s["prompt_tokens"]) + int(s["completion_tokens"]) or None for s in self.steps]
+        states = [(None, 0, None)] + [
+            (str(c), int(r), n) for c, r, n in zip(ev["turn_class"], ev["repeats"], tokens)
+        ]
+        last_class, repeats, context = states[-1]
+        return {"last_class": last_class, "repeats": repeats, "context_tokens": context,
+                "calls": int(sum(self.calls)), "past": tuple(states[:-1])}  # fmt: skip
 
     def _policy_action(self, t: int) -> int:
         last = self.history[-1].failure if self.history else None

@@ -12,7 +12,8 @@ whatever the order, batching or sharding of the episodes.
 Stage 2 (:class:`Stage2Config`, ``stage2.base=...``): instead of the grid, every task
 runs once per seed under a base help policy whose decision is randomised only at
 trigger states (:func:`stage2_design`, ``helpdp.policies.TriggerRandomised``): help
-with the known probability ``q`` where one of the events fires, the base's decision
+with the known probability ``q`` where one of the events fires (with
+``max_randomised`` = K: at the first K such states of an episode), the base's decision
 elsewhere. Its episodes record the design and each step its probability of help, so
 that off-policy evaluation weights a merge of both stages as one mixture.
 """
@@ -95,12 +96,17 @@ class Stage2Config:
         "probability q, whatever the base says",
     )
     q: float = _f(0.5, "probability of help at a trigger state (the first intervention)")
+    max_randomised: Any = _f(
+        None,
+        "randomise only at the first K trigger states of an episode; from the (K+1)-th on "
+        "the base decides (importance weights at most 1/min(q,1-q)^K); null: every one",
+    )
 
 
 def stage2_design(stage2: Stage2Config, seed: int) -> TriggerRandomised | None:
     """The behaviour of a stage-2 collection (None: the grid): ``TriggerRandomised(base,
-    events, q)`` calling the first intervention, its draws seeded by ``seed`` (the
-    schedule's). Refuses a base that is not a policy name (a search output or a
+    events, q, max_randomised=K)`` calling the first intervention, its draws seeded by
+    ``seed`` (the schedule's). Refuses a base that is not a policy name (a search output or a
     selected.json lives in a file the record of the design cannot rebuild)."""
     if stage2.base is None:
         return None
@@ -108,11 +114,15 @@ def stage2_design(stage2: Stage2Config, seed: int) -> TriggerRandomised | None:
         raise ValueError(f"stage2.q must lie in [0, 1], got {stage2.q}")
     if not list(stage2.events):
         raise ValueError("stage2.events is empty: name the trigger states")
+    k = getattr(stage2, "max_randomised", None)
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"stage2.max_randomised must be an integer >= 1 or null, got {k!r}")
     base = stage2.base if isinstance(stage2.base, dict) else str(stage2.base)
     try:
         if isinstance(build_policy(base, seed=int(seed)), TablePolicy):
             raise ValueError("a search output, not a policy name")
-        return TriggerRandomised(base, list(stage2.events), float(stage2.q), seed=int(seed))
+        return TriggerRandomised(base, list(stage2.events), float(stage2.q), seed=int(seed),
+                                 max_randomised=k)  # fmt: skip
     except ValueError as e:
         raise ValueError(f"stage2: {e}") from None
 

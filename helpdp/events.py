@@ -30,7 +30,10 @@ identical call in a row, 2 for the third, ... A **loop** is ``repeats >= 2``.
 A help policy decides *before* a turn, so it sees the previous turn's events:
 :func:`state_events` gives, for the state of each step, ``last_class`` (the class of
 turn ``t - 1``; None at turn 0) and ``last_repeats`` (its ``repeats``), what
-``helpdp.policies.StateView`` carries as ``last_class`` and ``repeats``.
+``helpdp.policies.StateView`` carries as ``last_class`` and ``repeats``; its ``past``
+holds the same fields of every earlier state of the episode (:func:`state_histories`),
+so a policy may count the earlier states where its events fired (:func:`count_fired`:
+the stage-2 design randomises only at the first K trigger states of an episode).
 
 Pure functions of arrays/DataFrames: no I/O.
 """
@@ -52,8 +55,10 @@ __all__ = [
     "args_sha",
     "classify_steps",
     "classify_turn",
+    "count_fired",
     "event_fires",
     "state_events",
+    "state_histories",
 ]
 
 TURN_CLASSES = ("working", "failed", "unknown_tool", "format_error", "stop")
@@ -237,3 +242,28 @@ def check_events(events) -> tuple[str, ...]:
     for e in events:
         event_fires(e, depth=0, last_class=None, repeats=0, context_tokens=None)
     return events
+
+
+def count_fired(events: tuple[str, ...], past) -> int:
+    """How many earlier states one of ``events`` fired at: ``past`` is
+    ``StateView.past``, the ``(last_class, repeats, context_tokens)`` of each earlier
+    state of the episode, state ``j`` (turn index ``j``) at position ``j``."""
+    return sum(
+        any(event_fires(e, depth=j, last_class=lc, repeats=int(r), context_tokens=c)
+            for e in events)
+        for j, (lc, r, c) in enumerate(past)
+    )  # fmt: skip
+
+
+def state_histories(last_class, repeats, context_tokens, ep_ptr) -> list[tuple]:
+    """``StateView.past`` of every step: the ``(last_class, repeats, context_tokens)``
+    of the steps before it in its episode (episode ``e`` owns rows
+    ``ep_ptr[e]:ep_ptr[e + 1]``, in turn order; ``context_tokens`` None or < 0: unknown)."""
+    rows = [
+        (lc if isinstance(lc, str) else None, int(r), None if c is None or c < 0 else int(c))
+        for lc, r, c in zip(last_class, repeats, context_tokens)
+    ]
+    out: list[tuple] = []
+    for a, b in zip(ep_ptr[:-1], ep_ptr[1:]):
+        out.extend(tuple(rows[a:i]) for i in range(int(a), int(b)))
+    return out

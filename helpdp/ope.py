@@ -186,8 +186,6 @@ def _make_views(st: pd.DataFrame, ep: pd.DataFrame, ep_ptr: np.ndarray, texts: d
     lens = np.diff(ep_ptr)
     ep_ids = np.repeat(ep["episode_id"].to_numpy(), lens)
     tasks = np.repeat(ep["task_id"].to_numpy(), lens)
-    ctx = st["context_tokens"].to_numpy(np.int64)
-    past = state_histories(st["last_class"], st["last_repeats"], ctx, ep_ptr)
     return [
         StateView(
             state_id=int(s),
@@ -214,9 +212,9 @@ def _make_views(st: pd.DataFrame, ep: pd.DataFrame, ep_ptr: np.ndarray, texts: d
             st["last_help"],
             st["last_class"],
             st["last_repeats"],
-            ctx,
+            st["context_tokens"].to_numpy(np.int64),
             st["calls"],
-            past,
+            state_histories(st["last_class"], st["last_repeats"], st["context_tokens"], ep_ptr),
         )
     ]
 

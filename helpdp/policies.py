@@ -55,7 +55,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from helpdp.events import check_events, event_fires
+from helpdp.events import check_events, count_fired, event_fires
 
 __all__ = [
     "AfterFailure",
@@ -96,7 +96,11 @@ class StateView:
     ``repeats`` the run of identical calls it ended (1: it repeated the call before
     it; >= 2: a loop), ``context_tokens`` the conversation's length in tokens up to
     the previous reply (its prompt + completion tokens; None at turn 0 or when not
-    logged), ``calls`` the expert calls of the episode so far.
+    logged), ``calls`` the expert calls of the episode so far; ``past`` the
+    ``(last_class, repeats, context_tokens)`` of each earlier state of the episode
+    (state ``j`` at position ``j``, so ``len(past) == depth`` where it is filled:
+    ``helpdp.events.state_histories``), what a policy that counts earlier trigger
+    states reads (:class:`TriggerRandomised`'s ``max_randomised``).
     """
 
     state_id: int
@@ -111,6 +115,7 @@ class StateView:
     repeats: int = 0
     context_tokens: int | None = None
     calls: int = 0
+    past: tuple = ()
 
 
 @runtime_checkable
@@ -468,46 +473,76 @@ class TriggerRandomised:
     """The stage-2 collection design: ``base``'s decision everywhere except at trigger
     states (one of ``events`` fires, as in :class:`TurnZeroThen`), where the expert
     is called with probability ``q``, drawn from ``uniform(seed, "trigger", episode,
-    turn)``. :meth:`action_probs` is the behaviour's probability of each action (what
-    off-policy evaluation weights by); ``base`` must decide per state (no per-episode
-    mixture). ``base`` is a policy or a :func:`build_policy` spec (needed for
-    :meth:`spec`, what a collection records as its design)."""
+    turn)``. With ``max_randomised`` = K only the first K trigger states of an episode
+    are randomised (fewer than K earlier states of the episode where the events fired,
+    counted from ``StateView.past``); from the (K+1)-th on the base decides, so a
+    candidate's importance weight is at most ``1 / min(q, 1 - q)^K``. None: every
+    trigger state. :meth:`action_probs` is the behaviour's probability of each action
+    (what off-policy evaluation weights by); ``base`` must decide per state (no
+    per-episode mixture). ``base`` is a policy or a :func:`build_policy` spec (needed
+    for :meth:`spec`, what a collection records as its design)."""
 
     def __init__(self, base, events, q: float, *, seed: int = 0, action: int = 1,
-                 name: str = ""):  # fmt: skip
+                 max_randomised: int | None = None, name: str = ""):  # fmt: skip
         if not 0.0 <= float(q) <= 1.0:
             raise ValueError(f"TriggerRandomised: q must lie in [0, 1], got {q}")
+        k = max_randomised
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"TriggerRandomised: max_randomised must be >= 1 or None, got {k!r}")
         self.base_spec = base if isinstance(base, (str, dict)) else getattr(base, "spec_name", None)
         if isinstance(base, (str, dict)):
             base = build_policy(base, seed=seed, action=action)
         if len(components(base)) != 1:
             raise ValueError(f"TriggerRandomised: base {base.name!r} mixes per episode")
         self.base, self.events, self.q = base, check_events(events), float(q)
-        self.seed, self.action = int(seed), int(action)
-        self.name = name or f"{base.name}; q={self.q:g} at {','.join(self.events)}"
+        self.seed, self.action, self.max_randomised = int(seed), int(action), k
+        first = f" (first {k})" if k is not None else ""
+        self.name = name or f"{base.name}; q={self.q:g} at {','.join(self.events)}{first}"
 
     def spec(self) -> dict:
-        """The design as :func:`build_policy` reads it back (``base`` by its name)."""
+        """The design as :func:`build_policy` reads it back (``base`` by its name;
+        ``max_randomised`` only when set, so a spec without it is K = None)."""
         if self.base_spec is None:
             raise ValueError(f"{self.name}: the base was not built from a spec (build_policy)")
-        return {"kind": "triggers", "base": self.base_spec, "events": list(self.events),
-                "q": self.q, "seed": self.seed}  # fmt: skip
+        out = {"kind": "triggers", "base": self.base_spec, "events": list(self.events),
+               "q": self.q, "seed": self.seed}  # fmt: skip
+        if self.max_randomised is not None:
+            out["max_randomised"] = self.max_randomised
+        return out
 
     def at_trigger(self, views: Sequence[StateView]) -> np.ndarray:
         return np.array([_fires(self.events, v) for v in views], bool)
 
+    def randomised(self, views: Sequence[StateView]) -> np.ndarray:
+        """Where the decision is drawn: the trigger states, with ``max_randomised`` only
+        those with fewer earlier trigger states in the episode (a view whose ``past``
+        does not cover its turns is a ``ValueError``: the count would be wrong)."""
+        trig = self.at_trigger(views)
+        k = self.max_randomised
+        if k is None:
+            return trig
+        for i, v in enumerate(views):
+            if trig[i]:
+                if len(v.past) != v.depth:
+                    raise ValueError(
+                        f"{self.name}: the view at turn {v.depth} of episode {v.episode_id} "
+                        f"carries {len(v.past)} earlier states (StateView.past)"
+                    )
+                trig[i] = count_fired(self.events, v.past) < k
+        return trig
+
     def decide(self, views: Sequence[StateView]) -> np.ndarray:
         base = _actions(self.base.decide(views)) if views else np.zeros(0, np.int8)
-        trig = self.at_trigger(views)
+        rand = self.randomised(views)
         draw = [uniform(self.seed, "trigger", v.episode_id, v.depth) < self.q for v in views]
-        return np.where(trig, np.where(draw, self.action, 0), base).astype(np.int8)
+        return np.where(rand, np.where(draw, self.action, 0), base).astype(np.int8)
 
     def action_probs(self, views: Sequence[StateView], n_actions: int) -> np.ndarray:
         out = action_probs(self.base, views, n_actions)
-        trig = self.at_trigger(views)
-        out[trig] = 0.0
-        out[trig, 0] = 1.0 - self.q
-        out[trig, self.action] += self.q
+        rand = self.randomised(views)
+        out[rand] = 0.0
+        out[rand, 0] = 1.0 - self.q
+        out[rand, self.action] += self.q
         return out
 
 
@@ -600,6 +635,7 @@ def _from_dict(d: dict, seed: int, action: int, load_json) -> HelpPolicy:
     if kind == "triggers":
         base = build_policy(d["base"], seed=seed, action=action, load_json=load_json)
         pol = TriggerRandomised(base, d["events"], float(d["q"]), seed=seed, action=action,
+                                max_randomised=d.get("max_randomised"),
                                 name=d.get("name", ""))  # fmt: skip
         return pol
     raise ValueError(

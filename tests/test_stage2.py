@@ -148,3 +148,110 @@ def test_a_stage2_collection_twice_is_refused_by_episode(runs, tmp_path):
     with pytest.raises(DatasetError, match=r"s2/episodes.parquet: episode_id -?\d+ is also in s2"):
         merge_collections([runs["s2"], runs["s2"]], tmp_path / "twice")
     assert not (tmp_path / "twice").exists()
+
+
+# -- stage2.max_randomised: randomise only at the first K trigger states ------------------
+
+CAP_EVENTS = ("failed", "unknown_tool", "repeat")
+
+
+def _hand_episode() -> pd.DataFrame:
+    """One episode, 6 turns: failed, working, the same call again (a repeat), an unknown
+    tool, a failed call, the answer. Its states' events (before each turn): s0 none;
+    s1 failed (trigger 1); s2 working (none); s3 a repeat (trigger 2); s4 unknown tool
+    (trigger 3); s5 failed (trigger 4)."""
+    rows = [("call_tool", "a", "tool_error", "x"), ("call_tool", "b", None, "y"),
+            ("call_tool", "b", None, "y"), ("call_tool", "zz", "unknown_tool", "z"),
+            ("call_tool", "c", "invalid_arguments", "w"), ("final", None, None, None)]  # fmt: skip
+    return pd.DataFrame(
+        [(7, t, k, tool, f, False, sha) for t, (k, tool, f, sha) in enumerate(rows)],
+        columns=["episode_id", "t", "kind", "tool_name", "failure", "format_error", "args_sha"],
+    )
+
+
+def test_first_k_trigger_states_are_randomised_and_the_base_decides_after():
+    from helpdp.events import count_fired, state_events, state_histories
+    from helpdp.policies import StateView, TriggerRandomised
+
+    ev = state_events(_hand_episode())
+    past = state_histories(ev["last_class"], ev["last_repeats"], [-1] * 6, np.array([0, 6]))
+    assert past[3] == ((None, 0, None), ("failed", 0, None), ("working", 0, None))
+    views = [StateView(t, "w/0", t, "", episode_id=7, last_class=lc, repeats=int(r), past=p)
+             for t, (lc, r, p) in enumerate(zip(ev["last_class"], ev["last_repeats"], past))]  # fmt: skip
+    assert [count_fired(CAP_EVENTS, v.past) for v in views] == [0, 0, 1, 1, 2, 3]
+    q = 0.3
+    capped = TriggerRandomised("turn0", CAP_EVENTS, q, max_randomised=2)
+    every = TriggerRandomised("turn0", CAP_EVENTS, q)
+    assert capped.at_trigger(views).tolist() == [False, True, False, True, True, True]
+    # P(help): turn 0 by the base (1); q at triggers 1 and 2 (s1, s3); the base (0) after
+    assert action_probs(capped, views, 2)[:, 1].tolist() == [1.0, q, 0.0, q, 0.0, 0.0]
+    assert action_probs(every, views, 2)[:, 1].tolist() == [1.0, q, 0.0, q, q, q]
+    one = TriggerRandomised("turn0", CAP_EVENTS, q, max_randomised=1)
+    assert action_probs(one, views, 2)[:, 1].tolist() == [1.0, q, 0.0, 0.0, 0.0, 0.0]
+    # decide agrees: the draws where randomised, the base's decision after
+    for seed in range(40):
+        c = TriggerRandomised("turn0", CAP_EVENTS, q, seed=seed, max_randomised=2)
+        e = TriggerRandomised("turn0", CAP_EVENTS, q, seed=seed)
+        got, drawn = c.decide(views), e.decide(views)
+        assert got[[0, 1, 2, 3]].tolist() == drawn[[0, 1, 2, 3]].tolist()
+        assert got[[4, 5]].tolist() == [0, 0]
+    # the spec carries K (without it, K = null); a view without its history is refused
+    assert capped.spec()["max_randomised"] == 2 and "max_randomised" not in every.spec()
+    assert build_policy(capped.spec()).max_randomised == 2
+    assert build_policy(every.spec()).max_randomised is None
+    with pytest.raises(ValueError, match="carries 0 earlier states"):
+        capped.decide([StateView(5, "w/0", 5, "", last_class="failed")])
+    with pytest.raises(ValueError, match="max_randomised must be >= 1"):
+        TriggerRandomised("turn0", CAP_EVENTS, q, max_randomised=0)
+
+
+SIM = ["collect/actor=simulated_real", "state_key=db", "progress=false",
+       "schedule.scenarios=[e_commerce_admin_1]", "schedule.max_tasks=3"]  # fmt: skip
+SIM_EVENTS = "[repeat,failed,unknown_tool,turn:2]"
+
+
+def _seeds(a: int, b: int) -> str:
+    return f"schedule.seeds=[{','.join(map(str, range(a, b)))}]"
+
+
+#: help at turn 0 and at the first two trigger states: inside the K = 2 design's support
+CANDIDATE = "turn0+after:repeat,failed,unknown_tool,turn:2+max:3"
+
+
+def test_capped_design_on_the_simulated_real_agent(tmp_path):
+    """Stage 2 with K = 2 on the agent fitted to the real model: the collector's logged
+    p_help equals the design's recomputation from the data (load_logged checks every
+    row), the candidate's importance weights are at most 1 / 0.5^2 = 4 (uncapped, the
+    same episodes' behaviour would weight up to 2^k), and its OPE interval covers its
+    value measured in the environments (other seeds)."""
+    s2 = collect(collect_config([f"out={tmp_path / 's2'}", *SIM, "stage2.base=turn0",
+                                 f"stage2.events={SIM_EVENTS}", "stage2.q=0.5",
+                                 "stage2.max_randomised=2", _seeds(0, 60)])).out  # fmt: skip
+    ds = load_dataset(s2)
+    assert json.loads(ds.episodes["design"].iloc[0])["max_randomised"] == 2
+    assert ds.manifest["source"]["config"]["stage2"]["max_randomised"] == 2
+    logged = load_logged(s2)
+    views, a = logged.views(), logged.steps["action"].to_numpy(np.int64)
+    ep_of = np.repeat(np.arange(logged.n_episodes), np.diff(logged.ep_ptr))
+
+    def per_episode(p):
+        out = np.ones(logged.n_episodes)
+        np.multiply.at(out, ep_of, p)
+        return out
+
+    pi = per_episode(action_probs(build_policy(CANDIDATE), views, 2)[np.arange(len(a)), a])
+    mu = per_episode(logged.mu[:, 0])
+    w = pi / mu
+    assert w.max() == 4.0 and (w == 4.0).sum() >= 5 and (w > 0).sum() >= 40
+    spec = json.loads(ds.episodes["design"].iloc[0])
+    spec.pop("max_randomised")
+    every = action_probs(build_policy(spec), views, 2)[np.arange(len(a)), a]
+    assert (1.0 / per_episode(every)).max() >= 16.0  # the uncapped design on these episodes
+
+    truth = load_dataset(collect(collect_config([f"out={tmp_path / 'truth'}", *SIM,
+                                                 f"policy='{CANDIDATE}'",
+                                                 _seeds(200, 260)])).out).episodes  # fmt: skip
+    est = estimate(build_policy(CANDIDATE), s2, estimators=("wdr",), n_boot=200)
+    for name, value in (("SR", truth["success"].mean()), ("U", truth["expert_calls"].mean())):
+        _, lo, hi = est.get("wdr", name)
+        assert lo <= value <= hi, (name, lo, value, hi)
