@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 
-.PHONY: demo demo-data full check test lint format bench clean sandbox-tools real-actor llama-server
+.PHONY: demo demo-data full check test lint format bench clean sandbox-tools real-actor llama-server rehearsal
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -94,6 +94,13 @@ $(LLAMA_VENV)/.built:
 	touch $@
 llama-server: real-actor $(LLAMA_VENV)/.built
 	$(BIN)/python -m collect.realserve check=true port=8041
+
+# the B200 recipe rehearsed on CPU (docs/grpo.md): two ranks under accelerate, a tiny helper
+# gating the stand-in expert, a kill and a resume, every check; about 3 min of CPU on 2 cores.
+# It refuses an out directory that holds an earlier rehearsal: make rehearsal REHEARSAL=DIR
+REHEARSAL ?= outputs/rehearsal
+rehearsal: $(VENV)/.full
+	$(BIN)/python bench/rehearsal.py --out $(REHEARSAL)
 
 # re-execute the walkthrough notebooks in place, so that they ship with their outputs
 # (tests/test_notebooks.py checks that a run reproduces every text output)

@@ -3,7 +3,10 @@
     python bench/rehearsal.py [--out outputs/rehearsal] [--steps 4] [--timeout 900]
 
 writes ``<out>/run`` (the launches' ``out=``), ``<out>/launch-{kill,resume}.log`` and
-``<out>/rehearsal.json``.
+``<out>/rehearsal.json``; with ``--gate helper`` (the default) first ``<out>/labels`` and
+``<out>/helper``: the demo data's budget-1 labels and a tiny helper trained on them, which
+gates the expert on both ranks (``gate.policy=helper``) as a trained helper gates it on
+the B200s.
 
 One command, four parts:
 
@@ -209,6 +212,29 @@ def _launch_cmd(out: Path, steps: int, extra: list[str], port: int) -> list[str]
     ]  # fmt: skip
 
 
+def _train_helper(root: Path, env: dict) -> list[str]:
+    """Label the demo data at budgets 1 and 3 and train a tiny helper on them
+    (``helper=tiny``, two epochs: the rehearsal checks the gate's plumbing, not the
+    helper's quality; about 40 s of CPU, its output in ``<root>/helper.log``): the
+    overrides that make both ranks' gate that helper at budget 3, so that a 2-epoch
+    helper still grants calls on both ranks before and after the kill."""
+    labels, helper = root / "labels", root / "helper"
+    with open(root / "helper.log", "w") as log:
+        for cmd in (
+            ["-m", "helpdp.label", "budget=[1.0,3.0]", f"out={labels}"],
+            [
+                "-m",
+                "helpdp.helper.train",
+                f"labels={labels}",
+                "helper=tiny",
+                "helper.epochs=2",
+                f"out={helper}",
+            ],
+        ):
+            subprocess.run([sys.executable, *cmd], env=env, check=True, stdout=log, stderr=log)
+    return ["gate.policy=helper", f"gate.path={helper}", "gate.budget=3.0"]
+
+
 def _batches_logged(out: Path) -> int:
     """The fewest rollout batches any rank has logged (episodes.jsonl's step + 1)."""
     least = None
@@ -394,6 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0, help="most seconds of one launch")
     ap.add_argument("--max-requests", type=int, default=5000, help="the stand-in's bound")
     ap.add_argument("--port", type=int, default=29531, help="the ranks' rendezvous port")
+    ap.add_argument(
+        "--gate",
+        choices=("helper", "always"),
+        default="helper",
+        help="helper: a tiny helper trained first on the demo data's budget-1 labels gates the "
+        "expert (gate.policy=helper); always: the preset's own gate",
+    )
     a = ap.parse_args(argv)
     if a.steps <= KILL_AFTER_BATCH:
         ap.error(f"--steps must be > {KILL_AFTER_BATCH}")
@@ -409,8 +442,9 @@ def main(argv: list[str] | None = None) -> int:
                    HELPDP_REHEARSAL_KEY_0="rank0", HELPDP_REHEARSAL_KEY_1="rank1",
                    OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")  # fmt: skip
         root.mkdir(parents=True, exist_ok=True)
+        gate = _train_helper(root, env) if a.gate == "helper" else []
         stub.phase = "kill"
-        cmd = _launch_cmd(out, a.steps, [], a.port)
+        cmd = _launch_cmd(out, a.steps, gate, a.port)
         phases["kill"] = _run_phase(
             cmd, env, root / "launch-kill.log", a.timeout, kill_step + 1, out
         )
@@ -423,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                 for r in (0, 1)}  # fmt: skip
         stub.phase = "resume"
         cmd = _launch_cmd(
-            out, a.steps, [f"resume={out}/checkpoints/checkpoint-{kill_step}"], a.port
+            out, a.steps, [*gate, f"resume={out}/checkpoints/checkpoint-{kill_step}"], a.port
         )
         phases["resume"] = _run_phase(cmd, env, root / "launch-resume.log", a.timeout)
         log = list(stub.log)

@@ -218,6 +218,7 @@ def _seeds(a: int, b: int) -> str:
 CANDIDATE = "turn0+after:repeat,failed,unknown_tool,turn:2+max:3"
 
 
+@pytest.mark.slow
 def test_capped_design_on_the_simulated_real_agent(tmp_path):
     """Stage 2 with K = 2 on the agent fitted to the real model: the collector's logged
     p_help equals the design's recomputation from the data (load_logged checks every
