@@ -292,6 +292,10 @@ def _run(
             f"{len(shards)} shards ({done_eps} episodes)",
             flush=True,
         )
+    if cfg.progress and todo:
+        from helpdp.cliconf.progress import announce_episodes
+
+        announce_episodes("collect", len(plan.specs) - done_eps, cfg.actor)
     bar = _Progress(len(plan.specs), done_eps, cfg.progress)
     counts: dict[str, Any] = {"reruns": 0, "capacity_retries": 0, "lost_error": ""}
 

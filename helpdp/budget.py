@@ -14,7 +14,13 @@ duality (Altman 1999) that mixture is optimal over all policies, randomized ones
 included; its E[S] equals the occupancy-measure LP's optimum (tested).
 
 ``rule=paper`` has no such structure (its usage need not be monotone in r), so it
-bisects log r to a bracket of relative width 1e-9 and mixes the two ends.
+bisects log r until r stops moving at the precision it is reported with (the next
+midpoint would read the same as an end at ``R_DIGITS`` significant digits) and
+mixes the two ends' policies, as at an exact breakpoint.
+
+**Solves counted.** A result's ``solves`` counts every solve its budget used,
+those shared with other budgets included: the per-task trace counts as one solve
+for every budget it answers, traced now or earlier, alone or in a list.
 
 **Per-task trace (the default where it applies).** With the exact rule, one
 intervention and an acyclic graph, the search reads r* and both sides' E[U], E[S]
@@ -50,6 +56,9 @@ FRONTIER_CHECK_TOL = 1e-9
 # a sweep answered from the frontier materialises its budgets' policies in batches
 # whose Solutions take at most this many bytes together (25 per state each)
 SWEEP_BATCH_BYTES = 1 << 30
+# r is reported (search log, the command's line) to this many significant digits;
+# rule=paper's bisection stops when its next midpoint would not move r at them
+R_DIGITS = 6
 
 
 class InfeasibleBudget(ValueError):
@@ -79,7 +88,7 @@ class Solves:
         if self.log:
             if np.ndim(r) == 0:
                 line = (
-                    f"r={r:.6g}  E[U]={sol.total_usage:.6f}  E[S]={sol.expected_success:.6f}  "
+                    f"r={_r_text(r)}  E[U]={sol.total_usage:.6f}  E[S]={sol.expected_success:.6f}  "
                     f"({self.seconds():.3f}s)"
                 )
             else:
@@ -335,8 +344,10 @@ def search_budget(
                 lo, r_lo = x, r_x
             if r_hi - r_lo <= 1e-12 * r_hi:
                 return result(r_hi, hi, lo)
-    while r_hi - r_lo > 1e-9 * r_hi and (r_lo > 0 or r_hi > 1e-12):  # paper: bisect log r
+    while r_lo > 0 or r_hi > 1e-12:  # paper: bisect log r while r moves
         r_x = math.sqrt(r_lo * r_hi) if r_lo > 0 else r_hi / 8
+        if _r_text(r_x) in (_r_text(r_lo), _r_text(r_hi)):
+            break  # r stopped moving: the two ends' policies are the answer
         x = at(r_x)
         if x.total_usage <= budget + USAGE_EPS:
             hi, r_hi = x, r_x
@@ -395,11 +406,16 @@ def _search_frontier(
         policy=hi,
         more_help=lo,
         weight_more_help=q.weight_more_help,
-        solves=at.count + int(traced),
+        solves=at.count + 1,  # the trace: one solve, whether traced now or earlier
         seconds=time.perf_counter() - t0,
         rule="exact",
         gamma=gamma,
     )
+
+
+def _r_text(r: float) -> str:
+    """r as the search reports it (``R_DIGITS`` significant digits)."""
+    return f"{r:.{R_DIGITS}g}"
 
 
 def _r_mid(v: _trace.Vertex) -> float:
@@ -480,8 +496,7 @@ def search_budgets(
     per_batch = max(1, SWEEP_BATCH_BYTES // (2 * 25 * mdp.n_states))
     for i in range(0, len(queries), per_batch):
         for res in _frontier_batch(mdp, queries[i : i + per_batch], means, tie_tol, kw):
-            if traced:  # the first result counts the trace, as search_budget's does
-                res.solves += 1
+            if traced:  # the first result's seconds include the trace
                 res.seconds = time.perf_counter() - t0
                 traced = False
             yield res
@@ -522,7 +537,7 @@ def _frontier_batch(mdp: MDP, queries, means: dict, tie_tol, kw) -> list[SearchR
                 e_s, e_u = (
                     (sols[r].expected_success, sols[r].total_usage) if r in sols else means[r]
                 )
-                log(f"solve {k + 1:3d}: r={r:.6g}  E[U]={e_u:.6f}  E[S]={e_s:.6f}  (batched)")
+                log(f"solve {k + 1:3d}: r={_r_text(r)}  E[U]={e_u:.6f}  E[S]={e_s:.6f}  (batched)")
         if hi is None or (q.more_help is not None and lo is None):
             if log:
                 log("trace: a solve disagrees with the frontier; falling back to the solve search")
@@ -535,7 +550,7 @@ def _frontier_batch(mdp: MDP, queries, means: dict, tie_tol, kw) -> list[SearchR
                 policy=hi,
                 more_help=lo,
                 weight_more_help=q.weight_more_help,
-                solves=len(dict.fromkeys(seen)),
+                solves=len(dict.fromkeys(seen)) + 1,  # + the trace, shared, as alone
                 seconds=(time.perf_counter() - t0) / len(queries),
                 rule="exact",
                 gamma=gamma,
@@ -768,7 +783,7 @@ def run_search(cfg) -> list[dict]:
         if res.more_help is not None:
             mix = f" (mixture: more-help policy with probability {res.weight_more_help:.4f})"
         print(
-            f"budget {b:g}: r={res.r:.6g}  E[U]={js['expected_usage']:.4f}  "
+            f"budget {b:g}: r={_r_text(res.r)}  E[U]={js['expected_usage']:.4f}  "
             f"E[S]={js['expected_success']:.4f}{mix}  [{res.solves} solves, {res.seconds:.3f}s{warm}] -> {where}"
         )
         warm = ""

@@ -22,6 +22,8 @@ import pandas as pd
 from helpdp.splits import task_splits
 
 KINDS = ("tabular", "lm")
+#: the stages of ``LMPRM.fit``, as its ``stage`` callback names them (``prm.train``'s bar)
+FIT_STAGES = ("loss before", "fitting", "loss after")
 PRM_JSON = "prm.json"
 
 

@@ -155,3 +155,15 @@ SCHEMAS = {
     "prm_report": ReportConfig,
     "prm_selfreg": SelfRegConfig,
 }
+
+
+def prm_name(model_cfg, kind: str) -> str:
+    """The name a bar gives the PRM: its backbone, its checkpoint's last path part, or
+    the kind (``tabular``; ``tiny`` for an LM built from its config)."""
+    if kind == "tabular":
+        return "tabular"
+    if model_cfg.backbone:
+        return str(model_cfg.backbone)
+    return (
+        str(model_cfg.base_model).rstrip("/").rsplit("/", 1)[-1] if model_cfg.base_model else "tiny"
+    )

@@ -69,8 +69,8 @@ from helpdp.cliconf import to_dict
 from helpdp.models.minilm import DIST, SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
 from helpdp.models.tokenizer import train_tokenizer
 from helpdp.models.trainer import fit_with_trainer
-from prm.base import PRM, read_meta
-from prm.config import PRMModelConfig, saved_lm_config
+from prm.base import FIT_STAGES, PRM, read_meta
+from prm.config import PRMModelConfig, prm_name, saved_lm_config
 from prm.data import Examples, state_rows
 
 log = logging.getLogger(__name__)
@@ -268,10 +268,16 @@ class LMPRM(PRM):
 
     # --- scoring ----------------------------------------------------------------
     def logits_of(
-        self, seqs: list[list[int]], *, batch_size: int | None = None, progress: bool = False
+        self,
+        seqs: list[list[int]],
+        *,
+        batch_size: int | None = None,
+        progress: bool = False,
+        desc: str = "scoring",
     ) -> np.ndarray:
         """Logits for encoded sequences, batched by length (sorted, so each batch pads
-        to a similar width), returned in input order."""
+        to a similar width), returned in input order; ``progress``: a bar labelled
+        ``desc``, counting examples, that goes when done."""
         batch_size = int(batch_size or self.settings.eval_batch_size)
         out = np.empty(len(seqs), np.float64)
         if not seqs:
@@ -281,14 +287,13 @@ class LMPRM(PRM):
         self.model.eval()
         try:
             with torch.inference_mode():
-                for b in tqdm(
-                    range(0, len(order), batch_size),
-                    desc="scoring",
-                    unit="batch",
-                    disable=not progress,
-                ):
+                bar = tqdm(total=len(order), desc=desc, unit="ex", disable=not progress,
+                           leave=False)  # fmt: skip
+                for b in range(0, len(order), batch_size):
                     idx = order[b : b + batch_size]
                     out[idx] = self._forward([seqs[i] for i in idx]).cpu().numpy()
+                    bar.update(len(idx))
+                bar.close()
         finally:
             self.model.train(was_training)
         return out
@@ -298,22 +303,29 @@ class LMPRM(PRM):
         return self.logits_of(self.encode(texts, actions), progress=progress)
 
     # --- training ---------------------------------------------------------------
-    def loss_of(self, examples: Examples) -> float:
-        """Weighted BCE of the soft labels (the training objective) on ``examples``."""
+    def loss_of(self, examples: Examples, *, progress: bool = False, desc: str = "loss") -> float:
+        """Weighted BCE of the soft labels (the training objective) on ``examples``
+        (``progress``: a bar labelled ``desc`` while the examples are scored)."""
         if len(examples) == 0:
             return float("nan")
         f = examples.frame
-        z = self.logits_of(self.encode(f["text"], f["action"].to_numpy(np.int64)))
+        seqs = self.encode(f["text"], f["action"].to_numpy(np.int64))
+        z = self.logits_of(seqs, progress=progress, desc=desc)
         y = f["label"].to_numpy(np.float64)
         w = f["weight"].to_numpy(np.float64)
         return float((w * (np.logaddexp(0.0, z) - y * z)).sum() / w.sum())
 
-    def fit(self, train: Examples, val: Examples | None = None, *, progress: bool = True) -> dict:
+    def fit(
+        self, train: Examples, val: Examples | None = None, *, progress: bool = True, stage=None
+    ) -> dict:
         """Fine-tune on ``train`` with ``transformers.Trainer`` (``fit_with_trainer``,
         the loop the helper shares): the per-example weighted cross-entropy of the
         soft labels, batches of similar length. When ``val`` is given, keep the
         epoch with the lowest validation loss, if one is below the loss before
-        training (else the last). Returns the loss history."""
+        training (else the last). Returns the loss history. ``stage(name)`` is called
+        as each of ``FIT_STAGES`` begins; on CPU with a measured backbone the expected
+        cost is printed first (``helpdp.cliconf.progress``)."""
+        stage = stage or (lambda name: None)
         c = self.settings
         if len(train) == 0:
             raise ValueError("no training examples (is the train split empty?)")
@@ -343,11 +355,17 @@ class LMPRM(PRM):
             per = torch.nn.functional.binary_cross_entropy_with_logits(z, yb, reduction="none")
             return (per * wb).sum() / wb.sum(), out
 
-        history = {"train_loss_before": self.loss_of(train), "epochs": []}
         has_val = val is not None and len(val) > 0
+        self._announce(len(f), len(val) if has_val else 0, progress)
+        stage(FIT_STAGES[0])
+        history = {
+            "train_loss_before": self.loss_of(train, progress=progress, desc="train loss"),
+            "epochs": [],
+        }
         if has_val:
-            history["val_loss_before"] = self.loss_of(val)
-        best = _BestEpoch(self, val if has_val else None, history)
+            history["val_loss_before"] = self.loss_of(val, progress=progress, desc="val loss")
+        best = _BestEpoch(self, val if has_val else None, history, progress)
+        stage(FIT_STAGES[1])
         t0 = time.perf_counter()
         trainer = fit_with_trainer(
             self.model,
@@ -362,6 +380,7 @@ class LMPRM(PRM):
             cpu=self.device.type == "cpu",
             bf16=self.use_bf16,
             progress=progress,
+            desc="prm fit",
             max_grad_norm=float(c.max_grad_norm or 0.0),
             group_by_length=True,
             print_logs=False,
@@ -378,24 +397,47 @@ class LMPRM(PRM):
         if best.state is not None:
             self.model.load_state_dict(best.state, strict=False)
             history["best_val_loss"] = best.loss
-        history["train_loss_after"] = self.loss_of(train)
+        stage(FIT_STAGES[2])
+        history["train_loss_after"] = self.loss_of(train, progress=progress, desc="train loss")
         if has_val:
-            history["val_loss_after"] = self.loss_of(val)
+            history["val_loss_after"] = self.loss_of(val, progress=progress, desc="val loss")
         self.model.eval()
         return history
 
+    def _announce(self, n_train: int, n_val: int, progress: bool) -> None:
+        """The expected cost of ``fit`` on stderr, where a rate for this backbone on
+        this device was measured (CPU, ``backbone=minilm``)."""
+        from helpdp.cliconf.progress import RATES, announce_cost
+
+        c = self.settings
+        key = f"prm.train.{prm_name(c, 'lm')}"
+        if not progress or self.device.type != "cpu" or f"{key}.fit" not in RATES:
+            return
+        epochs = int(c.epochs)
+        announce_cost(
+            "prm.train",
+            {
+                f"{key}.fit": n_train * epochs,
+                f"{key}.score": 2 * n_train + (2 + epochs) * n_val,
+            },
+            f"{n_train} examples x {epochs} epochs, {n_val} validation",
+        )
+
     # --- persistence --------------------------------------------------------------
     def _save(self, out: Path) -> None:
-        self.model.save_pretrained(out / "adapter")
-        self.tokenizer.save_pretrained(out / "tokenizer")
-        if self._base_state is not None:
-            from transformers import AutoModelForSequenceClassification
+        from helpdp.models.encoder import quiet_load
 
-            base_cfg = copy.deepcopy(self.model.get_base_model().config)
-            base_cfg.use_cache = True
-            base = AutoModelForSequenceClassification.from_config(base_cfg)
-            base.load_state_dict(self._base_state)
-            base.save_pretrained(out / "base")
+        with quiet_load():  # no "Writing model shards" bar: the command's own bar says it
+            self.model.save_pretrained(out / "adapter")
+            self.tokenizer.save_pretrained(out / "tokenizer")
+            if self._base_state is not None:
+                from transformers import AutoModelForSequenceClassification
+
+                base_cfg = copy.deepcopy(self.model.get_base_model().config)
+                base_cfg.use_cache = True
+                base = AutoModelForSequenceClassification.from_config(base_cfg)
+                base.load_state_dict(self._base_state)
+                base.save_pretrained(out / "base")
 
     @classmethod
     def load(cls, path, *, device: str = "auto") -> LMPRM:
@@ -503,15 +545,15 @@ class _BestEpoch(TrainerCallback):
     training. No checkpoints on disk (Trainer's own best-model tracking saves one
     per epoch)."""
 
-    def __init__(self, prm: LMPRM, val: Examples | None, history: dict):
-        self.prm, self.val, self.history = prm, val, history
+    def __init__(self, prm: LMPRM, val: Examples | None, history: dict, progress: bool = False):
+        self.prm, self.val, self.history, self.progress = prm, val, history, progress
         self.loss = history.get("val_loss_before", math.inf)
         self.state = None
 
     def on_epoch_end(self, args, state, control, **kwargs):
         rec = {"epoch": len(self.history["epochs"])}
         if self.val is not None:
-            rec["val_loss"] = self.prm.loss_of(self.val)
+            rec["val_loss"] = self.prm.loss_of(self.val, progress=self.progress, desc="val loss")
             if rec["val_loss"] < self.loss:
                 self.loss = rec["val_loss"]
                 self.state = {

@@ -15,9 +15,10 @@ from importlib import metadata
 
 from helpdp import load_dataset
 from helpdp.cliconf import as_config, run_app, to_dict
+from helpdp.cliconf.progress import Stages
 from helpdp.splits import SPLITS, task_splits
-from prm.base import KINDS, PRM, dataset_actor
-from prm.config import PRMModelConfig, TrainConfig
+from prm.base import FIT_STAGES, KINDS, PRM, dataset_actor
+from prm.config import PRMModelConfig, TrainConfig, prm_name
 from prm.data import build_examples
 
 log = logging.getLogger(__name__)
@@ -33,11 +34,19 @@ def _versions() -> dict:
     return out
 
 
-def fit_prm(ds, cfg) -> tuple[PRM, dict]:
+#: what ``train``'s bar counts: ``STAGES_LM`` for ``kind=lm`` (its fit's stages between)
+STAGES_TABULAR = ("loading data", "building examples", "fitting", "saving")
+STAGES_LM = ("loading data", "building examples", "building the model", *FIT_STAGES, "saving")
+
+
+def fit_prm(ds, cfg, stage=None) -> tuple[PRM, dict]:
     """Fit the PRM ``cfg`` (a ``TrainConfig``-shaped mapping) describes on ``ds``.
 
     Returns the PRM and a summary (examples per split, losses for ``kind=lm``).
+    ``stage(name)``: called as each stage of ``STAGES_TABULAR``/``STAGES_LM`` after
+    the first begins.
     """
+    stage = stage or (lambda name: None)
     cfg = as_config(TrainConfig, cfg)
     model_cfg = as_config(PRMModelConfig, cfg.prm)
     kind = cfg.kind or model_cfg.kind
@@ -52,6 +61,7 @@ def fit_prm(ds, cfg) -> tuple[PRM, dict]:
     splits = task_splits(
         ds, val_fraction=cfg.val_fraction, test_fraction=cfg.test_fraction, seed=cfg.split_seed
     )
+    stage("building examples")
     examples = build_examples(
         ds, splits, label_source=cfg.label_source, weighting=cfg.weighting, weight_n0=cfg.weight_n0
     )
@@ -83,10 +93,12 @@ def fit_prm(ds, cfg) -> tuple[PRM, dict]:
         from prm.tabular import TabularPRM
 
         meta["config"] = to_dict(model_cfg)
+        stage("fitting")
         prm = TabularPRM.fit(ds, fit, prior_strength=model_cfg.prior_strength, meta=meta)
         return prm, summary
     from prm.lm import LMPRM
 
+    stage("building the model")
     texts = fit.frame["text"].unique().tolist()
     if not any(texts):
         log.warning(
@@ -101,7 +113,7 @@ def fit_prm(ds, cfg) -> tuple[PRM, dict]:
         meta=meta,
     )
     val = None if "validation" in cfg.fit_splits else examples.select("validation")
-    history = prm.fit(fit, val, progress=cfg.progress)
+    history = prm.fit(fit, val, progress=cfg.progress, stage=stage)
     prm.meta["history"] = history
     summary.update({k: v for k, v in history.items() if k != "epochs"})
     return prm, summary
@@ -112,9 +124,15 @@ def train(cfg) -> dict:
     as JSON on the last line)."""
 
     cfg = as_config(TrainConfig, cfg)
-    ds = load_dataset(cfg.data)
-    prm, summary = fit_prm(ds, cfg)
-    out = prm.save(cfg.out)
+    model_cfg = as_config(PRMModelConfig, cfg.prm)
+    kind = cfg.kind or model_cfg.kind
+    names = STAGES_LM if kind == "lm" else STAGES_TABULAR
+    # a labelled bar from the first second: loading a backbone and scoring take minutes
+    with Stages(f"prm.train prm={prm_name(model_cfg, kind)}", names, cfg.progress) as stage:
+        ds = load_dataset(cfg.data)
+        prm, summary = fit_prm(ds, cfg, stage=stage)
+        stage("saving")
+        out = prm.save(cfg.out)
     summary["out"] = str(out)
     print(f"trained a {summary['kind']} PRM for actor {summary['actor']!r} -> {out}")
     print(json.dumps(summary, default=str))

@@ -45,6 +45,7 @@ the off-policy tables in :mod:`helpdp.evaluate.report`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -58,22 +59,24 @@ import numpy as np
 import pandas as pd
 
 from collect import collector  # collector.collect: patchable in tests
+from collect import config as collect_config
 from collect.awm.dataset import AWMDataset
 from collect.awm.sandbox import COMMAND_ERRORS
 from collect.schedule import SplitConfig, split_tasks
 from collect.shards import PlanMismatch
 from collect.worlds import WORLDS_DIR, is_shipped_label
-from helpdp.budget import search_budget, write_result
-from helpdp.cliconf import doc_field as _f
+from helpdp.budget import SearchResult, policy_frame, search_budget, write_result
 from helpdp.cliconf import parse_budgets, run_app
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
+from helpdp.evaluate.config import EvaluateConfig
 from helpdp.evaluate.report import (
     forecast_frontier,
     headroom_report,
     ope_estimates,
     ope_report,
     report,
+    selection_report,
     usage_success_plot,
 )
 from helpdp.evaluate.stats import compare, headroom, mix_curve, summarize
@@ -88,116 +91,19 @@ INVALID_OUTCOMES = ("server_error", "verifier_error", "no_verifier")
 
 __all__ = [
     "EvaluateConfig",
+    "Evaluation",
+    "environment_runs",
     "evaluate",
+    "evaluation",
     "main",
     "oracle_policy",
     "policies",
     "reuse_key",
+    "run_config",
     "run_evaluate",
     "shared_actor",
+    "table_policy",
 ]
-
-
-@dataclass
-class EvaluateConfig:
-    """`python -m helpdp.evaluate`: help policies in the environments, on held-out tasks."""
-
-    data: Any = _f(None, "collected dataset the policies are fitted on; null: the demo dataset")
-    worlds: Any = _f(
-        None, "AWM directory the data was collected in; null: as the data's manifest says"
-    )
-    budget: float = _f(1.0, "expert calls per episode for the DP's policy and the helper")
-    helper_dir: Any = _f(
-        None, "a trained helper directory (python -m helpdp.helper.train); null: no helper"
-    )
-    helper_budgets: Any = _f(
-        None,
-        "deploy the helper at each of these budgets, one policy each (e.g. [0.5,1,2]: does "
-        "realised usage follow helper.budget?); null: at budget",
-    )
-    prm_dir: Any = _f(
-        None,
-        "a trained text PRM (python -m prm.train prm=tiny|minilm, kind=lm): adds the PRM-threshold "
-        "policies (prm_q, prm_task_q, table_fallback=prm); null: none",
-    )
-    prm_score: str = _f(
-        "gain", "PRM state-wise score: gain (p_help - p_nohelp) or risk (1 - p_nohelp)"
-    )
-    prm_q: list = _f(
-        [0.1, 0.3], "PRM state-wise policies: help at the top q of the calibration states' scores"
-    )
-    prm_task_q: list = _f(
-        [0.3],
-        "PRM task-wise policies: help at every turn of the episodes whose start state's predicted "
-        "success is in the lowest q of the calibration tasks'",
-    )
-    prm_splits: list = _f(
-        ["validation"], "task splits of data whose states calibrate the PRM policies' thresholds"
-    )
-    table_fallback: str = _f(
-        "nohelp",
-        "the DP table's decision at states it never saw: nohelp, or prm (the PRM state-wise "
-        "policy at prm_q[0], needs prm_dir)",
-    )
-    oracle: bool = _f(
-        False,
-        "add, on each evaluated split other than train, the DP table fitted on that split's own "
-        "tasks of data (budget): not a deployable policy but an in-sample reference for how much "
-        "a state-wise policy can gain on those tasks (data must hold their episodes)",
-    )
-    seeds: list[int] = _f(list(range(100, 120)), "evaluation seeds: one episode per (task, seed)")
-    splits: list = _f(["test", "train"], "task splits to evaluate on (test: unseen tasks)")
-    random_p: list = _f(
-        [0.05, 0.1, 0.2, 0.3, 0.5], "random state-wise help probabilities (the equal-spend curve)"
-    )
-    episode_p: float = _f(0.5, "random episode-wise help: share of episodes helped at every turn")
-    turn_rules: list = _f(
-        [],
-        "more hand-written rules, one list of turns each: help at exactly those turns (e.g. "
-        "[[1],[2],[0,3]]: single turns map where a call pays, pairs what a second call adds)",
-    )
-    max_tasks: Any = _f(None, "evaluate at most the first N tasks of each scenario (smoke runs)")
-    tasks: Any = _f(
-        None,
-        "task indices (within each scenario) to run, e.g. [6,7]: held-out tasks outside the "
-        "collection's schedule.tasks; null: the collection's schedule.tasks",
-    )
-    reuse: bool = _f(
-        True,
-        "keep the runs of the baselines (never, always, random, the rules: policies whose fields "
-        "decide every action) in out/runs and resume them when evaluate runs again into the same "
-        "out (the collector's fingerprint checks seeds, tasks and config); fitted policies "
-        "(tables, PRM, helper) always run afresh",
-    )
-    batch_size: int = _f(
-        8,
-        "episodes run in lock step per policy (environment steps in threads, one decide() per "
-        "round); results do not depend on it",
-    )
-    baselines: bool = _f(
-        True,
-        "run the fixed baselines (never, always, random, the rules, turn_rules); false runs "
-        "only the fitted policies (the DP table, PRM, helper, policy_files, oracle), e.g. in a "
-        "second process whose results.parquet is joined with a baseline run's (same pairs)",
-    )
-    skip: list = _f([], "names of policies not to run (e.g. ['random episodes p=0.5'])")
-    policy_files: list = _f(
-        [],
-        "more policies to run, each a selected.json of python -m helpdp.select (or its "
-        "directory): the policy chosen by cross-fitted off-policy evaluation; or a name of "
-        "helpdp.policies.build_policy (e.g. turn0+after:repeat,failed+max:2)",
-    )
-    ope: bool = _f(
-        True,
-        "for every policy run, also estimate its SR and calls per episode off-policy "
-        "(helpdp.ope) from data's collected episodes of the same split's tasks, and report "
-        "how often the measured SR and U fall inside the estimate's interval (ope.parquet)",
-    )
-    ope_estimator: str = _f("wdr", "the off-policy estimator reported (helpdp.ope.ESTIMATORS)")
-    ope_boot: int = _f(500, "bootstrap replicates of each off-policy interval")
-    seed: int = _f(0, "seed of the random policies' draws and of the DP mixture's draw")
-    out: str = _f("outputs/evaluate", "output directory (results, report.md, plot)")
-    progress: bool = _f(True, "progress bars")
 
 
 # ---------------------------------------------------------------------------
@@ -209,12 +115,52 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9.=]+", "_", name).strip("_")
 
 
+def table_policy(
+    ds, res: SearchResult, *, seed: int, name: str, fallback: HelpPolicy | None = None
+) -> TablePolicy:
+    """The DP's result as the policy it deploys, in memory: the tables of ``res`` keyed by
+    ``ds``'s states, as :meth:`TablePolicy.load` reads them from ``write_result``'s files."""
+
+    def table(sol) -> dict[int, int]:
+        frame = policy_frame(ds, sol)
+        return dict(zip(frame["state_id"].tolist(), frame["action"].astype(int).tolist()))
+
+    more = None if res.more_help is None else table(res.more_help)
+    weight = float(res.weight_more_help) if res.more_help is not None else 0.0
+    return TablePolicy(
+        table(res.policy),
+        more,
+        weight,
+        fallback=fallback,
+        seed=seed,
+        search=res.to_json(),
+        name=name,
+    )
+
+
+def _dp_table(
+    cfg: EvaluateConfig, ds, tasks: list[str], out: Path, name: str, fallback=None
+) -> TablePolicy:
+    """The DP's table at ``cfg.budget`` solved on ``tasks`` of ``ds``; its search output is
+    written to ``out`` (search.json, policy*.parquet) and not read back."""
+    sub = task_subset(ds, tasks)
+    res = search_budget(sub.mdp, float(cfg.budget), gamma=ds.gamma)
+    write_result(sub, res, out)
+    return table_policy(sub, res, seed=cfg.seed, name=name, fallback=fallback)
+
+
 def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list[HelpPolicy]:
     """Every policy of the evaluation, fitted on ``train_tasks`` of ``ds``."""
+    return _policies(cfg, ds, train_tasks, out)[0]
 
-    sub = task_subset(ds, train_tasks)
-    res = search_budget(sub.mdp, float(cfg.budget), gamma=ds.gamma)
-    search_dir = write_result(sub, res, out / "dp_search")
+
+def _policies(
+    cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path
+) -> tuple[list[HelpPolicy], TablePolicy, dict[str, dict]]:
+    """``(policies, the DP's table, selected)``: every policy of the evaluation (without
+    ``skip``), the table also when skipped (the report quotes its forecast) and the
+    ``selected.json`` record of each policy chosen by ``helpdp.select``, by name."""
+
     prm_pols, fallback = _prm_policies(cfg, ds)
     table_name = f"dp table (budget {cfg.budget:g})"
     if fallback is not None:
@@ -226,15 +172,18 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
              f"random_episodes:{float(cfg.episode_p)}", "turn0", "after:failure",
              "turn0+after:failure", *("turns:" + ",".join(map(str, t)) for t in cfg.turn_rules)]  # fmt: skip
     fixed: list[HelpPolicy] = [build_policy(n, seed=cfg.seed) for n in names]
-    pols: list[HelpPolicy] = [
-        *(fixed if cfg.baselines else []),
-        TablePolicy.load(search_dir, seed=cfg.seed, name=table_name, fallback=fallback),
-        *prm_pols,
-    ]
+    table = _dp_table(cfg, ds, train_tasks, out / "dp_search", table_name, fallback)
+    pols: list[HelpPolicy] = [*(fixed if cfg.baselines else []), table, *prm_pols]
+    selected = {}
     if cfg.policy_files:
         from helpdp.select import load_policy
 
-        pols += [build_policy(p, seed=cfg.seed, load_json=load_policy) for p in cfg.policy_files]
+        for spec in cfg.policy_files:
+            pol = build_policy(spec, seed=cfg.seed, load_json=load_policy)
+            record = _selected_record(spec)
+            if record is not None:
+                selected[pol.name] = record
+            pols.append(pol)
     if cfg.helper_dir:
         from helpdp.helper import HelperPolicy
 
@@ -243,7 +192,19 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
     unknown = sorted(set(cfg.skip) - {p.name for p in pols})
     if unknown:
         raise ValueError(f"skip: no policy named {unknown[0]!r}")
-    return [p for p in pols if p.name not in set(cfg.skip)]
+    return [p for p in pols if p.name not in set(cfg.skip)], table, selected
+
+
+def _selected_record(spec: Any) -> dict | None:
+    """The ``selected.json`` of ``helpdp.select`` that ``spec`` names (a file or its
+    directory; its cross-fitted estimate and the candidates' support), else None."""
+    path = Path(str(spec))
+    if path.is_dir():
+        path = path / "selected.json"
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    record = json.loads(path.read_text())  # build_policy has read it: it is JSON
+    return record if isinstance(record, dict) and "ope" in record else None
 
 
 def oracle_policy(cfg: EvaluateConfig, ds, split: str, out: Path) -> HelpPolicy:
@@ -255,11 +216,8 @@ def oracle_policy(cfg: EvaluateConfig, ds, split: str, out: Path) -> HelpPolicy:
     tasks = sorted(splits.index[splits == split])
     if not tasks:
         raise ValueError(f"oracle: data has no {split} task to fit the oracle table on")
-    sub = task_subset(ds, tasks)
-    res = search_budget(sub.mdp, float(cfg.budget), gamma=ds.gamma)
-    search_dir = write_result(sub, res, out / f"dp_search_oracle_{split}")
     name = f"dp oracle (fitted on these {split} tasks, budget {cfg.budget:g})"
-    return TablePolicy.load(search_dir, seed=cfg.seed, name=name)
+    return _dp_table(cfg, ds, tasks, out / f"dp_search_oracle_{split}", name)
 
 
 def _prm_policies(cfg: EvaluateConfig, ds) -> tuple[list[HelpPolicy], HelpPolicy | None]:
@@ -304,62 +262,90 @@ def _read(path: Path) -> str | None:
     return path.read_text() if path.exists() else None
 
 
-def pinned_splits(manifest: dict, data_splits: pd.Series, world_tasks) -> dict:
+def pinned_splits(recorded: SplitConfig, data_splits: pd.Series, world_tasks) -> SplitConfig:
     """The collector's ``split`` config that puts every task where the data says it is.
 
     The policies are fitted on the data's train tasks (its episodes' ``split`` column,
     :func:`helpdp.splits.task_splits`), so the environments must run the same tasks
     under each split name, also when the data's splits are not what its collection
-    config would give (relabelled to hold a world family out, or merged). Tasks of the
-    worlds the data does not hold keep the split the collection config gives them.
+    config (``recorded``) would give (relabelled to hold a world family out, or merged).
+    Tasks of the worlds the data does not hold keep the split ``recorded`` gives them.
     """
-    cfg_split = {**SplitConfig().__dict__, **(manifest["source"]["config"].get("split") or {})}
-    final = split_tasks(list(world_tasks), SplitConfig(**cfg_split))
+    final = split_tasks(list(world_tasks), recorded)
     final.update({str(t): str(s) for t, s in data_splits.items()})
-    return {
-        **cfg_split,
-        "validation": 0.0,
-        "test": 0.0,
-        "validation_tasks": sorted(t for t, s in final.items() if s == "validation"),
-        "test_tasks": sorted(t for t, s in final.items() if s == "test"),
-    }
+    return dataclasses.replace(
+        recorded,
+        validation=0.0,
+        test=0.0,
+        validation_tasks=sorted(t for t, s in final.items() if s == "validation"),
+        test_tasks=sorted(t for t, s in final.items() if s == "test"),
+    )
 
 
-def _collect_config(
-    manifest: dict, cfg: EvaluateConfig, split: str, out: Path, split_config: dict | None = None
-) -> dict:
-    """The data's own collection config, re-aimed: fresh seeds, one split, no random help;
-    ``split_config`` (:func:`pinned_splits`) replaces its task splits."""
-    c = json.loads(json.dumps(manifest["source"]["config"]))
-    if split_config is not None:
-        c["split"] = split_config
-    if cfg.worlds:
-        c["worlds"] = str(cfg.worlds)
-    elif is_shipped_label(c.get("worlds")):
-        c["worlds"] = None  # the shipped demo worlds
-    # resume this policy's own shards (an interrupted evaluation goes on); a run directory
-    # of another plan is started over by the caller
-    c.update(out=str(out), overwrite=False, keep_shards=True, progress=False)
-    c["executor"] = {
-        **c.get("executor", {}), "workers": 1, "kind": "local", "batch_size": int(cfg.batch_size),
-    }  # fmt: skip
-    n_iv = len(manifest["actions"]) - 1
-    c["schedule"] = {
-        **c["schedule"],
-        "probabilities": [[0.0] * n_iv] if n_iv > 1 else [0.0],
-        "seeds": [int(s) for s in cfg.seeds],
-        "splits": [split],
-        "max_tasks": cfg.max_tasks,
-    }
-    if cfg.tasks is not None:
-        c["schedule"]["tasks"] = [int(t) for t in cfg.tasks]
-    c.pop("policy", None)
-    return c
+def recorded_config(manifest: dict, worlds: Any = None) -> collect_config.CollectConfig:
+    """The data's own collection config (its manifest's ``source.config``), typed, in
+    ``worlds`` (null: the data's own; the shipped label: the shipped demo worlds)."""
+    rec = collect_config.as_config(manifest["source"]["config"])
+    if worlds:
+        return dataclasses.replace(rec, worlds=str(worlds))
+    return dataclasses.replace(rec, worlds=None) if is_shipped_label(rec.worlds) else rec
 
 
-def shared_actor(collect_config: dict) -> Callable[[], dict]:
-    """``collect(**shared_actor(c)())``: each run gets a fresh actor on one loaded model
-    (:func:`collect.actors.shared_model_actors`, loaded at the first run), so a
+def rerun_config(
+    recorded: collect_config.CollectConfig, cfg: EvaluateConfig, n_interventions: int
+) -> collect_config.CollectConfig:
+    """The data's collection config re-aimed at the evaluation: fresh seeds, no random
+    help, one worker in this process, no policy of its own; each run sets its ``out`` and
+    split (:func:`_run_config`). A run resumes its own shards (an interrupted evaluation
+    goes on); a run directory of another plan is started over by the caller."""
+    sched = recorded.schedule
+    sched = dataclasses.replace(
+        sched,
+        probabilities=[[0.0] * n_interventions] if n_interventions > 1 else [0.0],
+        seeds=[int(s) for s in cfg.seeds],
+        max_tasks=cfg.max_tasks,
+        tasks=sched.tasks if cfg.tasks is None else [int(t) for t in cfg.tasks],
+    )
+    executor = dataclasses.replace(
+        recorded.executor, workers=1, kind="local", batch_size=int(cfg.batch_size)
+    )
+    return dataclasses.replace(
+        recorded,
+        overwrite=False,
+        keep_shards=True,
+        progress=False,
+        policy=None,
+        schedule=sched,
+        executor=executor,
+    )
+
+
+def run_config(
+    base: collect_config.CollectConfig, split: str, out: Path
+) -> collect_config.CollectConfig:
+    """``base`` (:func:`rerun_config`) for one run: the tasks of ``split``, into ``out``."""
+    schedule = dataclasses.replace(base.schedule, splits=[split])
+    return dataclasses.replace(base, out=str(out), schedule=schedule)
+
+
+def environment_runs(
+    manifest: dict, data_splits: pd.Series, cfg: EvaluateConfig
+) -> tuple[collect_config.CollectConfig, dict[str, int]]:
+    """``(base, reference turns)``: the collection config every run of the evaluation
+    starts from (:func:`rerun_config` of the data's own, with its tasks pinned to the
+    data's splits, :func:`pinned_splits`) and each task's reference turns (SPL's)."""
+    recorded = recorded_config(manifest, cfg.worlds)
+    ref = _reference_turns(recorded.worlds)
+    split = pinned_splits(recorded.split, data_splits, ref)
+    base = rerun_config(
+        dataclasses.replace(recorded, split=split), cfg, len(manifest["actions"]) - 1
+    )
+    return base, ref
+
+
+def shared_actor(actor: Any) -> Callable[[], dict]:
+    """``collect(**shared_actor(cfg.actor)())``: each run gets a fresh actor on one loaded
+    model (:func:`collect.actors.shared_model_actors`, loaded at the first run), so a
     real model loads once per evaluation, not once per policy; nothing for the actors
     that are cheap to build (the collector builds those)."""
     from collect.actors import shared_model_actors
@@ -368,21 +354,15 @@ def shared_actor(collect_config: dict) -> Callable[[], dict]:
 
     def kwargs() -> dict:
         if not made:
-            made.append(shared_model_actors(collect_config["actor"]))
+            made.append(shared_model_actors(actor))
         return {} if made[0] is None else {"actor": made[0]()}
 
     return kwargs
 
 
-def _worlds_dir(cfg_worlds: Any, manifest: dict) -> Path | None:
-    """The AWM directory to run in: ``worlds=`` or the data's own (None: the shipped demo)."""
-    worlds = cfg_worlds or manifest["source"]["config"].get("worlds")
-    return None if not worlds or is_shipped_label(worlds) else Path(worlds)
-
-
-def _reference_turns(worlds: Path | None) -> dict[str, int]:
-
-    ds = AWMDataset(worlds or WORLDS_DIR)
+def _reference_turns(worlds: Any) -> dict[str, int]:
+    """Per task, its reference solution's calls plus the final answer (SPL's reference)."""
+    ds = AWMDataset(Path(worlds) if worlds else WORLDS_DIR)
     ref = {}
     for name in ds.names():
         sc = ds.get(name)
@@ -406,8 +386,67 @@ def _check_before_loading(cfg: EvaluateConfig) -> None:
         )
 
 
-def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
-    """Run every policy on every split; write the results, the report and the plot."""
+@dataclass
+class Evaluation:
+    """What :func:`evaluation` measured and wrote: ``results`` (one row per episode and
+    policy: ``results.parquet``), ``summary`` (per split and policy:
+    ``summary.parquet``), the paired ``comparisons`` and the ``report`` (``report.md``)."""
+
+    results: pd.DataFrame
+    summary: pd.DataFrame
+    comparisons: list[dict]
+    report: str
+
+
+def _run_policies(
+    cfg: EvaluateConfig, by_split: dict[str, list[HelpPolicy]], base, out: Path
+) -> pd.DataFrame:
+    """Every policy's episodes on its split, the collector's rows with ``policy`` and
+    ``split``; a baseline's run directory is kept for a rerun (``reuse``)."""
+    from tqdm import tqdm
+
+    rows = []
+    runs = out / "runs"
+    if cfg.progress:  # the cost line: runs x episodes of the split, at the measured rate
+        from collect.plan import plan_shards
+        from helpdp.cliconf.progress import announce_episodes
+
+        episodes = sum(
+            len(pols) * len(plan_shards(run_config(base, split, runs), pols[0].name).specs)
+            for split, pols in by_split.items()
+            if pols
+        )
+        announce_episodes("helpdp.evaluate", episodes, base.actor)
+    bar = tqdm(total=sum(map(len, by_split.values())), desc="evaluate", unit="run",
+               disable=not cfg.progress)  # fmt: skip
+    actor = shared_actor(base.actor)
+    for split, split_pols in by_split.items():
+        for pol in split_pols:
+            bar.set_postfix(split=split, policy=pol.name, refresh=True)
+            run_dir = runs / split / _slug(pol.name)
+            key = reuse_key(pol) if cfg.reuse else None
+            if key is None or _read(run_dir / "policy.txt") != key:
+                shutil.rmtree(run_dir, ignore_errors=True)  # never resume another policy's shards
+            run_cfg = run_config(base, split, run_dir)
+            try:
+                collector.collect(run_cfg, help_policy=pol, **actor())
+            except PlanMismatch:  # our own run directory, of other seeds or tasks: start over
+                shutil.rmtree(run_dir, ignore_errors=True)
+                collector.collect(run_cfg, help_policy=pol, **actor())
+            ep = pd.read_parquet(run_dir / "episodes.parquet")
+            rows.append(ep.assign(policy=pol.name, split=split))
+            if key is None:
+                shutil.rmtree(run_dir / "shards", ignore_errors=True)
+            else:
+                (run_dir / "policy.txt").write_text(key)
+            bar.update(1)
+    bar.close()
+    return pd.concat(rows, ignore_index=True)
+
+
+def evaluation(cfg: EvaluateConfig) -> Evaluation:
+    """Run every policy on every split; write the results, the report and the plot, and
+    hand them back (nothing written is read back)."""
 
     t0 = time.perf_counter()
     _check_before_loading(cfg)
@@ -420,44 +459,14 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     train_tasks = sorted(splits.index[splits == "train"])
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    pols = policies(cfg, ds, train_tasks, out)
+    pols, table, selected = _policies(cfg, ds, train_tasks, out)
     by_split = {
         split: pols
         + ([oracle_policy(cfg, ds, split, out)] if cfg.oracle and split != "train" else [])
         for split in cfg.splits
     }
-    ref = _reference_turns(_worlds_dir(cfg.worlds, manifest))
-    pinned = pinned_splits(manifest, splits, ref)
-    rows = []
-    runs = out / "runs"
-    from tqdm import tqdm
-
-    bar = tqdm(total=sum(map(len, by_split.values())), desc="evaluate", unit="run",
-               disable=not cfg.progress)  # fmt: skip
-    actor = shared_actor(_collect_config(manifest, cfg, cfg.splits[0], out, pinned))
-    for split, split_pols in by_split.items():
-        for pol in split_pols:
-            bar.set_postfix(split=split, policy=pol.name, refresh=True)
-            run_dir = runs / split / _slug(pol.name)
-            key = reuse_key(pol) if cfg.reuse else None
-            if key is None or _read(run_dir / "policy.txt") != key:
-                shutil.rmtree(run_dir, ignore_errors=True)  # never resume another policy's shards
-            run_cfg = _collect_config(manifest, cfg, split, run_dir, pinned)
-            try:
-                collector.collect(run_cfg, help_policy=pol, **actor())
-            except PlanMismatch:  # our own run directory, of other seeds or tasks: start over
-                shutil.rmtree(run_dir, ignore_errors=True)
-                collector.collect(run_cfg, help_policy=pol, **actor())
-            ep = pd.read_parquet(run_dir / "episodes.parquet")
-            ep = ep.assign(policy=pol.name, split=split)
-            rows.append(ep)
-            if key is None:
-                shutil.rmtree(run_dir / "shards", ignore_errors=True)
-            else:
-                (run_dir / "policy.txt").write_text(key)
-            bar.update(1)
-    bar.close()
-    results = pd.concat(rows, ignore_index=True)
+    base, ref = environment_runs(manifest, splits, cfg)
+    results = _run_policies(cfg, by_split, base, out)
     results["pair"] = results["task_id"].astype(str) + "#" + results["seed"].astype(str)
     refs = results["task_id"].map(ref).fillna(results["steps"]).astype(float)
     results["spl"] = results["success"] * refs / np.maximum(results["steps"], refs)
@@ -479,7 +488,6 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
         for p in split_pols
         if not p.name.startswith(("random p=", "never", "always"))
     ]
-    search = json.loads((out / "dp_search" / "search.json").read_text())
     frontier = forecast_frontier(ds, train_tasks)
     curves = {split: mix_curve(results, split, baselines) for split in cfg.splits}
     usage_success_plot(summary, frontier, out / "usage_success.png", curves)
@@ -490,24 +498,28 @@ def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict
     if cfg.ope:
         ope_df = ope_estimates(ds, by_split, summary, cfg)
         ope_df.to_parquet(out / "ope.parquet", index=False)
-    (out / "report.md").write_text(
-        report(summary, comparisons, search, cfg, time.perf_counter() - t0, len(train_tasks))
+    text = (
+        report(summary, comparisons, table.search, cfg, time.perf_counter() - t0, len(train_tasks))
         + headroom_report(rooms)
+        + selection_report(selected, summary)
         + ("" if ope_df is None else ope_report(ope_df, cfg.ope_estimator))
     )
-    return results, summary, comparisons
+    (out / "report.md").write_text(text)
+    return Evaluation(results, summary, comparisons, text)
 
 
-def run_evaluate(cfg) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
-    """The body of ``python -m helpdp.evaluate``."""
-    from omegaconf import OmegaConf
+def evaluate(cfg: EvaluateConfig) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """``(results, summary, comparisons)`` of :func:`evaluation`."""
+    e = evaluation(cfg)
+    return e.results, e.summary, e.comparisons
 
+
+def run_evaluate(cfg: EvaluateConfig) -> Evaluation:
+    """The body of ``python -m helpdp.evaluate``: prints the report it wrote."""
     parse_budgets(cfg.budget)  # at least 0, before anything loads
-    if not isinstance(cfg, EvaluateConfig):
-        cfg = EvaluateConfig(**OmegaConf.to_container(cfg, resolve=True))
-    results, summary, comparisons = evaluate(cfg)
-    print((Path(cfg.out) / "report.md").read_text())
-    return results, summary, comparisons
+    result = evaluation(cfg)
+    print(result.report)
+    return result
 
 
 def main() -> None:

@@ -317,13 +317,15 @@ class _Net:
     device: str
     batch_size: int
 
-    def proba(self, seqs) -> np.ndarray:
-        """Class probabilities of encoded sequences (``predict_proba``)."""
+    def proba(self, seqs, desc: str | None = None) -> np.ndarray:
+        """Class probabilities of encoded sequences (``predict_proba``); ``desc``: a bar
+        with that label while they are scored."""
         from helpdp.models.encoder import predict_proba
 
         return predict_proba(
-            self.net, self.encoder, seqs, batch_size=self.batch_size, device=self.device
-        )
+            self.net, self.encoder, seqs, batch_size=self.batch_size, device=self.device,
+            progress=desc is not None, desc=desc or "helper",
+        )  # fmt: skip
 
 
 def _model_config(node) -> HelperModelConfig:
@@ -557,6 +559,22 @@ def _save(m: _Net, helper_meta: dict, out: Path) -> None:
 STAGES = ("reading labels", "building the model", "encoding", "fitting", "calibrating", "saving")
 
 
+def _announce(mcfg: HelperModelConfig, device: str, n_train: int, n_val: int, shown: bool):
+    """The expected cost of the fit on stderr, where a rate for this backbone on this
+    device was measured (``helpdp.cliconf.progress.RATES``: CPU, minilm)."""
+    from helpdp.cliconf.progress import RATES, announce_cost
+
+    key = f"helper.train.{mcfg.backbone}"
+    if not shown or str(device) != "cpu" or f"{key}.fit" not in RATES:
+        return
+    epochs = float(mcfg.epochs)
+    announce_cost(
+        "helpdp.helper.train",
+        {f"{key}.fit": n_train * epochs, f"{key}.score": 2 * n_train + 2 * n_val},
+        f"{n_train} examples x {epochs:g} epochs, {n_val} validation",
+    )
+
+
 def train_helper(labels: pd.DataFrame, meta: dict, cfg, out, stage=None) -> dict:
     """Fit, pick thresholds, save to ``out``; returns the contents of helper.json.
     ``stage(name)``: called as each of ``STAGES`` after the first begins."""
@@ -576,14 +594,16 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out, stage=None) -> dict
     # mean over sum_c w_c y_c) is then the example-weighted mean
     y_train = np.stack(train["target"].to_numpy()) * train["weight"].to_numpy()[:, None]
     m = _build_net(train["text"].tolist(), len(classes), y_train, mcfg, device)
+    _announce(mcfg, device, len(train), len(val), cfg.progress)
     stage(STAGES[2])
     seq_train = m.encoder(train["text"])
     seq_val = m.encoder(val["text"]) if len(val) else []
-    p_before = m.proba(seq_train)
+    shown = (lambda d: d) if cfg.progress else (lambda d: None)
+    p_before = m.proba(seq_train, shown("scoring train (before)"))
     stage(STAGES[3])
     trainer = _fit(m, seq_train, y_train, mcfg, cfg.progress)
-    p_train = m.proba(seq_train)
-    p_val = m.proba(seq_val) if len(val) else None
+    p_train = m.proba(seq_train, shown("scoring train"))
+    p_val = m.proba(seq_val, shown("scoring validation")) if len(val) else None
     metrics = _fit_metrics(m, trainer, p_before, p_train, y_train, val, p_val)
 
     thresholds, threshold_split, tie_weights = None, None, None
@@ -626,22 +646,13 @@ def recalibrate(path, ds, tasks, budgets=None) -> dict:
 def run_train(cfg) -> dict:
     """The body of ``python -m helpdp.helper.train``."""
 
-    from tqdm.auto import tqdm
+    from helpdp.cliconf.progress import Stages
 
     # a labelled bar from the first second: loading and encoding take minutes on MiniLM
-    bar = tqdm(total=len(STAGES), desc="helper: reading labels", unit="stage",
-               disable=not cfg.progress)  # fmt: skip
-    labels, meta = read_labels(cfg.labels)
-
-    def stage(name: str) -> None:
-        bar.set_description(f"helper: {name}")
-        bar.update(1)
-
-    try:
+    label = f"helpdp.helper.train helper={_model_config(cfg.helper).backbone}"
+    with Stages(label, STAGES, cfg.progress) as stage:
+        labels, meta = read_labels(cfg.labels)
         res = train_helper(labels, meta, cfg, cfg.out, stage=stage)
-        bar.update(bar.total - bar.n)
-    finally:
-        bar.close()
     m = res["metrics"]
     nan = float("nan")
     print(

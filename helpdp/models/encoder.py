@@ -184,7 +184,9 @@ class Encoder:
             out.append(self.pre + ids + self.post)
         if cut and not self.told:
             self.told = True
-            print(
+            from tqdm.auto import tqdm
+
+            tqdm.write(  # above any bar that is showing, on a line of its own
                 f"{self.name}: {cut} of {len(enc)} texts are longer than {self.room} tokens: "
                 f"each is cut to its first {self.head} and last {self.room - self.head} tokens "
                 "(max_length, head_tokens)",
@@ -202,9 +204,12 @@ class Encoder:
         return {"input_ids": ids, "attention_mask": mask}
 
 
-def predict_proba(net, encoder: Encoder, seqs, *, batch_size=64, device="cpu", progress=False):
+def predict_proba(
+    net, encoder: Encoder, seqs, *, batch_size=64, device="cpu", progress=False, desc="helper"
+):
     """Class probabilities (n, K + 1) for encoded sequences, batched by length,
-    under ``torch.no_grad`` in eval mode, returned in input order."""
+    under ``torch.no_grad`` in eval mode, returned in input order (``progress``: a bar
+    labelled ``desc``)."""
     from tqdm.auto import tqdm
 
     out = np.zeros((len(seqs), net.head.out_features))
@@ -216,7 +221,11 @@ def predict_proba(net, encoder: Encoder, seqs, *, batch_size=64, device="cpu", p
     try:
         with torch.no_grad():
             for b in tqdm(
-                range(0, len(order), batch_size), desc="helper", unit="batch", disable=not progress
+                range(0, len(order), batch_size),
+                desc=desc,
+                unit="batch",
+                disable=not progress,
+                leave=False,
             ):
                 idx = order[b : b + batch_size]
                 batch = encoder.collate([seqs[i] for i in idx])
