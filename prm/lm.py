@@ -84,6 +84,16 @@ def action_suffix(name: str) -> str:
     return f"\n[action={name}]"
 
 
+def device_and_dtype(device: str, c) -> tuple[torch.device, torch.dtype]:
+    """The device (:func:`resolve_device`) and the weights' dtype of a PRM config ``c``:
+    bfloat16 on a CUDA device that supports it (or as ``c.bf16`` says), else float32."""
+    dev = resolve_device(device, c.cpu_threads)
+    bf16 = (
+        (dev.type == "cuda" and torch.cuda.is_bf16_supported()) if c.bf16 is None else bool(c.bf16)
+    )
+    return dev, torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
+
+
 def resolve_device(device: str = "auto", cpu_threads: int | None = None) -> torch.device:
     """The torch device for ``device`` (auto: CUDA when available); on CPU, set the
     process's torch thread count to ``cpu_threads`` when given."""
@@ -152,13 +162,7 @@ class LMPRM(PRM):
         saved = to_dict(cfg)
         c = saved_lm_config(saved)
         torch.manual_seed(int(c.seed))
-        dev = resolve_device(device, c.cpu_threads)
-        bf16 = (
-            (dev.type == "cuda" and torch.cuda.is_bf16_supported())
-            if c.bf16 is None
-            else bool(c.bf16)
-        )
-        dtype = torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
+        dev, dtype = device_and_dtype(device, c)
         base_state = None
         backbone = c.backbone
         extra_meta = {}
@@ -447,13 +451,7 @@ class LMPRM(PRM):
         path = Path(path)
         meta = read_meta(path)
         c = saved_lm_config(meta["config"])
-        dev = resolve_device(device, c.cpu_threads)
-        bf16 = (
-            (dev.type == "cuda" and torch.cuda.is_bf16_supported())
-            if c.bf16 is None
-            else bool(c.bf16)
-        )
-        dtype = torch.bfloat16 if bf16 and dev.type == "cuda" else torch.float32
+        dev, dtype = device_and_dtype(device, c)
         tok = AutoTokenizer.from_pretrained(path / "tokenizer")
         base_state = None
         if c.backbone:

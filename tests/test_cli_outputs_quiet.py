@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpdp import demo_dataset_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,6 +57,8 @@ def test_label_and_helper_train_never_replace_another_configs_outputs(tmp_path):
 
 
 def test_model_commands_print_only_their_own_lines(tmp_path):
+    pytest.importorskip("torch", reason="the model commands need the ml extra (make full)")
+    pytest.importorskip("transformers", reason="the model commands need the ml extra")
     lab = _run(["helpdp.label", "budget=[0.5,1,2]", "out=L", "quiet=true"], tmp_path)
     assert lab.returncode == 0 and lab.stderr == "", lab.stderr
     helper = _run(

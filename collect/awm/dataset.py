@@ -426,3 +426,26 @@ class AWMDataset:
                 )
         except ValueError as e:
             sc.problems.append(LoadProblem(loc, f"{piece} task {idx}: {e}", sc.name))
+
+
+class ServedScenarios:
+    """The scenarios a pool of environments serves, each loaded once: a base of the local
+    and the remote pools (``collect.awm.env.EnvPool``, ``collect.awm.remote_env.OpenEnvPool``),
+    which set ``dataset``, ``allowed`` (None: every scenario of the dataset), ``_scenarios``
+    (the cache) and ``_lock``."""
+
+    dataset: AWMDataset
+    allowed: set[str] | None
+    _scenarios: dict[str, Scenario]
+    _lock: Any
+
+    def names(self) -> list[str]:
+        return [n for n in self.dataset.names() if self.allowed is None or n in self.allowed]
+
+    def scenario(self, name: str) -> Scenario:
+        with self._lock:
+            if self.allowed is not None and name not in self.allowed:
+                raise KeyError(f"scenario {name!r} is not served")
+            if name not in self._scenarios:
+                self._scenarios[name] = self.dataset.get(name)
+            return self._scenarios[name]

@@ -47,7 +47,7 @@ from typing import Any
 from collect.awm.app import AppLifecycle, build_scenario_database, is_shipped_app
 from collect.awm.clock import WorldClock
 from collect.awm.database import BuildReport
-from collect.awm.dataset import AWMDataset, Scenario
+from collect.awm.dataset import AWMDataset, Scenario, ServedScenarios
 from collect.awm.episode import EpisodeRecord, ResetResult, StepResult
 from collect.awm.protocol import (
     Action,
@@ -434,7 +434,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-class EnvPool:
+class EnvPool(ServedScenarios):
     """Environments for many scenarios of one dataset, sharing databases and verifiers.
 
     ``acquire(name)`` hands out an idle :class:`AWMEnv` of that scenario (starting
@@ -488,18 +488,6 @@ class EnvPool:
         self._all: list[AWMEnv] = []
         self._released: dict[int, AWMEnv] = {}  # idle environments, least recently released first
         self._lock = threading.Lock()
-
-    def names(self) -> list[str]:
-        names = self.dataset.names()
-        return [n for n in names if self.allowed is None or n in self.allowed]
-
-    def scenario(self, name: str) -> Scenario:
-        with self._lock:
-            if self.allowed is not None and name not in self.allowed:
-                raise KeyError(f"scenario {name!r} is not served")
-            if name not in self._scenarios:
-                self._scenarios[name] = self.dataset.get(name)
-            return self._scenarios[name]
 
     def _database(self, scenario: Scenario) -> tuple[Path, BuildReport]:
         name = scenario.name

@@ -55,6 +55,23 @@ class StepResult:
         return asdict(self)
 
 
+def episode_state(ep: Any) -> dict[str, Any]:
+    """An episode's ``state()`` as both runtimes report it (the local one adds its
+    worker restarts and verifier violations)."""
+    return {
+        "episode_id": ep.episode_id or None,
+        "step_count": ep.turn,
+        "scenario": ep.scenario.name,
+        "task_idx": ep.task_idx,
+        "done": ep.done,
+        "outcome": ep.outcome,
+        "format_errors": ep.format_errors,
+        "failures": dict(ep.failures),
+        "tool_calls": ep.tool_calls,
+        "expert_calls": ep.expert_calls,
+    }
+
+
 def trajectory_text(trajectory: list[dict[str, Any]], final_answer: str | None = None) -> str:
     """An episode's actions and observations as the expert reads them (world output
     rendered as data, :func:`collect.awm.observation.render_observation`)."""
@@ -128,16 +145,7 @@ class EpisodeRecord:
 
     def state(self) -> dict[str, Any]:
         return {
-            "episode_id": self.episode_id or None,
-            "step_count": self.turn,
-            "scenario": self.scenario.name,
-            "task_idx": self.task_idx,
-            "done": self.done,
-            "outcome": self.outcome,
-            "format_errors": self.format_errors,
-            "failures": dict(self.failures),
-            "tool_calls": self.tool_calls,
-            "expert_calls": self.expert_calls,
+            **episode_state(self),
             "worker_restarts": self.restarts,
             "verifier_protocol_violations": self.verifier_pool.protocol_violations,
         }

@@ -45,9 +45,9 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from collect.awm.dataset import AWMDataset, Scenario
+from collect.awm.dataset import AWMDataset, Scenario, ServedScenarios
 from collect.awm.env import EnvConfig
-from collect.awm.episode import ResetResult, StepResult, trajectory_text
+from collect.awm.episode import ResetResult, StepResult, episode_state, trajectory_text
 from collect.awm.protocol import Action, Failure, parse_turn, system_prompt
 from collect.awm.rewards import episode_reward
 from collect.awm.tools import (
@@ -564,18 +564,7 @@ class OpenEnvAWMEnv:
         raise RuntimeError("an OpenEnv AWM server does not offer database digests")
 
     def state(self) -> dict[str, Any]:
-        return {
-            "episode_id": self.episode_id or None,
-            "step_count": self.turn,
-            "scenario": self.scenario.name,
-            "task_idx": self.task_idx,
-            "done": self.done,
-            "outcome": self.outcome,
-            "format_errors": self.format_errors,
-            "failures": dict(self.failures),
-            "tool_calls": self.tool_calls,
-            "expert_calls": self.expert_calls,
-        }
+        return episode_state(self)
 
     @property
     def connected(self) -> bool:
@@ -637,7 +626,7 @@ def server_capacity(url: str, token_env: str = DEFAULT_TOKEN_ENV, timeout_s: flo
     )
 
 
-class OpenEnvPool:
+class OpenEnvPool(ServedScenarios):
     """Sessions on an OpenEnv AWM server at ``url``, behind the interface of
     :class:`~collect.awm.env.EnvPool` (a released session is kept for the next episode
     of its scenario). ``worlds``: the local AWM directory the tasks and reference
@@ -689,17 +678,6 @@ class OpenEnvPool:
         self._all: list[OpenEnvAWMEnv] = []  # every open session, in use or idle
         self._opening = 0  # sessions being opened (acquire in other threads)
         self._lock = threading.Lock()
-
-    def names(self) -> list[str]:
-        return [n for n in self.dataset.names() if self.allowed is None or n in self.allowed]
-
-    def scenario(self, name: str) -> Scenario:
-        with self._lock:
-            if self.allowed is not None and name not in self.allowed:
-                raise KeyError(f"scenario {name!r} is not served")
-            if name not in self._scenarios:
-                self._scenarios[name] = self.dataset.get(name)
-            return self._scenarios[name]
 
     @property
     def held(self) -> int:
