@@ -15,8 +15,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 OUT=helpdp/data/real-actor-stage2-k2
-mkdir -p "$OUT"
-[ -e "$OUT/.gitignore" ] || echo 'shards/' > "$OUT/.gitignore"
 pids=()
 cleanup() {
     kill "${pids[@]}" 2>/dev/null || true
