@@ -141,15 +141,16 @@ def split_episodes(ds: Dataset, folds: int = 2, seed: int = 0) -> pd.Series:
     ep_ids = np.sort(ds.steps["episode_id"].unique())
     ep = pd.DataFrame({"episode_id": ep_ids})
     if ds.episodes is not None and "task_id" in ds.episodes.columns:
-        cols = ["episode_id", "task_id"] + (
-            ["trigger_p"] if "trigger_p" in ds.episodes.columns else []
-        )
+        cols = ["episode_id", "task_id"] + [
+            c for c in ("trigger_p", "design") if c in ds.episodes.columns
+        ]
         ep = ep.merge(ds.episodes[cols], on="episode_id", how="left")
     else:  # the task of an episode's first state
         first = ds.steps.sort_values(["episode_id", "t"]).groupby("episode_id").head(1)
         task = ds.states.set_index("state_id")["task_id"]
         ep["task_id"] = task.reindex(first["state_id"].to_numpy()).to_numpy()
-    strata = [c for c in ("task_id", "trigger_p") if c in ep.columns]
+    # a stage-2 design is a stratum of its own (its trigger_p is q at trigger states only)
+    strata = [c for c in ("task_id", "trigger_p", "design") if c in ep.columns]
     rng = np.random.default_rng(seed)
     ep = ep.iloc[rng.permutation(len(ep))].reset_index(drop=True)
     rank = ep.groupby(strata, sort=False, dropna=False).cumcount().to_numpy()

@@ -218,11 +218,7 @@ def run_frontier(cfg) -> Frontier:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     fr.table.to_parquet(out / "frontier.parquet", index=False)
-    random_help = None
-    if ds.episodes is not None and {"trigger_p", "expert_calls", "success"} <= set(
-        ds.episodes.columns
-    ):
-        random_help = ds.episodes.groupby("trigger_p")[["expert_calls", "success"]].mean()
+    random_help = random_help_curve(ds.episodes)
     plot(
         fr,
         out / "frontier.png",
@@ -236,3 +232,15 @@ def run_frontier(cfg) -> Frontier:
         f"{out / 'frontier.parquet'}, {out / 'frontier.png'}"
     )
     return fr
+
+
+def random_help_curve(episodes: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Mean calls and success per trigger probability of the grid's episodes (random help
+    at every step), for the frontier plot; a stage-2 design's rows (``design`` set: help
+    randomised at trigger states only) are left out. None without such episodes."""
+    if episodes is None or not {"trigger_p", "expert_calls", "success"} <= set(episodes.columns):
+        return None
+    grid = episodes[episodes["design"].isna()] if "design" in episodes.columns else episodes
+    if not len(grid):
+        return None
+    return grid.groupby("trigger_p")[["expert_calls", "success"]].mean()

@@ -141,6 +141,20 @@ def test_split_episodes_balances_each_stratum(lucky):
     assert sorted(f.index) == [0, 1, 2, 3] and f.value_counts().tolist() == [2, 2]
 
 
+def test_split_episodes_keeps_a_stage2_design_a_stratum_of_its_own(lucky):
+    """Two grid episodes and two of a stage-2 design, all at trigger_p 0.5: every seed
+    deals each design's pair one to a fold (one stratum of four could put a pair in one)."""
+    import dataclasses
+
+    eps = lucky.episodes.copy()
+    eps["trigger_p"] = 0.5
+    eps["design"] = [None, None, '{"kind":"triggers"}', '{"kind":"triggers"}']
+    ds = dataclasses.replace(lucky, episodes=eps)
+    for seed in range(20):
+        f = split_episodes(ds, 2, seed=seed)
+        assert f[0] != f[1] and f[2] != f[3], (seed, f.tolist())
+
+
 def test_cross_fit_on_the_demo_is_below_the_dp_forecast():
     ds = load_dataset(demo_dataset_path())
     dp = search_budget(ds.mdp, 1.0, gamma=ds.gamma)
@@ -184,3 +198,20 @@ def test_a_policy_over_its_budget_is_flagged():
         "calls/episode, 30% over the budget"
     ]
     assert over_budget(2.0, {"x": 2.1}) == [] and over_budget(2.0, {"x": None}) == []
+
+
+def test_the_frontier_plots_random_help_from_the_grids_episodes_only():
+    from helpdp.pareto import random_help_curve
+
+    eps = pd.DataFrame({
+        "trigger_p": [0.0, 0.0, 0.5, 0.5, 0.5, 0.5],
+        "expert_calls": [0, 0, 1, 3, 1, 1],
+        "success": [False, True, True, True, False, False],
+        "design": [None, None, None, None, '{"kind":"triggers"}', '{"kind":"triggers"}'],
+    })  # fmt: skip
+    curve = random_help_curve(eps)
+    assert curve.index.tolist() == [0.0, 0.5]
+    assert curve.loc[0.5].tolist() == [2.0, 1.0]  # the stage-2 rows (1 call, failed) left out
+    assert random_help_curve(eps.drop(columns="design")).loc[0.5].tolist() == [1.5, 0.5]
+    assert random_help_curve(eps[eps["design"].notna()]) is None
+    assert random_help_curve(None) is None
