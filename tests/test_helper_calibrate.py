@@ -88,7 +88,7 @@ def test_set_threshold_overrides_the_budget(tiny_helper):
 
 
 def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
-    tiny_helper, tmp_path, monkeypatch
+    tiny_helper, tmp_path, monkeypatch, capsys
 ):
     import collect.collector as collector
     from helpdp.evaluate.calibrate import run_calibrate
@@ -99,7 +99,7 @@ def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
     out = tmp_path / "calibrated"
     cfg = HelperCalibrateConfig(helper_dir=str(tiny_helper), split="test", seeds=[900],
                                 max_tasks=1, budgets=[1.0], iters=2, out=str(out),
-                                progress=False)  # fmt: skip
+                                progress=True)  # fmt: skip
     real, outs = collector.collect, []
 
     def spy(config, help_policy=None):
@@ -107,8 +107,12 @@ def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
         return real(config, help_policy=help_policy)
 
     monkeypatch.setattr(collector, "collect", spy)
+    capsys.readouterr()
     meta = run_calibrate(cfg)  # real episodes in the demo worlds
     assert len(outs) == 2 and len(set(outs)) == 2  # each run in a fresh directory
+    # the bar is labelled and has its total from its first frame (issue 34, item 9)
+    frames = [f for f in capsys.readouterr().err.replace("\r", "\n").splitlines() if f.strip()]
+    assert frames[0].startswith("calibrate (runs, at most):") and "0/2" in frames[0], frames[:3]
     assert json.loads((tiny_helper / "helper.json").read_text()) == before  # source untouched
     assert meta["calibration"] == "env" and meta["thresholds_before"] == before["thresholds"]
     c = meta["metrics"]["calibration_env"]["budgets"]["1"]
