@@ -14,11 +14,11 @@ estimator of ``helpdp.ope``, under each interval method:
   per-task estimates -/+ the Student-t quantile x the delete-one-task jackknife SE,
   the control variate refitted without the task;
 * ``task-t``: the Student-t interval of the tasks' own estimates (the model held fixed;
-  the intervals of session 12);
+  the intervals shipped first on 2026-11-28, before the jackknife);
 * ``task-pct``: a percentile bootstrap of those per-task estimates (tasks resampled);
 * ``episode`` (``unit="episode"``): a percentile bootstrap of episodes within each task;
 * ``stratum`` (``unit="stratum"``): the percentile bootstrap of episodes within (task,
-  trigger probability) strata, the intervals of sessions 7-11.
+  trigger probability) strata, the intervals shipped until 2026-11-28.
 
 It prints, per design, method, estimator and quantity (``SR``, ``U``, the differences
 ``dSR``, ``dU``), the smallest coverage over the policies (and the mean), and writes

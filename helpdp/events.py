@@ -6,7 +6,7 @@ in training rollouts), ``tool_name``, ``failure`` (``unknown_tool |
 unknown_meta_function | invalid_json | malformed_tag | untagged_call | tool_error |
 invalid_arguments | server_error``, ``collect/awm/protocol.py``; null when the turn
 worked), ``format_error`` and, from the
-collector of issue 32 on, ``args_sha`` (:func:`args_sha` of the call's arguments).
+collector of 2026-11-28 on, ``args_sha`` (:func:`args_sha` of the call's arguments).
 :func:`classify_steps` turns these into ONE class per turn, first match wins:
 
 ``stop``          the actor gave its final answer (``kind == "final"``);

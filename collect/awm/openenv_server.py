@@ -457,7 +457,7 @@ class _FreeOnDisconnect:
       (within :attr:`CLOSE_WAIT_S`). OpenEnv answers it at once with ``closing`` and
       frees the slot when the handler ends, which on a busy event loop is seconds later:
       a client that closed one session and opened the next was refused at capacity by
-      its own closed session (issue 38: 16 episodes in flight against a cap of 16 lost
+      its own closed session (measured: 16 episodes in flight against a cap of 16 lost
       some). Now a close that returns has freed its slot.
 
     Sessions used over HTTP ``/mcp`` only, never attached, are left to OpenEnv."""

@@ -695,7 +695,7 @@ class OpenEnvPool(ServedScenarios):
                 if self._idle[i].scenario.name == name:
                     return self._idle.pop(i)
             # sessions being opened by other threads count: a batch starts its episodes
-            # at once, and uncounted they took the pool past its limit (issue 38)
+            # at once, and uncounted they took the pool past its limit
             while (
                 self.max_sessions
                 and self._idle
