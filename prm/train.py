@@ -35,8 +35,8 @@ def _versions() -> dict:
 
 
 #: what ``train``'s bar counts: ``STAGES_LM`` for ``kind=lm`` (its fit's stages between)
-STAGES_TABULAR = ("loading data", "building examples", "fitting", "saving")
-STAGES_LM = ("loading data", "building examples", "building the model", *FIT_STAGES, "saving")
+STAGES_TABULAR = ("building examples", "fitting", "saving")
+STAGES_LM = ("building examples", "building the model", *FIT_STAGES, "saving")
 
 
 def fit_prm(ds, cfg, stage=None) -> tuple[PRM, dict]:
@@ -127,9 +127,10 @@ def train(cfg) -> dict:
     model_cfg = as_config(PRMModelConfig, cfg.prm)
     kind = cfg.kind or model_cfg.kind
     names = STAGES_LM if kind == "lm" else STAGES_TABULAR
-    # a labelled bar from the first second: loading a backbone and scoring take minutes
+    # the data first (a second; its errors stay one line, before any bar), then a labelled
+    # bar from the first second of the work: loading a backbone and scoring take minutes
+    ds = load_dataset(cfg.data)
     with Stages(f"prm.train prm={prm_name(model_cfg, kind)}", names, cfg.progress) as stage:
-        ds = load_dataset(cfg.data)
         prm, summary = fit_prm(ds, cfg, stage=stage)
         stage("saving")
         out = prm.save(cfg.out)

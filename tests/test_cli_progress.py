@@ -90,10 +90,10 @@ def test_prm_train_shows_its_stages_and_its_cost_before_fitting(rates, tmp_path,
     frames = _frames(err)
     # the stage bar from the first frame, every stage in order, each with the total
     stages = [f.split(":")[1].strip() for f in frames if f.startswith("prm.train prm=tiny:")]
-    assert stages[0] == "loading data" and "0/7" in frames[0]
+    assert stages[0] == "building examples" and "0/6" in frames[0]
     seen = list(dict.fromkeys(stages))
-    assert seen == ["loading data", "building examples", "building the model", "loss before",
-                    "fitting", "loss after", "saving"]  # fmt: skip
+    assert seen == ["building examples", "building the model", "loss before", "fitting",
+                    "loss after", "saving"]  # fmt: skip
     # the cost, before the first scoring bar: 200 x 2 fitted, 2 x 200 + 4 x n_val scored
     n_val = summary["examples"]["validation"]
     line = next(f for f in frames if f.startswith("prm.train: expected cost:"))

@@ -556,7 +556,7 @@ def _save(m: _Net, helper_meta: dict, out: Path) -> None:
 
 
 #: what ``run_train``'s first bar counts (``train_helper``'s ``stage`` names the next one)
-STAGES = ("reading labels", "building the model", "encoding", "fitting", "calibrating", "saving")
+STAGES = ("building the model", "encoding", "fitting", "calibrating", "saving")
 
 
 def _announce(mcfg: HelperModelConfig, device: str, n_train: int, n_val: int, shown: bool):
@@ -577,7 +577,7 @@ def _announce(mcfg: HelperModelConfig, device: str, n_train: int, n_val: int, sh
 
 def train_helper(labels: pd.DataFrame, meta: dict, cfg, out, stage=None) -> dict:
     """Fit, pick thresholds, save to ``out``; returns the contents of helper.json.
-    ``stage(name)``: called as each of ``STAGES`` after the first begins."""
+    ``stage(name)``: called as each of ``STAGES`` begins."""
     stage = stage or (lambda name: None)
     cfg = _as_cfg(HelperTrainConfig, cfg)
     mcfg = _model_config(cfg.helper)
@@ -588,26 +588,26 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out, stage=None) -> dict
     ex = examples(labels, classes, cfg.mode, cfg.example_weight, bool(cfg.state_header))
     train, val = _train_val(ex, cfg, mcfg.seed)
 
-    stage(STAGES[1])
+    stage(STAGES[0])
     device = _torch_device(mcfg, cfg.device)
     # an example's weight scales its soft target: the loss (soft_cross_entropy, a
     # mean over sum_c w_c y_c) is then the example-weighted mean
     y_train = np.stack(train["target"].to_numpy()) * train["weight"].to_numpy()[:, None]
     m = _build_net(train["text"].tolist(), len(classes), y_train, mcfg, device)
     _announce(mcfg, device, len(train), len(val), cfg.progress)
-    stage(STAGES[2])
+    stage(STAGES[1])
     seq_train = m.encoder(train["text"])
     seq_val = m.encoder(val["text"]) if len(val) else []
     shown = (lambda d: d) if cfg.progress else (lambda d: None)
     p_before = m.proba(seq_train, shown("scoring train (before)"))
-    stage(STAGES[3])
+    stage(STAGES[2])
     trainer = _fit(m, seq_train, y_train, mcfg, cfg.progress)
     p_train = m.proba(seq_train, shown("scoring train"))
     p_val = m.proba(seq_val, shown("scoring validation")) if len(val) else None
     metrics = _fit_metrics(m, trainer, p_before, p_train, y_train, val, p_val)
 
     thresholds, threshold_split, tie_weights = None, None, None
-    stage(STAGES[4])
+    stage(STAGES[3])
     if cfg.mode == "threshold":  # calibrated on the validation rows, else the training ones
         threshold_split = list(cfg.val_splits or []) if len(val) else list(cfg.train_splits)
         cal_ex, p_cal = (val, p_val) if len(val) else (train, p_train)
@@ -619,7 +619,7 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out, stage=None) -> dict
         cfg, mcfg, meta, m, classes, budgets, thresholds, tie_weights, threshold_split,
         metrics, t0,
     )  # fmt: skip
-    stage(STAGES[5])
+    stage(STAGES[4])
     _save(m, helper_meta, Path(out))
     return helper_meta
 
@@ -648,10 +648,11 @@ def run_train(cfg) -> dict:
 
     from helpdp.cliconf.progress import Stages
 
-    # a labelled bar from the first second: loading and encoding take minutes on MiniLM
+    # the labels first (a second; their errors stay one line, before any bar), then a
+    # labelled bar from the first second of the work: loading and encoding take minutes
+    labels, meta = read_labels(cfg.labels)
     label = f"helpdp.helper.train helper={_model_config(cfg.helper).backbone}"
     with Stages(label, STAGES, cfg.progress) as stage:
-        labels, meta = read_labels(cfg.labels)
         res = train_helper(labels, meta, cfg, cfg.out, stage=stage)
     m = res["metrics"]
     nan = float("nan")
