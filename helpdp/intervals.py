@@ -26,7 +26,8 @@ def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
     d = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / d
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, centre - half), min(1.0, centre + half)
+    lo = 0.0 if k <= 0 else max(0.0, centre - half)  # exact at the ends (no rounding)
+    return lo, 1.0 if k >= n else min(1.0, centre + half)
 
 
 def mean_ci(x, z: float = 1.96) -> tuple[float, float, float]:

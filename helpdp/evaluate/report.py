@@ -170,7 +170,7 @@ def usage_success_plot(
         points = [r for r in s.itertuples() if not r.policy.startswith("random p=")]
         colours = plt.cm.tab20((np.arange(len(points)) + 2) % 20)  # blue is the random curve
         for r, c in zip(points, colours):  # SR's Wilson interval: never past 0 or 1
-            yerr = [[r.SR - r.SR_lo], [r.SR_hi - r.SR]]
+            yerr = [[max(r.SR - r.SR_lo, 0.0)], [max(r.SR_hi - r.SR, 0.0)]]  # rounding at 0, 1
             ax.errorbar(r.U, r.SR, yerr=yerr, fmt="s", capsize=3, color=c, label=r.policy)
         ax.set_xlabel("expert calls per episode (realised)")
         ax.set_ylabel("success rate")
