@@ -47,9 +47,8 @@ steps, and episodes sharing the task's control-variate cells, are not independen
   the control variate per policy.
 * ``episode`` (``auto`` below 8 tasks): percentile bootstrap of the episodes within
   each task, the model fixed (a narrower, less safe interval for these tasks);
-* ``stratum``: the same within (task, trigger vector) strata, the intervals
-  shipped until 2026-11-28, kept to measure them against: they under-cover (strata of
-  ~3 episodes).
+* ``stratum``: the same within (task, trigger vector) strata, the intervals shipped
+  before, kept to measure them against: they under-cover (strata of ~3 episodes).
 
 With a ``reference`` policy, the paired differences ``dSR``, ``dU`` are computed task
 by task (``task``) or within the same bootstrap replicates (``episode``).
