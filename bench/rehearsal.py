@@ -304,6 +304,15 @@ def _metrics(out: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def _diff(first: list[dict], again: list[dict]) -> list:
+    """Where the rerun of a batch differs from its first run: ``[index, field, first,
+    again]`` per differing field (``[None, "episodes", n_first, n_again]`` on a count)."""
+    if len(first) != len(again):
+        return [[None, "episodes", len(first), len(again)]]
+    return [[i, k, a.get(k), b.get(k)] for i, (a, b) in enumerate(zip(first, again))
+            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]  # fmt: skip
+
+
 def _per_rank(out: Path, stub: list[dict], snap: dict, kill_step: int) -> dict:
     """Per rank: grants, calls, the stand-in's requests, worker count; the checks."""
     rows = {}
@@ -331,6 +340,7 @@ def _per_rank(out: Path, stub: list[dict], snap: dict, kill_step: int) -> dict:
         again = [x for x in e if x["step"] == kill_step]
         first = [x for x in snap[rank]["episodes"] if x["step"] == kill_step]
         rows[rank]["batch_rerun_identical"] = bool(first) and again == first
+        rows[rank]["batch_rerun_diff"] = _diff(first, again)
     return rows
 
 

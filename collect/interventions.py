@@ -23,6 +23,7 @@ import abc
 import ast
 import io
 import re
+import threading
 import tokenize
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -103,6 +104,7 @@ class BaseIntervention(abc.ABC):
 
     kind = ""
     needs_solutions = False
+    criteria_tokens = 0  # expert tokens this process spent outside any episode's help
 
     def __init__(self, name: str, config: InterventionConfig):
         self.name = name
@@ -224,13 +226,28 @@ class ExpertLLM(BaseIntervention):
         if not config.model:
             raise ValueError(f"intervention {name!r}: model is required for expert_llm")
         self.client = ChatClient(config, transport=transport)
-        self._criteria: dict[tuple[str, int], tuple[str, int]] = {}
+        self._criteria: dict[tuple[str, int], str] = {}
+        self._locks: dict[tuple[str, int], threading.Lock] = {}
+        self._lock = threading.Lock()
+        self.criteria_tokens = 0  # the expert's tokens spent distilling criteria, this process
 
-    def criteria(self, scenario: Any, task_idx: int, task: str) -> tuple[str, int]:
-        """``(criteria text, tokens spent)`` of a task (cached per process)."""
+    def criteria(self, scenario: Any, task_idx: int, task: str) -> str:
+        """A task's success criteria, made once per task and process (the episodes of a
+        batch that ask at once wait for one request). Its tokens are the process's
+        (``criteria_tokens``), not an episode's: which episode asks first depends on
+        threads and on where a run resumed, and an episode's ``expert_tokens`` must not."""
         key = (scenario.name, task_idx)
-        if key in self._criteria:
-            return self._criteria[key][0], 0
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._criteria:
+                text, tokens = self._make_criteria(scenario, task_idx, task)
+                self._criteria[key] = text
+                with self._lock:
+                    self.criteria_tokens += tokens
+            return self._criteria[key]
+
+    def _make_criteria(self, scenario: Any, task_idx: int, task: str) -> tuple[str, int]:
         record = scenario.verifiers.get(task_idx) or scenario.sql_verifiers.get(task_idx)
         mode = self.config.criteria
         tokens = 0
@@ -255,7 +272,6 @@ class ExpertLLM(BaseIntervention):
             )
             text = render_observation(r.text.strip())
             tokens = r.prompt_tokens + r.completion_tokens
-        self._criteria[key] = (text, tokens)
         return text, tokens
 
     def messages(self, view: EpisodeView, env: AWMEnv, criteria: str) -> list[dict[str, str]]:
@@ -281,7 +297,7 @@ class ExpertLLM(BaseIntervention):
         return [{"role": "system", "content": EXPERT_SYSTEM}, {"role": "user", "content": user}]
 
     def help(self, view: EpisodeView, env: AWMEnv, rng: np.random.Generator) -> Help:
-        criteria, spent = self.criteria(env.scenario, view.spec.task_idx, view.task)
+        criteria = self.criteria(env.scenario, view.spec.task_idx, view.task)
         seed = int(rng.integers(0, 2**31 - 1))
         r = self.client.complete(
             self.messages(view, env, criteria),
@@ -292,9 +308,7 @@ class ExpertLLM(BaseIntervention):
         # the reply may repeat what the world wrote: the actor reads it as data too
         reply = render_observation(r.text.strip(), (self.config.header,))
         text = f"{self.config.header}\n{reply}"
-        return Help(
-            self.name, self.kind, text, tokens=spent + r.prompt_tokens + r.completion_tokens
-        )
+        return Help(self.name, self.kind, text, tokens=r.prompt_tokens + r.completion_tokens)
 
     def close(self) -> None:
         self.client.close()

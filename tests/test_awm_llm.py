@@ -261,3 +261,61 @@ def test_the_client_retries_429_and_5xx_not_400():
         client.close()
     finally:
         server.stop()
+
+
+def test_criteria_made_once_per_task_and_never_an_episodes_tokens():
+    """Threads of a batch asking for one task's help at once: one criteria request,
+    and every help's tokens are its own request's, whichever thread asked first (a
+    rerun of a batch after a resume must log the same ``expert_tokens``)."""
+    from types import SimpleNamespace
+
+    import httpx2
+    import numpy as np
+
+    from collect.interventions import ExpertLLM, InterventionConfig
+    from collect.schedule import EpisodeSpec
+    from collect.types import EpisodeView
+
+    sent, gate = [], threading.Event()
+
+    def handler(request):
+        messages = __import__("json").loads(request.content)["messages"]
+        sent.append(messages[0]["content"])
+        if messages[0]["content"] == CRITERIA_SYSTEM:
+            gate.wait(5)  # hold the first request until every thread has asked
+            usage = {"prompt_tokens": 1000, "completion_tokens": 50}
+        else:
+            usage = {"prompt_tokens": 100, "completion_tokens": 10}
+        return httpx2.Response(
+            200, json={"choices": [{"message": {"content": "- x"}}], "usage": usage}
+        )
+
+    code = "def verify(before, after):\n    return True\n"
+    scenario = SimpleNamespace(
+        name="w", verifiers={0: SimpleNamespace(code=code)}, sql_verifiers={}
+    )
+    env = SimpleNamespace(tools=[], scenario=scenario, trajectory_text=lambda: "")
+    cfg = InterventionConfig(
+        kind="expert_llm", base_url="http://x.test/v1", model="m", criteria="llm"
+    )
+    iv = ExpertLLM("expert", cfg, transport=httpx2.MockTransport(handler))
+    views = [
+        EpisodeView(EpisodeSpec(i, "w", 0, "w/0", "train", 0, (1.0,), i), "task", [], None, [])
+        for i in range(4)
+    ]
+    out: list = [None] * 4
+
+    def ask(i):
+        out[i] = iv.help(views[i], env, np.random.default_rng(i))
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    gate.set()
+    for t in threads:
+        t.join(10)
+    iv.close()
+    assert sent.count(CRITERIA_SYSTEM) == 1 and len(sent) == 5
+    assert [h.tokens for h in out] == [110] * 4
+    assert iv.criteria_tokens == 1050

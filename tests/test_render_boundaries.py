@@ -451,7 +451,7 @@ PROBES = {
         m["content"] for m in judge_messages(t, t, {"rows": [t]})
     ],
     "collect.interventions:Oracle.help": _oracle,
-    "collect.interventions:ExpertLLM.criteria": lambda t: _expert(t)["criteria"],
+    "collect.interventions:ExpertLLM._make_criteria": lambda t: _expert(t)["criteria"],
     "collect.interventions:ExpertLLM.messages": lambda t: _expert(t)["messages"],
     "collect.interventions:ExpertLLM.help": lambda t: _expert(t)["help"],
     "helpdp.train.envs:RemoteEnv.trajectory_text": lambda t: [

@@ -65,7 +65,7 @@ BOUNDARIES = (
     "collect.awm.episode:ResetResult.messages",  # collect.awm.serve's reset answer
     "collect.awm.protocol:judge_messages",  # the SQL-mode judge: task, verifier output
     "collect.interventions:Oracle.help",  # the reference solution's call and answer
-    "collect.interventions:ExpertLLM.criteria",  # criteria=llm: task and verifier code
+    "collect.interventions:ExpertLLM._make_criteria",  # criteria=llm: task and verifier code
     "collect.interventions:ExpertLLM.messages",  # task, tools, criteria, trajectory, errors
     "collect.interventions:ExpertLLM.help",  # the expert's reply, as the actor reads it
     "helpdp.train.envs:RemoteEnv.trajectory_text",  # a collect.awm.serve server's output

@@ -392,6 +392,7 @@ class AWMRollout:
         self.pool = pool
         self.timings = Timings()
         self.interventions = [_TimedIntervention(iv, self.timings) for iv in interventions]
+        self._criteria_seen = 0
         self.lookup = lookup
         self.actor_factory = actor_factory
         self.actor: TokenActor | None = None
@@ -541,6 +542,13 @@ class AWMRollout:
             "episode_id": [int(e["episode_id"]) for e in ep],
         }
 
+    def _criteria_tokens(self) -> int:
+        """The expert's tokens spent on success criteria since the last batch (once per
+        task and process: not any episode's, see ``ExpertLLM.criteria``)."""
+        total = sum(getattr(iv.inner, "criteria_tokens", 0) for iv in self.interventions)
+        spent, self._criteria_seen = total - self._criteria_seen, total
+        return spent
+
     def _task_text(self, lg) -> str:
         for text, key in self.lookup.items():
             if key == (lg.spec.scenario, lg.spec.task_idx):
@@ -577,6 +585,7 @@ class AWMRollout:
             "expert/calls": sum(e["expert_calls"] for e in ep),
             "expert/errors": sum(1 for d in dec if d["error"]),
             "expert/tokens": sum(d["tokens"] for d in dec),
+            "expert/criteria_tokens": self._criteria_tokens(),
             "gate/decisions": len(asked),
             "gate/granted": sum(1 for d in dec if d["gate"] > 0),
             "gate/errors": sum(1 for d in dec if d.get("gate_error")),
