@@ -61,9 +61,20 @@ def _pct(per_task: np.ndarray, b: int, level: float, rng) -> tuple[float, float]
     return tuple(np.quantile(means, [a, 1 - a]))
 
 
-def run(reps: int, seeds: int, *, world=WORLD, methods=METHODS, estimators=ESTIMATORS,
-        n_boot: int = 200, level: float = 0.95, seed: int = 0, pols=None,
-        dump: dict | None = None, rep_start: int = 0) -> dict:  # fmt: skip
+def run(
+    reps: int,
+    seeds: int,
+    *,
+    world=WORLD,
+    methods=METHODS,
+    estimators=ESTIMATORS,
+    n_boot: int = 200,
+    level: float = 0.95,
+    seed: int = 0,
+    pols=None,
+    dump: dict | None = None,
+    rep_start: int = 0,
+) -> dict:
     """Coverage of every (method, estimator, policy, quantity) over ``reps`` collections.
     ``dump`` (a dict): receives ``per_task`` ``(reps, policies, estimators, quantities,
     tasks)``, the per-task estimates (``unit="task"``), for other intervals offline.
@@ -104,8 +115,14 @@ def run(reps: int, seeds: int, *, world=WORLD, methods=METHODS, estimators=ESTIM
                 for r in est.table.itertuples():
                     if r.quantity not in QUANTITIES:
                         continue
-                    _add(cells, (m, r.estimator, p.name, r.quantity), r.value, r.lo, r.hi,
-                         truth[p.name][r.quantity])  # fmt: skip
+                    _add(
+                        cells,
+                        (m, r.estimator, p.name, r.quantity),
+                        r.value,
+                        r.lo,
+                        r.hi,
+                        truth[p.name][r.quantity],
+                    )
             for (est, q), g in pt.groupby(["estimator", "quantity"]):
                 if q not in QUANTITIES:
                     continue
@@ -115,22 +132,45 @@ def run(reps: int, seeds: int, *, world=WORLD, methods=METHODS, estimators=ESTIM
                     _add(cells, ("task-t", est, p.name, q), m, lo, hi, truth[p.name][q])
                 if "task-pct" in methods:
                     lo, hi = _pct(v, n_boot, level, rng)
-                    _add(cells, ("task-pct", est, p.name, q), float(np.nanmean(v)), lo, hi,
-                         truth[p.name][q])  # fmt: skip
+                    _add(
+                        cells,
+                        ("task-pct", est, p.name, q),
+                        float(np.nanmean(v)),
+                        lo,
+                        hi,
+                        truth[p.name][q],
+                    )
     if dump is not None:
-        dump.update(per_task=per_task_all, policies=[p.name for p in pols],
-                    estimators=list(estimators), quantities=list(QUANTITIES),
-                    truth=np.array([[truth[p.name][q] for q in QUANTITIES] for p in pols]))  # fmt: skip
-    out = {"reps": reps, "seeds": seeds, "tasks": len(world.difficulty),
-           "episodes": len(world.difficulty) * len(PROBS) * seeds, "level": level,
-           "exact": truth, "cells": []}  # fmt: skip
+        dump.update(
+            per_task=per_task_all,
+            policies=[p.name for p in pols],
+            estimators=list(estimators),
+            quantities=list(QUANTITIES),
+            truth=np.array([[truth[p.name][q] for q in QUANTITIES] for p in pols]),
+        )
+    out = {
+        "reps": reps,
+        "seeds": seeds,
+        "tasks": len(world.difficulty),
+        "episodes": len(world.difficulty) * len(PROBS) * seeds,
+        "level": level,
+        "exact": truth,
+        "cells": [],
+    }
     for (m, est, pol, q), c in cells.items():
         a = np.asarray(c)
-        out["cells"].append({
-            "method": m, "estimator": est, "policy": pol, "quantity": q,
-            "coverage": float(a[:, 0].mean()), "bias": float(a[:, 1].mean()),
-            "half_width": float(np.nanmean(a[:, 2])), "rmse": float(np.sqrt((a[:, 1] ** 2).mean())),
-        })  # fmt: skip
+        out["cells"].append(
+            {
+                "method": m,
+                "estimator": est,
+                "policy": pol,
+                "quantity": q,
+                "coverage": float(a[:, 0].mean()),
+                "bias": float(a[:, 1].mean()),
+                "half_width": float(np.nanmean(a[:, 2])),
+                "rmse": float(np.sqrt((a[:, 1] ** 2).mean())),
+            }
+        )
     return out
 
 
@@ -148,10 +188,17 @@ def summary(res: dict) -> list[dict]:
     out = []
     for (m, est, q), cs in rows.items():
         worst = min(cs, key=lambda c: c["coverage"])
-        out.append({"method": m, "estimator": est, "quantity": q,
-                    "min": worst["coverage"], "mean": float(np.mean([c["coverage"] for c in cs])),
-                    "worst": worst["policy"],
-                    "half_width": float(np.mean([c["half_width"] for c in cs]))})  # fmt: skip
+        out.append(
+            {
+                "method": m,
+                "estimator": est,
+                "quantity": q,
+                "min": worst["coverage"],
+                "mean": float(np.mean([c["coverage"] for c in cs])),
+                "worst": worst["policy"],
+                "half_width": float(np.mean([c["half_width"] for c in cs])),
+            }
+        )
     return out
 
 
@@ -170,16 +217,25 @@ def main(argv=None) -> dict:
     for s in args.seeds:
         t0 = time.perf_counter()
         dump: dict = {}
-        r = run(args.reps, s, methods=tuple(args.methods), n_boot=args.n_boot, dump=dump,
-                rep_start=args.rep_start, estimators=tuple(args.estimators))  # fmt: skip
+        r = run(
+            args.reps,
+            s,
+            methods=tuple(args.methods),
+            n_boot=args.n_boot,
+            dump=dump,
+            rep_start=args.rep_start,
+            estimators=tuple(args.estimators),
+        )
         if args.dump:
             np.savez(f"{args.dump}_seeds{s}.npz", **dump)
         r["summary"] = summary(r)
         r["seconds"] = time.perf_counter() - t0
         res[f"seeds={s}"] = r
-        print(f"{r['tasks']} tasks x 7 probabilities x {s} seeds = {r['episodes']} episodes, "
-              f"{args.reps} collections; 95% intervals, coverage min (mean) over "
-              f"{len(r['exact'])} policies:")  # fmt: skip
+        print(
+            f"{r['tasks']} tasks x 7 probabilities x {s} seeds = {r['episodes']} episodes, "
+            f"{args.reps} collections; 95% intervals, coverage min (mean) over "
+            f"{len(r['exact'])} policies:"
+        )
         print("| method | estimator | " + " | ".join(QUANTITIES) + " |")
         print("|---|---|" + "---|" * len(QUANTITIES))
         tab = {(x["method"], x["estimator"], x["quantity"]): x for x in r["summary"]}

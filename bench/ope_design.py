@@ -62,8 +62,13 @@ def run(reps: int, seeds: int, estimators=("snis", "dr", "wdr")) -> dict:
                 err[f"grid/{e}"].append((sr - exact[k, 0], u - exact[k, 1]))
             s, u = world.run(pol, per_cand, seed=2000 + 97 * rep + k)
             err["candidates/mean"].append((s.mean() - exact[k, 0], u.mean() - exact[k, 1]))
-    out = {"episodes_per_replication": n_eps, "per_candidate_and_task": per_cand,
-           "candidates": [p.name for p in pols], "reps": reps, "designs": {}}  # fmt: skip
+    out = {
+        "episodes_per_replication": n_eps,
+        "per_candidate_and_task": per_cand,
+        "candidates": [p.name for p in pols],
+        "reps": reps,
+        "designs": {},
+    }
     for name, e in err.items():
         a = np.array(e)
         out["designs"][name] = {
@@ -83,13 +88,17 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     res = run(args.reps, args.seeds)
     base = res["designs"]["candidates/mean"]["SR_rmse"]
-    print(f"{res['episodes_per_replication']} episodes per replication, {args.reps} replications, "
-          f"{len(res['candidates'])} candidates ({res['per_candidate_and_task']} episodes each "
-          "per task under the candidates design)")  # fmt: skip
+    print(
+        f"{res['episodes_per_replication']} episodes per replication, {args.reps} replications, "
+        f"{len(res['candidates'])} candidates ({res['per_candidate_and_task']} episodes each "
+        "per task under the candidates design)"
+    )
     for name, d in res["designs"].items():
-        print(f"  {name:18s} SR rmse {d['SR_rmse']:.4f} (x{d['SR_rmse'] / base:.2f} the "
-              f"candidates design)  mae {d['SR_mae']:.4f}   U rmse {d['U_rmse']:.4f}  "
-              f"mae {d['U_mae']:.4f}")  # fmt: skip
+        print(
+            f"  {name:18s} SR rmse {d['SR_rmse']:.4f} (x{d['SR_rmse'] / base:.2f} the "
+            f"candidates design)  mae {d['SR_mae']:.4f}   U rmse {d['U_rmse']:.4f}  "
+            f"mae {d['U_mae']:.4f}"
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(res, f, indent=1)

@@ -138,10 +138,18 @@ def turn_classes(path: str):
                 cls = "loop"
             else:
                 cls = failure
-            rows.append({"episode": int(_eid), "t": int(r.t), "context": ctx, "cls": cls,
-                         "help": bool(r.action),
-                         "success": bool(r.success), "p": float(r.trigger_p),
-                         "prev": "start" if prev is None else prev[2]})  # fmt: skip
+            rows.append(
+                {
+                    "episode": int(_eid),
+                    "t": int(r.t),
+                    "context": ctx,
+                    "cls": cls,
+                    "help": bool(r.action),
+                    "success": bool(r.success),
+                    "p": float(r.trigger_p),
+                    "prev": "start" if prev is None else prev[2],
+                }
+            )
             prev = (r.tool_name if isinstance(r.tool_name, str) else None, failure, cls)
     import pandas as pd
 
@@ -203,9 +211,14 @@ def call_value(paths, max_turn: int = 3, min_n: int = 5, n_boot: int = 1000, see
             codes = ep_code[g.index.to_numpy()]
             boot = np.array([_call_effect(g, draws[b, codes])[0] for b in range(n_boot)])
             lo, hi = np.nanquantile(boot, [0.025, 0.975])
-            rows[name] = {"value": round(est, 3), "lo": round(float(lo), 3),
-                          "hi": round(float(hi), 3), "steps": n, "helped": n_h,
-                          "episodes": int(len(np.unique(codes)))}  # fmt: skip
+            rows[name] = {
+                "value": round(est, 3),
+                "lo": round(float(lo), 3),
+                "hi": round(float(hi), 3),
+                "steps": n,
+                "helped": n_h,
+                "episodes": int(len(np.unique(codes))),
+            }
         out[str(path)] = {"actor": actor, "value_of_a_call": rows}
     return out
 
@@ -304,8 +317,12 @@ def eval_report(dirs: list[str], skip: tuple[str, ...] = ()) -> dict:
         pols = list(dict.fromkeys(r["policy"]))
         pairs = set.intersection(*(set(r.loc[r.policy == p, "pair"]) for p in pols))
         r = r[r["pair"].isin(pairs)]
-        lines += [f"### {split}: {len(pairs)} paired (task, seed) episodes per policy", "",
-                  "| policy | SR [95% Wilson] | calls / episode | turns |", "|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"### {split}: {len(pairs)} paired (task, seed) episodes per policy",
+            "",
+            "| policy | SR [95% Wilson] | calls / episode | turns |",
+            "|---|---|---|---|",
+        ]
         by = {p: r[r.policy == p].set_index("pair").sort_index() for p in pols}
         for p in pols:
             e = by[p]
@@ -317,8 +334,11 @@ def eval_report(dirs: list[str], skip: tuple[str, ...] = ()) -> dict:
                 f"{e['expert_calls'].mean():.2f} | {e['steps'].mean():.2f} |"
             )
         cell = {p: p.replace("|", "\\|") for p in pols}  # a mixture's name holds "|"
-        lines += ["", "| paired SR difference (row - column) | "
-                  + " | ".join(cell[p] for p in pols) + " |", "|---" * (len(pols) + 1) + "|"]  # fmt: skip
+        lines += [
+            "",
+            "| paired SR difference (row - column) | " + " | ".join(cell[p] for p in pols) + " |",
+            "|---" * (len(pols) + 1) + "|",
+        ]
         for a in pols:
             cells = []
             for b in pols:
@@ -379,11 +399,18 @@ def main(argv=None) -> dict:
         if args.openai:  # the same schedule and sampling, through the server
             a = cfg.actor
             cfg = collect_config(
-                ["collect/actor=openai", f"actor.base_url={args.openai}",
-                 f"actor.model={args.model}", f"actor.temperature={a.temperature}",
-                 f"actor.top_p={a.top_p}", f"actor.max_tokens={a.max_tokens}",
-                 "actor.concurrency=1", "executor.batch_size=1", *common]
-            )  # fmt: skip
+                [
+                    "collect/actor=openai",
+                    f"actor.base_url={args.openai}",
+                    f"actor.model={args.model}",
+                    f"actor.temperature={a.temperature}",
+                    f"actor.top_p={a.top_p}",
+                    f"actor.max_tokens={a.max_tokens}",
+                    "actor.concurrency=1",
+                    "executor.batch_size=1",
+                    *common,
+                ]
+            )
         t0 = time.perf_counter()
         actor = (
             OpenAIActor(actor_config(cfg.actor))

@@ -103,7 +103,7 @@ class StubExpert:
                         "prompt_tokens": entry["chars"] // 4,
                         "completion_tokens": 16,
                         "total_tokens": entry["chars"] // 4 + 16,
-                    },  # fmt: skip
+                    },
                 }
                 data = json.dumps(reply).encode()
                 self.send_response(200)
@@ -203,13 +203,29 @@ class Monitor:
 
 def _launch_cmd(out: Path, steps: int, extra: list[str], port: int) -> list[str]:
     return [
-        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "--main_process_port", str(port),
-        "-m", "helpdp.train", "train=b200_rehearsal", f"out={out}", f"grpo.max_steps={steps}",
-        "progress=false", "interventions.expert.api_key_env=HELPDP_REHEARSAL_KEY_${oc.env:RANK,0}",
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(port),
+        "-m",
+        "helpdp.train",
+        "train=b200_rehearsal",
+        f"out={out}",
+        f"grpo.max_steps={steps}",
+        "progress=false",
+        "interventions.expert.api_key_env=HELPDP_REHEARSAL_KEY_${oc.env:RANK,0}",
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 def _train_helper(root: Path, env: dict) -> list[str]:
@@ -266,8 +282,9 @@ def _run_phase(cmd, env, log, timeout, kill_after=None, out=None) -> dict:
     logged that many batches. Returns its wall time, return code, peak RSS."""
     t0 = time.perf_counter()
     with open(log, "w") as f:
-        proc = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
     mon = Monitor(proc.pid)
     killed = False
     try:
@@ -309,8 +326,12 @@ def _diff(first: list[dict], again: list[dict]) -> list:
     again]`` per differing field (``[None, "episodes", n_first, n_again]`` on a count)."""
     if len(first) != len(again):
         return [[None, "episodes", len(first), len(again)]]
-    return [[i, k, a.get(k), b.get(k)] for i, (a, b) in enumerate(zip(first, again))
-            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]  # fmt: skip
+    return [
+        [i, k, a.get(k), b.get(k)]
+        for i, (a, b) in enumerate(zip(first, again))
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
 
 
 def _per_rank(out: Path, stub: list[dict], snap: dict, kill_step: int) -> dict:
@@ -349,13 +370,16 @@ def _checks(out: Path, steps: int, ranks: dict, phases: dict, kill_step: int) ->
     found = sorted(int(p.name.split("-")[1]) for p in ck.glob("checkpoint-*"))
     states = {}
     for n in found:
-        s = [json.loads((ck / f"checkpoint-{n}" / f"rollout_state-rank{r}.json").read_text())
-             for r in (0, 1)]  # fmt: skip
+        s = [
+            json.loads((ck / f"checkpoint-{n}" / f"rollout_state-rank{r}.json").read_text())
+            for r in (0, 1)
+        ]
         states[n] = s
     rank0 = json.loads((out / "rank0" / "train.json").read_text())
     metric_steps = [int(r["step"]) for r in _metrics(out)]
-    workers = {r: set(phases["resume"]["processes"].get(str(r), {}).get("workers", {}))
-               for r in (0, 1)}  # fmt: skip
+    workers = {
+        r: set(phases["resume"]["processes"].get(str(r), {}).get("workers", {})) for r in (0, 1)
+    }
     return {
         "two_ranks_ran": set(phases["resume"]["processes"]) == {"0", "1"},
         "each_rank_its_own_workers": all(workers.values()) and not (workers[0] & workers[1]),
@@ -448,9 +472,15 @@ def main(argv: list[str] | None = None) -> int:
     phases: dict = {}
     snap: dict = {}
     with StubExpert(a.max_requests) as stub:
-        env = dict(os.environ, HELPDP_EXPERT_URL=stub.url, HELPDP_EXPERT_MODEL="stub-expert",
-                   HELPDP_REHEARSAL_KEY_0="rank0", HELPDP_REHEARSAL_KEY_1="rank1",
-                   OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")  # fmt: skip
+        env = dict(
+            os.environ,
+            HELPDP_EXPERT_URL=stub.url,
+            HELPDP_EXPERT_MODEL="stub-expert",
+            HELPDP_REHEARSAL_KEY_0="rank0",
+            HELPDP_REHEARSAL_KEY_1="rank1",
+            OMP_NUM_THREADS="1",
+            TOKENIZERS_PARALLELISM="false",
+        )
         root.mkdir(parents=True, exist_ok=True)
         gate = _train_helper(root, env) if a.gate == "helper" else []
         stub.phase = "kill"
@@ -463,8 +493,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"rehearsal: the first launch ended before the kill (log: {root / 'launch-kill.log'})"
             )
             return 1
-        snap = {r: {k: _read_jsonl(out / f"rank{r}" / f"{k}.jsonl") for k in ("decisions", "episodes")}
-                for r in (0, 1)}  # fmt: skip
+        snap = {
+            r: {k: _read_jsonl(out / f"rank{r}" / f"{k}.jsonl") for k in ("decisions", "episodes")}
+            for r in (0, 1)
+        }
         stub.phase = "resume"
         cmd = _launch_cmd(
             out, a.steps, [*gate, f"resume={out}/checkpoints/checkpoint-{kill_step}"], a.port
@@ -476,8 +508,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     ranks = _per_rank(out, log, snap, kill_step)
     checks = _checks(out, a.steps, ranks, phases, kill_step)
-    report = {"checks": checks, "ranks": ranks, "measured": _measure(out, phases, log),
-              "phases": phases, "stub_requests": len(log), "stub_log": log}  # fmt: skip
+    report = {
+        "checks": checks,
+        "ranks": ranks,
+        "measured": _measure(out, phases, log),
+        "phases": phases,
+        "stub_requests": len(log),
+        "stub_log": log,
+    }
     (root / "rehearsal.json").write_text(json.dumps(report, indent=1, default=list) + "\n")
     _print_table(report)
     return 0 if all(checks.values()) else 1
@@ -485,15 +523,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_table(report: dict) -> None:
     ms = report["measured"]["resume"]
-    print("| rank | episodes | gate grants | expert calls (env) | stand-in requests after "
-          "resume / grants | rank peak RSS / PSS MiB | descendants, PSS sum MiB |")  # fmt: skip
+    print(
+        "| rank | episodes | gate grants | expert calls (env) | stand-in requests after "
+        "resume / grants | rank peak RSS / PSS MiB | descendants, PSS sum MiB |"
+    )
     print("|---|---|---|---|---|---|---|")
     for rank, r in report["ranks"].items():
         k = str(rank)
-        print(f"| {rank} | {r['episodes']} | {r['gate_grants']} | {r['episode_expert_calls']} | "
-              f"{r['stub_help_after_resume']} / {r['grants_after_resume']} | "
-              f"{ms['rank_rss_mib'].get(k)} / {ms['rank_pss_mib'].get(k)} | "
-              f"{ms['descendants'].get(k)}, {ms['descendants_pss_mib_sum'].get(k)} |")  # fmt: skip
+        print(
+            f"| {rank} | {r['episodes']} | {r['gate_grants']} | {r['episode_expert_calls']} | "
+            f"{r['stub_help_after_resume']} / {r['grants_after_resume']} | "
+            f"{ms['rank_rss_mib'].get(k)} / {ms['rank_pss_mib'].get(k)} | "
+            f"{ms['descendants'].get(k)}, {ms['descendants_pss_mib_sum'].get(k)} |"
+        )
     for k, kinds in ms["by_command"].items():
         for cmd, (n, rss, pss) in kinds.items():
             print(f"rank {k}: {n} x {cmd!r}: peak RSS {rss} MiB, PSS {pss} MiB")

@@ -96,14 +96,28 @@ class Schedule:
 
 
 def collect_command(
-    rt: Runtime, schedule: Schedule, out: str | Path, base_url: str | None = None,
+    rt: Runtime,
+    schedule: Schedule,
+    out: str | Path,
+    base_url: str | None = None,
     python: str = sys.executable,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """The ``python -m collect`` command line of ``rt`` on ``schedule``."""
-    cmd = [python, "-m", "collect", f"out={out}", f"collect/actor={rt.preset}",
-           "actor.call_format=lenient", f"executor.workers={rt.workers}",
-           "executor.shard_size=1", "executor.batch_size=1", "keep_shards=true",
-           "overwrite=true", "progress=false", *schedule.overrides()]  # fmt: skip
+    cmd = [
+        python,
+        "-m",
+        "collect",
+        f"out={out}",
+        f"collect/actor={rt.preset}",
+        "actor.call_format=lenient",
+        f"executor.workers={rt.workers}",
+        "executor.shard_size=1",
+        "executor.batch_size=1",
+        "keep_shards=true",
+        "overwrite=true",
+        "progress=false",
+        *schedule.overrides(),
+    ]
     if rt.slots:
         if not base_url:
             raise ValueError(f"{rt.name}: a llama.cpp runtime needs the server's base_url")
@@ -236,9 +250,14 @@ def run_one(rt: Runtime, schedule: Schedule, out: Path, port: int, llama_python:
         server = contextlib.nullcontext(None)
         if rt.slots:
             server = serve(
-                ServeConfig(slots=rt.slots, threads=rt.threads, port=port, python=llama_python,
-                            log_dir=str(out / f"{rt.name}-server"))
-            )  # fmt: skip
+                ServeConfig(
+                    slots=rt.slots,
+                    threads=rt.threads,
+                    port=port,
+                    python=llama_python,
+                    log_dir=str(out / f"{rt.name}-server"),
+                )
+            )
         with server as url:
             cmd = collect_command(rt, schedule, ds, url)
             print(f"[{rt.name}] {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
@@ -249,9 +268,16 @@ def run_one(rt: Runtime, schedule: Schedule, out: Path, port: int, llama_python:
     finished = [t - t0 for t in shard_times(ds)]
     n = len(finished)
     return Result(
-        rt.name, rt.note, n, wall, n / wall * 3600.0, steady_rate(finished, rt.workers),
-        _children_cpu() - cpu0, statistics.mean(load.samples), quality(ds),
-    )  # fmt: skip
+        rt.name,
+        rt.note,
+        n,
+        wall,
+        n / wall * 3600.0,
+        steady_rate(finished, rt.workers),
+        _children_cpu() - cpu0,
+        statistics.mean(load.samples),
+        quality(ds),
+    )
 
 
 def episodes_capped(dirs: list[str], max_turns: int):
@@ -275,12 +301,18 @@ def episodes_capped(dirs: list[str], max_turns: int):
         p0 = st[st["t"] == 0].set_index("episode_id")["prompt_tokens"]
         e = ds.episodes.set_index("episode_id")
         cut = max_turns if max_turns else int(e["steps"].max()) + 1
-        rows.append(pd.DataFrame({
-            "task_id": e["task_id"], "p": e["trigger_p"],
-            "success": (e["success"] & (e["steps"] <= cut)).astype(float),
-            "turns": e["steps"].clip(upper=cut).astype(float),
-            "prompt0": p0.reindex(e.index), "traj": traj.reindex(e.index),
-        }))  # fmt: skip
+        rows.append(
+            pd.DataFrame(
+                {
+                    "task_id": e["task_id"],
+                    "p": e["trigger_p"],
+                    "success": (e["success"] & (e["steps"] <= cut)).astype(float),
+                    "turns": e["steps"].clip(upper=cut).astype(float),
+                    "prompt0": p0.reindex(e.index),
+                    "traj": traj.reindex(e.index),
+                }
+            )
+        )
     return pd.concat(rows)
 
 
@@ -301,12 +333,17 @@ def compare_runtimes(groups: dict[str, list[str]], max_turns: int = 0) -> str:
         parts = []
         for k in names:
             c = eps[k][(eps[k]["task_id"] == task) & (eps[k]["p"] == p)]
-            parts.append(f"{len(c)}, {c['success'].mean():.2f}, {c['turns'].mean():.2f}"
-                         if len(c) else "—")  # fmt: skip
+            parts.append(
+                f"{len(c)}, {c['success'].mean():.2f}, {c['turns'].mean():.2f}" if len(c) else "—"
+            )
         lines.append(f"| {task} | {p:g} | " + " | ".join(parts) + " |")
     ref = names[0]
-    lines += ["", f"| vs {ref} (paired by episode) | pairs | dSR [95%] | dturns [95%] "
-              "| same trajectory | same turn-0 prompt tokens |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        f"| vs {ref} (paired by episode) | pairs | dSR [95%] | dturns [95%] "
+        "| same trajectory | same turn-0 prompt tokens |",
+        "|---|---|---|---|---|---|",
+    ]
     for k in names[1:]:
         j = eps[ref].merge(eps[k], left_index=True, right_index=True, suffixes=("_a", "_b"))
         out = []
@@ -348,13 +385,18 @@ def compare_turn0(groups: dict[str, list[str]], help0: int = 1) -> str:
             ds = helpdp.load_dataset(d)
             st = ds.steps[(ds.steps["t"] == 0) & (ds.steps["action"] == help0)]
             task = ds.episodes.set_index("episode_id")["task_id"]
-            parts.append(pd.DataFrame({"task": task.reindex(st["episode_id"]).to_numpy(),
-                                       "cls": turn0_class(st)}))  # fmt: skip
+            parts.append(
+                pd.DataFrame(
+                    {"task": task.reindex(st["episode_id"]).to_numpy(), "cls": turn0_class(st)}
+                )
+            )
         t0[k] = pd.concat(parts)
     names, classes = list(t0), ["working", "final", "unknown_tool", "other"]
     ref = t0[names[0]]
-    lines = ["| runtime | turn-0 episodes | " + " | ".join(classes) + " |",
-             "|---|---|" + "---|" * len(classes)]  # fmt: skip
+    lines = [
+        "| runtime | turn-0 episodes | " + " | ".join(classes) + " |",
+        "|---|---|" + "---|" * len(classes),
+    ]
     for k in names:
         d = t0[k]
         cells = [f"{(d['cls'] == c).mean():.3f}" for c in classes]
@@ -391,10 +433,14 @@ def ipw_size(y, k, effect: float = 0.1, power: float = 0.8) -> dict:
     var, var_smooth = float(np.mean(2 * y * w)), float(2 * y.mean() * w.mean())
     z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(power)
     return {
-        "episodes": len(y), "success": float(y.mean()), "mean_k": float(k.mean()),
-        "share_k>=1": float((k >= 1).mean()), "var": var, "var_smooth": var_smooth,
+        "episodes": len(y),
+        "success": float(y.mean()),
+        "mean_k": float(k.mean()),
+        "share_k>=1": float((k >= 1).mean()),
+        "var": var,
+        "var_smooth": var_smooth,
         "needed": int(round(z**2 * max(var, var_smooth) / effect**2)),
-    }  # fmt: skip
+    }
 
 
 def stage2_size(data: str, effect: float = 0.1, power: float = 0.8) -> dict:
@@ -452,8 +498,13 @@ def main(argv=None) -> list[Result]:
     if args.size:
         print(json.dumps(stage2_size(args.size, args.effect), indent=1))
         return []
-    schedule = Schedule(tuple(args.scenarios), tuple(args.tasks), tuple(args.probabilities),
-                        tuple(args.seeds), args.max_turns)  # fmt: skip
+    schedule = Schedule(
+        tuple(args.scenarios),
+        tuple(args.tasks),
+        tuple(args.probabilities),
+        tuple(args.seeds),
+        args.max_turns,
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []

@@ -68,8 +68,15 @@ class Server:
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         module = "collect.awm.openenv_server" if kind == "openenv" else "collect.awm.serve"
-        args = [sys.executable, "-m", module, f"port={port}", f"max_sessions={cap}",
-                f"env.work_root={work}", "env.expert_enabled=false"]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            module,
+            f"port={port}",
+            f"max_sessions={cap}",
+            f"env.work_root={work}",
+            "env.expert_enabled=false",
+        ]
         if kind == "serve":
             args.append(f"max_sessions_per_client={cap}")  # every client is 127.0.0.1
         env = {**os.environ, "OPENENV_AWM_TOKEN": TOKEN, "HELPDP_SERVE_TOKEN": TOKEN}
@@ -99,8 +106,9 @@ class Server:
         end = time.monotonic() + deadline_s
         while True:
             try:
-                r = httpx.get(self.url + "/capacity", timeout=30,
-                              headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
+                r = httpx.get(
+                    self.url + "/capacity", timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+                )
                 r.raise_for_status()
                 return r.json()
             except httpx.HTTPError:
@@ -152,8 +160,14 @@ def _openenv_client(url: str, n: int, stats: _Stats, deadline: float) -> None:
 
     sols = _solutions()
     config = EnvConfig(expert_enabled=False)
-    with OpenEnvPool(url, WORLDS_DIR, config, scenarios=[SCENARIO], max_sessions=1,
-                     capacity_wait_s=max(0.0, deadline - time.monotonic())) as pool:  # fmt: skip
+    with OpenEnvPool(
+        url,
+        WORLDS_DIR,
+        config,
+        scenarios=[SCENARIO],
+        max_sessions=1,
+        capacity_wait_s=max(0.0, deadline - time.monotonic()),
+    ) as pool:
         for k in range(n):
             idx, sol = sols[k % len(sols)]
             started = time.monotonic()
@@ -162,8 +176,13 @@ def _openenv_client(url: str, n: int, stats: _Stats, deadline: float) -> None:
                 env.reset(idx, episode_id=f"load-{threading.get_ident()}-{k}")
                 for call in sol.calls:
                     t0 = time.monotonic()
-                    env.act(Action("call_tool", tool_name=call["tool_name"],
-                                   arguments=call.get("arguments") or {}))  # fmt: skip
+                    env.act(
+                        Action(
+                            "call_tool",
+                            tool_name=call["tool_name"],
+                            arguments=call.get("arguments") or {},
+                        )
+                    )
                     with stats.lock:
                         stats.calls.append(time.monotonic() - t0)
                 end = env.act(Action("final", text=sol.final_answer or "done"))
@@ -259,9 +278,15 @@ def _vanish(server: Server, n: int, deadline_s: float = 300.0) -> tuple[int, int
     import selectors
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", _VANISH, server.kind, server.url, TOKEN,
-                               SCENARIO], cwd=ROOT, stdout=subprocess.PIPE, env=env)
-             for _ in range(n)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _VANISH, server.kind, server.url, TOKEN, SCENARIO],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        for _ in range(n)
+    ]
     ready, end = 0, time.monotonic() + deadline_s
     try:
         with selectors.DefaultSelector() as sel:
@@ -315,8 +340,10 @@ def run_load(server: Server, clients: int, episodes: int, timeout_s: float) -> d
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     started = time.monotonic()
-    threads = [threading.Thread(target=target, args=(server.url, episodes, stats, deadline))
-               for _ in range(clients)]  # fmt: skip
+    threads = [
+        threading.Thread(target=target, args=(server.url, episodes, stats, deadline))
+        for _ in range(clients)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -326,21 +353,31 @@ def run_load(server: Server, clients: int, episodes: int, timeout_s: float) -> d
     sampler.join()
     per = (peak["rss"] - idle) / peak["sessions"] / 2**20 if peak["sessions"] else float("nan")
     return {
-        "server": server.kind, "cap": server.cap, "clients": clients,
-        "episodes": len(stats.episodes), "lost": clients * episodes - len(stats.episodes),
-        "waits": stats.waits, "call_p50_ms": _pct(stats.calls, 50),
-        "call_p99_ms": _pct(stats.calls, 99), "episode_p50_ms": _pct(stats.episodes, 50),
-        "episode_p99_ms": _pct(stats.episodes, 99), "wall_s": wall,
-        "sessions_after": server.settled_sessions(), "rss_mib_per_session": per,
-        "rss_peak_mib": peak["rss"] / 2**20, "peak_sessions": peak["sessions"],
+        "server": server.kind,
+        "cap": server.cap,
+        "clients": clients,
+        "episodes": len(stats.episodes),
+        "lost": clients * episodes - len(stats.episodes),
+        "waits": stats.waits,
+        "call_p50_ms": _pct(stats.calls, 50),
+        "call_p99_ms": _pct(stats.calls, 99),
+        "episode_p50_ms": _pct(stats.episodes, 50),
+        "episode_p99_ms": _pct(stats.episodes, 99),
+        "wall_s": wall,
+        "sessions_after": server.settled_sessions(),
+        "rss_mib_per_session": per,
+        "rss_peak_mib": peak["rss"] / 2**20,
+        "peak_sessions": peak["sessions"],
         "errors": stats.lost[:3],
-    }  # fmt: skip
+    }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| server | cap | clients | episodes | lost | waits at cap | call p50/p99 ms | "
-            "episode p50/p99 ms | wall s | sessions after | RSS/session MiB | vanished: "
-            "sessions left |\n|---|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    head = (
+        "| server | cap | clients | episodes | lost | waits at cap | call p50/p99 ms | "
+        "episode p50/p99 ms | wall s | sessions after | RSS/session MiB | vanished: "
+        "sessions left |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )
     lines = [head]
     for r in rows:
         lines.append(

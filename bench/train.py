@@ -125,12 +125,16 @@ def run_batches(rollout, rows, a, label):
     s["old_env_share"] = (
         wall - s["time/generate_s"] - s["gate/seconds"] - s["expert/seconds"]
     ) / wall
-    print(f"{label}: {a.batches} batches x {a.prompts * a.group} rollouts, {turns:.0f} turns "
-          f"in {wall:.2f} s: {turns / wall:.2f} turns/s")  # fmt: skip
+    print(
+        f"{label}: {a.batches} batches x {a.prompts * a.group} rollouts, {turns:.0f} turns "
+        f"in {wall:.2f} s: {turns / wall:.2f} turns/s"
+    )
     parts = ["generate", "request", "env", "other"]
     print("  wall shares: " + "  ".join(f"{p} {s[f'time/{p}_s'] / wall:5.1%}" for p in parts))
-    print(f"  app workers started: {s['env/cold_resets']:.0f}; warm resets: {s['env/resets']:.0f}; "
-          f"steps {s['env/steps']:.0f} + ending steps {s['env/end_steps']:.0f}")  # fmt: skip
+    print(
+        f"  app workers started: {s['env/cold_resets']:.0f}; warm resets: {s['env/resets']:.0f}; "
+        f"steps {s['env/steps']:.0f} + ending steps {s['env/end_steps']:.0f}"
+    )
     return s
 
 
@@ -165,16 +169,24 @@ def main() -> None:
         backend = HFBackend(lambda: model, tok, temperature=1.0)
         actor = TokenActor(backend, tok, max_turn_tokens=cfg.rollout.max_turn_tokens)
         rollout = AWMRollout(
-            pool, build_interventions(dict(cfg.interventions)), lookup, lambda tr: actor,
-            Always(), SplitSchedule(kind="fixed", n_fixed=4, reference_group=8),
-            design="proactive", max_per_episode=2, num_generations=a.group,
-        )  # fmt: skip
+            pool,
+            build_interventions(dict(cfg.interventions)),
+            lookup,
+            lambda tr: actor,
+            Always(),
+            SplitSchedule(kind="fixed", n_fixed=4, reference_group=8),
+            design="proactive",
+            max_per_episode=2,
+            num_generations=a.group,
+        )
         base = baseline(pool, tasks[0], a.reps)
         print(f"baseline, one environment, one call at a time (median of {a.reps}, measured):")
-        print(f"  app worker start {1000 * base['cold']:.0f} ms | reset {1000 * base['reset']:.1f} ms"
-              f" | tool-call step {1000 * base['step']:.1f} ms (the first after a reset "
-              f"{1000 * base['first_step']:.1f} ms) | final step with the verifier "
-              f"{1000 * base['end_step']:.1f} ms | gate decision {1e6 * base['gate']:.1f} us")  # fmt: skip
+        print(
+            f"  app worker start {1000 * base['cold']:.0f} ms | reset {1000 * base['reset']:.1f} ms"
+            f" | tool-call step {1000 * base['step']:.1f} ms (the first after a reset "
+            f"{1000 * base['first_step']:.1f} ms) | final step with the verifier "
+            f"{1000 * base['end_step']:.1f} ms | gate decision {1e6 * base['gate']:.1f} us"
+        )
         cold = run_batches(rollout, rows, a, "cold rollouts (measured; each batch a new scenario)")
         warm = run_batches(rollout, rows, a, "warm rollouts (measured; the same tasks again)")
     finally:
@@ -182,34 +194,44 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     tps_c = cold["rollout/turns"] / cold["time/wall_s"]
     tps_w = warm["rollout/turns"] / warm["time/wall_s"]
-    print(f"warm vs cold: {tps_w / tps_c:.2f}x the turns/s; environment wall share "
-          f"{cold['time/env_s'] / cold['time/wall_s']:.1%} -> {warm['time/env_s'] / warm['time/wall_s']:.1%}"
-          f" (the first version's accounting, wall - generation - gate - expert: "
-          f"{cold['old_env_share']:.1%} -> {warm['old_env_share']:.1%})")  # fmt: skip
+    print(
+        f"warm vs cold: {tps_w / tps_c:.2f}x the turns/s; environment wall share "
+        f"{cold['time/env_s'] / cold['time/wall_s']:.1%} -> {warm['time/env_s'] / warm['time/wall_s']:.1%}"
+        f" (the first version's accounting, wall - generation - gate - expert: "
+        f"{cold['old_env_share']:.1%} -> {warm['old_env_share']:.1%})"
+    )
     w = {k: per(warm, k) for k in ("reset", "step")}
     w["end_step"] = per(warm, "end_step", "end_steps")
     w["gate"] = warm["gate/seconds"] / warm["gate/calls"] if warm["gate/calls"] else float("nan")
     c_cold = per(cold, "cold_reset")
-    print(f"  thread seconds per call inside the warm rollouts ({a.prompts * a.group} threads on this"
-          f" machine's cores; the tiny model's non-final turns are mostly malformed, so its"
-          f" steps rarely reach the app) and the ratio to the baseline:")  # fmt: skip
+    print(
+        f"  thread seconds per call inside the warm rollouts ({a.prompts * a.group} threads on this"
+        f" machine's cores; the tiny model's non-final turns are mostly malformed, so its"
+        f" steps rarely reach the app) and the ratio to the baseline:"
+    )
     for k, b in (("reset", "reset"), ("step", "step"), ("end_step", "end_step"), ("gate", "gate")):
         print(f"    {k:9s} {1000 * w[k]:8.2f} ms  ({w[k] / base[b]:.1f}x the baseline)")
-    print(f"    app worker start inside the cold batches {1000 * c_cold:.0f} ms "
-          f"({c_cold / base['cold']:.1f}x the baseline)")  # fmt: skip
+    print(
+        f"    app worker start inside the cold batches {1000 * c_cold:.0f} ms "
+        f"({c_cold / base['cold']:.1f}x the baseline)"
+    )
 
     n = mean_turns
     env_turn = ((n - 2) * base["step"] + base["first_step"] + base["end_step"] + base["reset"]) / n
     env_turn_cold = env_turn + base["cold"] / n
-    print(f"per turn at the reference recipe's episode length (the demo data's mean, {n:.2f} turns per episode;"
-          f" baseline costs): environment {1000 * env_turn:.1f} ms = (reset + first step + "
-          f"{n - 2:.2f} steps + final step with the verifier) / {n:.2f}; {1000 * env_turn_cold:.1f} ms if every "
-          f"episode also starts an app worker (a scenario not seen before); gate "
-          f"{1e3 * base['gate']:.3f} ms")  # fmt: skip
-    print("GPU ESTIMATE (not measured; Qwen3-4B on vLLM, memory-bandwidth roofline: weights "
-          f"{WEIGHT_BYTES / 1e9:.0f} GB + {KV_BYTES_PER_TOKEN // 1024} KiB KV per token x "
-          f"{CONTEXT_TOKENS} tokens of context per sequence, {EFFICIENCY:.0%} of peak bandwidth;"
-          f" environments on {HOST_CORES_PER_GPU} cores per GPU process):")  # fmt: skip
+    print(
+        f"per turn at the reference recipe's episode length (the demo data's mean, {n:.2f} turns per episode;"
+        f" baseline costs): environment {1000 * env_turn:.1f} ms = (reset + first step + "
+        f"{n - 2:.2f} steps + final step with the verifier) / {n:.2f}; {1000 * env_turn_cold:.1f} ms if every "
+        f"episode also starts an app worker (a scenario not seen before); gate "
+        f"{1e3 * base['gate']:.3f} ms"
+    )
+    print(
+        "GPU ESTIMATE (not measured; Qwen3-4B on vLLM, memory-bandwidth roofline: weights "
+        f"{WEIGHT_BYTES / 1e9:.0f} GB + {KV_BYTES_PER_TOKEN // 1024} KiB KV per token x "
+        f"{CONTEXT_TOKENS} tokens of context per sequence, {EFFICIENCY:.0%} of peak bandwidth;"
+        f" environments on {HOST_CORES_PER_GPU} cores per GPU process):"
+    )
     for gpu, bw in HBM_BYTES_PER_S.items():
         for batch in BATCHES:
             lo, hi = (decode_seconds_per_turn(batch, bw, t) for t in TOKENS_PER_TURN)
@@ -217,13 +239,17 @@ def main() -> None:
             env = rounds * env_turn
             gate = batch * base["gate"]  # the gate decides one episode at a time
             share = [(env + gate) / (g + env + gate) for g in (lo, hi)]
-            share_cold = [(rounds * env_turn_cold + gate) / (g + rounds * env_turn_cold + gate)
-                          for g in (lo, hi)]  # fmt: skip
-            print(f"  {gpu:8s} {batch:3d} sequences: generation {lo:.2f}-{hi:.2f} s per turn "
-                  f"({TOKENS_PER_TURN[0]}-{TOKENS_PER_TURN[1]} tokens at "
-                  f"{TOKENS_PER_TURN[0] / lo:.0f} tokens/s per sequence); gate + environment "
-                  f"{1000 * (env + gate):.0f} ms = {min(share):.1%}-{max(share):.1%} of a turn "
-                  f"({min(share_cold):.1%}-{max(share_cold):.1%} with a new app worker per episode)")  # fmt: skip
+            share_cold = [
+                (rounds * env_turn_cold + gate) / (g + rounds * env_turn_cold + gate)
+                for g in (lo, hi)
+            ]
+            print(
+                f"  {gpu:8s} {batch:3d} sequences: generation {lo:.2f}-{hi:.2f} s per turn "
+                f"({TOKENS_PER_TURN[0]}-{TOKENS_PER_TURN[1]} tokens at "
+                f"{TOKENS_PER_TURN[0] / lo:.0f} tokens/s per sequence); gate + environment "
+                f"{1000 * (env + gate):.0f} ms = {min(share):.1%}-{max(share):.1%} of a turn "
+                f"({min(share_cold):.1%}-{max(share_cold):.1%} with a new app worker per episode)"
+            )
 
 
 if __name__ == "__main__":

@@ -50,14 +50,28 @@ class EventWorld(HelpWorld):
     def view(self, task: int, t: int, last_help: int, failed: bool, episode_id: int = 0):
         last = None if t == 0 else ("failed" if failed else "working")
         return StateView(
-            state_id=self.state_id(task, t, last_help, failed), task_id=f"toy/{task}", depth=t,
-            text="", episode_id=episode_id, last_failure="error" if failed else None,
-            errors=int(failed), last_help=last_help, last_class=last,
-        )  # fmt: skip
+            state_id=self.state_id(task, t, last_help, failed),
+            task_id=f"toy/{task}",
+            depth=t,
+            text="",
+            episode_id=episode_id,
+            last_failure="error" if failed else None,
+            errors=int(failed),
+            last_help=last_help,
+            last_class=last,
+        )
 
 
-def collect_design(world: HelpWorld, behaviour, episodes_per_task: int, *, seed: int = 0,
-                   first_id: int = 10**9, design: dict | None = None, seed_of=None):  # fmt: skip
+def collect_design(
+    world: HelpWorld,
+    behaviour,
+    episodes_per_task: int,
+    *,
+    seed: int = 0,
+    first_id: int = 10**9,
+    design: dict | None = None,
+    seed_of=None,
+):
     """Episodes of ``world`` under ``behaviour`` (a stage-2 design: its decisions drawn
     from ``action_probs``), as a dataset: steps carry ``failure`` and ``p_help``,
     episodes ``design`` (``json`` of ``design``, by default ``behaviour.spec()``) and
@@ -98,8 +112,19 @@ def collect_design(world: HelpWorld, behaviour, episodes_per_task: int, *, seed:
                     break
                 t, lh, f, sid = t + 1, nlh, failed_now, nxt
             s_seed = seed_of(k) if seed_of else k
-            eps.append((eid, f"toy/{task}", "train", s_seed, float(design.get("q", 0.0)), t + 1,
-                        success, calls, json.dumps(design, sort_keys=True)))  # fmt: skip
+            eps.append(
+                (
+                    eid,
+                    f"toy/{task}",
+                    "train",
+                    s_seed,
+                    float(design.get("q", 0.0)),
+                    t + 1,
+                    success,
+                    calls,
+                    json.dumps(design, sort_keys=True),
+                )
+            )
     return _dataset(states, trans, eps, steps)
 
 
@@ -113,10 +138,24 @@ def _dataset(states, trans, eps, steps):
         [(k[0], k[1], k[2], c) for k, c in trans.items()],
         columns=["state_id", "action", "next_state_id", "count"],
     ).astype({"action": "int8", "count": "int64"})
-    ep = pd.DataFrame(eps, columns=["episode_id", "task_id", "split", "seed", "trigger_p", "steps",
-                                    "success", "expert_calls", "design"])  # fmt: skip
-    st = pd.DataFrame(steps, columns=["episode_id", "t", "state_id", "action", "next_state_id",
-                                      "failure", "p_help"]).astype({"t": "int32", "action": "int8"})  # fmt: skip
+    ep = pd.DataFrame(
+        eps,
+        columns=[
+            "episode_id",
+            "task_id",
+            "split",
+            "seed",
+            "trigger_p",
+            "steps",
+            "success",
+            "expert_calls",
+            "design",
+        ],
+    )
+    st = pd.DataFrame(
+        steps,
+        columns=["episode_id", "t", "state_id", "action", "next_state_id", "failure", "p_help"],
+    ).astype({"t": "int32", "action": "int8"})
     manifest = build_manifest(
         ["nohelp", "expert"], gamma=1.0, source={"generator": "bench.two_stage"}
     )
@@ -182,20 +221,36 @@ def run(reps: int = 200, seeds: int = 10, q: float = 0.5, seed: int = 0) -> dict
         g_full = grid(world, seeds, s)
         g_half = grid(world, max(seeds // 2, 1), s)
         s2_full = collect_design(world, design, per_task, seed=s + 1)
-        s2_half = collect_design(world, design, per_task - per_task * max(seeds // 2, 1) // seeds,
-                                 seed=s + 2)  # fmt: skip
-        for name, ds in (("grid", g_full), ("grid + stage 2", join(g_half, s2_half)),
-                         ("stage 2", s2_full)):  # fmt: skip
+        s2_half = collect_design(
+            world, design, per_task - per_task * max(seeds // 2, 1) // seeds, seed=s + 2
+        )
+        for name, ds in (
+            ("grid", g_full),
+            ("grid + stage 2", join(g_half, s2_half)),
+            ("stage 2", s2_full),
+        ):
             va, vb = is_values(load_logged(ds), a, b)
             rows[name].append(vb - va)
-    out = {"exact": {"SR_turn0": world.exact(a)[0], "SR_turn0_after_failed": world.exact(b)[0],
-                     "difference": exact},
-           "episodes_per_replication": n, "reps": reps, "q": q, "designs": {}}  # fmt: skip
+    out = {
+        "exact": {
+            "SR_turn0": world.exact(a)[0],
+            "SR_turn0_after_failed": world.exact(b)[0],
+            "difference": exact,
+        },
+        "episodes_per_replication": n,
+        "reps": reps,
+        "q": q,
+        "designs": {},
+    }
     for name, d in rows.items():
         d = np.asarray(d)
         sd = float(d.std(ddof=1))
-        out["designs"][name] = {"mean": float(d.mean()), "bias": float(d.mean() - exact), "sd": sd,
-                                "episodes_for_0.05": int(np.ceil(n * (Z * sd / 0.05) ** 2))}  # fmt: skip
+        out["designs"][name] = {
+            "mean": float(d.mean()),
+            "bias": float(d.mean() - exact),
+            "sd": sd,
+            "episodes_for_0.05": int(np.ceil(n * (Z * sd / 0.05) ** 2)),
+        }
     return out
 
 

@@ -43,9 +43,11 @@ def run_cli(cfg: CollectConfig) -> CollectResult:
         elif isinstance(policy, MixturePolicy) and not isinstance(cfg.policy, str):
             print("the candidates, each on its own episodes (95% intervals):", flush=True)
             for r in candidate_rates(policy, episodes).itertuples():
-                print(f"  {r.candidate}: {r.episodes} episodes, SR {r.SR:.3f} "
-                      f"[{r.SR_lo:.3f}, {r.SR_hi:.3f}], calls {r.U:.2f} +- {r.U_ci:.2f}",
-                      flush=True)  # fmt: skip
+                print(
+                    f"  {r.candidate}: {r.episodes} episodes, SR {r.SR:.3f} "
+                    f"[{r.SR_lo:.3f}, {r.SR_hi:.3f}], calls {r.U:.2f} +- {r.U_ci:.2f}",
+                    flush=True,
+                )
     return result
 
 

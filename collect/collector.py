@@ -114,9 +114,14 @@ class _Progress:
             from tqdm import tqdm
 
             self.bar = tqdm(
-                total=total, initial=initial, unit="ep", desc="collect", dynamic_ncols=True,
-                file=sys.stderr, smoothing=0.1,
-            )  # fmt: skip
+                total=total,
+                initial=initial,
+                unit="ep",
+                desc="collect",
+                dynamic_ncols=True,
+                file=sys.stderr,
+                smoothing=0.1,
+            )
 
     def add(self, episodes: int, successes: int, steps: int, helps: int, valid: int) -> None:
         self.episodes += episodes

@@ -352,10 +352,15 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
     manifests = [ds.manifest for ds in dss]
     unchecked = _check_same_experiment(names, manifests)
     frames = [
-        {"states": d.states, "transitions": d.transitions, "scores": d.scores,
-         "episodes": d.episodes, "steps": d.steps}
+        {
+            "states": d.states,
+            "transitions": d.transitions,
+            "scores": d.scores,
+            "episodes": d.episodes,
+            "steps": d.steps,
+        }
         for d in dss
-    ]  # fmt: skip
+    ]
     for name, f in zip(names, frames):
         _check_owned(name, f)
     stage2 = [_stage2(m) is not None for m in manifests]

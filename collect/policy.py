@@ -54,8 +54,9 @@ def load_help_policy(spec, *, seed: int = 0) -> HelpPolicy:
         raise ValueError(f"policy: a list of candidates names at least two, got {paths}")
     pols = [_load_one(x, seed) for x in paths]
     names = ", ".join(p.name for p in pols)
-    return MixturePolicy([(1.0 / len(pols), p) for p in pols], seed=seed,
-                         name=f"candidates: {names}")  # fmt: skip
+    return MixturePolicy(
+        [(1.0 / len(pols), p) for p in pols], seed=seed, name=f"candidates: {names}"
+    )
 
 
 def candidate_rates(policy: MixturePolicy, episodes: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
@@ -71,8 +72,17 @@ def candidate_rates(policy: MixturePolicy, episodes: pd.DataFrame, z: float = 1.
         lo, hi = wilson(float(e["success"].sum()), n, z)
         u = e["expert_calls"].astype(float)
         u_half = z * float(u.std(ddof=1)) / np.sqrt(n) if n > 1 else float("nan")
-        rows.append({"candidate": pol.name, "episodes": n, "SR": sr, "SR_lo": lo, "SR_hi": hi, "U": float(u.mean()) if n else float("nan"),
-                     "U_ci": u_half})  # fmt: skip
+        rows.append(
+            {
+                "candidate": pol.name,
+                "episodes": n,
+                "SR": sr,
+                "SR_lo": lo,
+                "SR_hi": hi,
+                "U": float(u.mean()) if n else float("nan"),
+                "U_ci": u_half,
+            }
+        )
     return pd.DataFrame(rows)
 
 

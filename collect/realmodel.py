@@ -245,9 +245,11 @@ def export_hf(gguf: Path, out: str | Path) -> Path:
 
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16,
+        gguf.parent,
+        gguf_file=gguf.name,
+        dtype=torch.bfloat16,
         quantization_config=GgufConfig(gguf.name, dequantize=True),
-    )  # fmt: skip
+    )
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)  # a plain dense model now
     out = Path(out)

@@ -89,15 +89,29 @@ def server_command(config: ServeConfig, gguf: Path, slot: int) -> list[str]:
     """The command line of slot ``slot``'s ``llama_cpp.server``."""
     t = str(int(config.threads))
     return [
-        config.python, "-m", "llama_cpp.server", "--model", str(gguf),
-        "--model_alias", alias(config), "--host", config.host,
-        "--port", str(config.port + 1 + slot), "--n_ctx", str(int(config.n_ctx)),
-        "--n_threads", t, "--n_threads_batch", t,
+        config.python,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        alias(config),
+        "--host",
+        config.host,
+        "--port",
+        str(config.port + 1 + slot),
+        "--n_ctx",
+        str(int(config.n_ctx)),
+        "--n_threads",
+        t,
+        "--n_threads_batch",
+        t,
         # the server's default keeps every prompt token's logits: an n_ctx x vocabulary
         # float32 array (20 GB at 32 768 tokens) and the output layer run on every prompt
         # token; sampling needs only the last row
-        "--logits_all", "false",
-    ]  # fmt: skip
+        "--logits_all",
+        "false",
+    ]
 
 
 class Slots:
@@ -212,9 +226,13 @@ def _front(config: ServeConfig) -> ThreadingHTTPServer:
             slot = slots.pick(prompt)
             try:
                 status, data = _request(
-                    config.host, config.port + 1 + slot, "POST", self.path,
-                    json.dumps(req).encode(), 3600,
-                )  # fmt: skip
+                    config.host,
+                    config.port + 1 + slot,
+                    "POST",
+                    self.path,
+                    json.dumps(req).encode(),
+                    3600,
+                )
             except OSError as e:
                 slots.done(slot, "")
                 self._send(502, json.dumps({"error": f"slot {slot}: {e!r}"}).encode())
@@ -288,7 +306,7 @@ def serve(config: ServeConfig) -> Iterator[str]:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                )  # fmt: skip
+                )
             )
             if logs:
                 out.close()
@@ -313,19 +331,30 @@ def run_serve(config: ServeConfig) -> int:
         )
         sys.stdout.flush()
         if config.check:
-            body = {"model": alias(config), "max_tokens": 16, "temperature": 0.0, "seed": 0,
-                    "messages": [{"role": "user", "content": "Say hello."}]}  # fmt: skip
+            body = {
+                "model": alias(config),
+                "max_tokens": 16,
+                "temperature": 0.0,
+                "seed": 0,
+                "messages": [{"role": "user", "content": "Say hello."}],
+            }
             t0 = time.perf_counter()
             status, data = _request(
-                config.host, config.port, "POST", "/v1/chat/completions",
-                json.dumps(body).encode(), 600,
-            )  # fmt: skip
+                config.host,
+                config.port,
+                "POST",
+                "/v1/chat/completions",
+                json.dumps(body).encode(),
+                600,
+            )
             if status != 200:
                 raise ServeError(f"the check request got HTTP {status}: {data[:300]!r}")
             reply = json.loads(data)
             text = reply["choices"][0]["message"]["content"]
-            print(f"check: {text!r} ({reply['usage']['completion_tokens']} tokens, "
-                  f"{time.perf_counter() - t0:.1f} s): ok")  # fmt: skip
+            print(
+                f"check: {text!r} ({reply['usage']['completion_tokens']} tokens, "
+                f"{time.perf_counter() - t0:.1f} s): ok"
+            )
             return 0
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()

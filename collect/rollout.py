@@ -443,8 +443,13 @@ class EpisodeRunner:
             (str(c), int(r), n) for c, r, n in zip(ev["turn_class"], ev["repeats"], tokens)
         ]
         last_class, repeats, context = states[-1]
-        return {"last_class": last_class, "repeats": repeats, "context_tokens": context,
-                "calls": int(sum(self.calls)), "past": tuple(states[:-1])}  # fmt: skip
+        return {
+            "last_class": last_class,
+            "repeats": repeats,
+            "context_tokens": context,
+            "calls": int(sum(self.calls)),
+            "past": tuple(states[:-1]),
+        }
 
     def _policy_action(self, t: int) -> int:
         last = self.history[-1].failure if self.history else None

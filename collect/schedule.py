@@ -121,8 +121,9 @@ def stage2_design(stage2: Stage2Config, seed: int) -> TriggerRandomised | None:
     try:
         if isinstance(build_policy(base, seed=int(seed)), TablePolicy):
             raise ValueError("a search output, not a policy name")
-        return TriggerRandomised(base, list(stage2.events), float(stage2.q), seed=int(seed),
-                                 max_randomised=k)  # fmt: skip
+        return TriggerRandomised(
+            base, list(stage2.events), float(stage2.q), seed=int(seed), max_randomised=k
+        )
     except ValueError as e:
         raise ValueError(f"stage2: {e}") from None
 

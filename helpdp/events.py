@@ -249,10 +249,11 @@ def count_fired(events: tuple[str, ...], past) -> int:
     ``StateView.past``, the ``(last_class, repeats, context_tokens)`` of each earlier
     state of the episode, state ``j`` (turn index ``j``) at position ``j``."""
     return sum(
-        any(event_fires(e, depth=j, last_class=lc, repeats=int(r), context_tokens=c)
-            for e in events)
+        any(
+            event_fires(e, depth=j, last_class=lc, repeats=int(r), context_tokens=c) for e in events
+        )
         for j, (lc, r, c) in enumerate(past)
-    )  # fmt: skip
+    )
 
 
 def state_histories(last_class, repeats, context_tokens, ep_ptr) -> list[tuple]:

@@ -350,9 +350,14 @@ class TablePolicy:
         weight = float(mix["weight_more_help"]) if mix else 0.0
         label = name or f"dp table (budget {search.get('budget')})"
         return cls(
-            table("policy.parquet"), more, weight, fallback=fallback, seed=seed, search=search,
+            table("policy.parquet"),
+            more,
+            weight,
+            fallback=fallback,
+            seed=seed,
+            search=search,
             name=label,
-        )  # fmt: skip
+        )
 
     def known(self) -> set[int]:
         """The states the policy has a decision for."""
@@ -432,10 +437,15 @@ class ScorePolicy:
 
 def _fires(events: tuple[str, ...], v: StateView) -> bool:
     return any(
-        event_fires(e, depth=v.depth, last_class=v.last_class, repeats=v.repeats,
-                    context_tokens=v.context_tokens)
+        event_fires(
+            e,
+            depth=v.depth,
+            last_class=v.last_class,
+            repeats=v.repeats,
+            context_tokens=v.context_tokens,
+        )
         for e in events
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -482,8 +492,17 @@ class TriggerRandomised:
     per-episode mixture). ``base`` is a policy or a :func:`build_policy` spec (needed
     for :meth:`spec`, what a collection records as its design)."""
 
-    def __init__(self, base, events, q: float, *, seed: int = 0, action: int = 1,
-                 max_randomised: int | None = None, name: str = ""):  # fmt: skip
+    def __init__(
+        self,
+        base,
+        events,
+        q: float,
+        *,
+        seed: int = 0,
+        action: int = 1,
+        max_randomised: int | None = None,
+        name: str = "",
+    ):
         if not 0.0 <= float(q) <= 1.0:
             raise ValueError(f"TriggerRandomised: q must lie in [0, 1], got {q}")
         k = max_randomised
@@ -504,8 +523,13 @@ class TriggerRandomised:
         ``max_randomised`` only when set, so a spec without it is K = None)."""
         if self.base_spec is None:
             raise ValueError(f"{self.name}: the base was not built from a spec (build_policy)")
-        out = {"kind": "triggers", "base": self.base_spec, "events": list(self.events),
-               "q": self.q, "seed": self.seed}  # fmt: skip
+        out = {
+            "kind": "triggers",
+            "base": self.base_spec,
+            "events": list(self.events),
+            "q": self.q,
+            "seed": self.seed,
+        }
         if self.max_randomised is not None:
             out["max_randomised"] = self.max_randomised
         return out
@@ -604,8 +628,13 @@ def policy_spec(policy) -> str | dict | None:
     name = getattr(policy, "spec_name", None)
     if isinstance(name, str) and _from_name(name, 0, 1) is not None:  # not a path
         return name
-    simple = {Never: "never", Always: "always", TurnZero: "turn0", AfterFailure: "after:failure",
-              TurnZeroOrAfterFailure: "turn0+after:failure"}  # fmt: skip
+    simple = {
+        Never: "never",
+        Always: "always",
+        TurnZero: "turn0",
+        AfterFailure: "after:failure",
+        TurnZeroOrAfterFailure: "turn0+after:failure",
+    }
     if type(policy) in simple:
         return simple[type(policy)]
     if isinstance(policy, AtTurns):
@@ -628,15 +657,26 @@ def _from_dict(d: dict, seed: int, action: int, load_json) -> HelpPolicy:
     if kind == "rule":
         return AtTurns(tuple(d["turns"]), action, name=d.get("name", ""))
     if kind == "turn0_then":
-        return TurnZeroThen(tuple(d["events"]), d.get("max_calls"), bool(d.get("turn0", True)),
-                            action, name=d.get("name", ""))  # fmt: skip
+        return TurnZeroThen(
+            tuple(d["events"]),
+            d.get("max_calls"),
+            bool(d.get("turn0", True)),
+            action,
+            name=d.get("name", ""),
+        )
     if kind == "random":
         return RandomStates(float(d["p"]), seed=seed, action=action)
     if kind == "triggers":
         base = build_policy(d["base"], seed=seed, action=action, load_json=load_json)
-        pol = TriggerRandomised(base, d["events"], float(d["q"]), seed=seed, action=action,
-                                max_randomised=d.get("max_randomised"),
-                                name=d.get("name", ""))  # fmt: skip
+        pol = TriggerRandomised(
+            base,
+            d["events"],
+            float(d["q"]),
+            seed=seed,
+            action=action,
+            max_randomised=d.get("max_randomised"),
+            name=d.get("name", ""),
+        )
         return pol
     raise ValueError(
         f"policy {d!r}: field 'kind' must be never, always, rule, turn0_then, random or triggers"

@@ -232,9 +232,13 @@ def policy_json(policy) -> dict:
         return {"kind": "mixture", "name": policy.name, "components": parts}
     spec = policy_spec(policy)
     if spec is not None:
-        return {"kind": "spec", "spec": spec, "name": policy.name,
-                "seed": int(getattr(policy, "seed", 0)),
-                "action": int(getattr(policy, "action", 1))}  # fmt: skip
+        return {
+            "kind": "spec",
+            "spec": spec,
+            "name": policy.name,
+            "seed": int(getattr(policy, "seed", 0)),
+            "action": int(getattr(policy, "action", 1)),
+        }
     raise ValueError(f"cannot write policy {getattr(policy, 'name', policy)!r} as JSON")
 
 
@@ -252,8 +256,12 @@ def _from_json(d: dict, seed: int, where: str) -> HelpPolicy:
         return MixturePolicy(parts, seed=seed, name=d.get("name", ""))
     if kind == "spec":
         try:
-            return build_policy(d["spec"], seed=int(d.get("seed", seed)),
-                                action=int(d.get("action", 1)), load_json=load_policy)  # fmt: skip
+            return build_policy(
+                d["spec"],
+                seed=int(d.get("seed", seed)),
+                action=int(d.get("action", 1)),
+                load_json=load_policy,
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{where}: field 'spec': {type(e).__name__}: {e}") from None
     raise ValueError(
@@ -347,25 +355,44 @@ def _fold_estimates(logged, ep_fold, cfg, budget, gamma, fixed, ref, log, unit):
         for rung in cfg.rungs if ref is not None else []:
             try:
                 pol = solve_rung(
-                    fit, rung, budget, age_cap=cfg.age_cap, gamma=gamma, seed=cfg.seed,
+                    fit,
+                    rung,
+                    budget,
+                    age_cap=cfg.age_cap,
+                    gamma=gamma,
+                    seed=cfg.seed,
                     max_solves=cfg.max_solves,
-                )  # fmt: skip
+                )
             except InfeasibleBudget as e:
                 log(f"  fold {f}: rung {rung}: skipped ({e})")
                 continue
             cands.append(("rung", rung, pol, pol.info))
         for kind, name, pol, info in cands:
-            est = estimate(pol, held, estimators=(cfg.estimator,), n_boot=cfg.n_boot,
-                           level=cfg.level, seed=cfg.seed, reference=ref, unit=unit)  # fmt: skip
+            est = estimate(
+                pol,
+                held,
+                estimators=(cfg.estimator,),
+                n_boot=cfg.n_boot,
+                level=cfg.level,
+                seed=cfg.seed,
+                reference=ref,
+                unit=unit,
+            )
             per_task.setdefault(name, []).append(est.per_task.assign(fold=f))
             d = est.diagnostics
             row = {"budget": budget, "fold": f, "kind": kind, "candidate": name, "tasks": n_held}
             for q in ("SR", "U") + (("dSR", "dU") if ref is not None else ()):
                 v, lo, hi = est.get(cfg.estimator, q)
                 row.update({q: v, f"{q}_lo": lo, f"{q}_hi": hi})
-            row.update({"agree": d["agree"], "ess": d["ess"], "tasks_empty": d["tasks_empty"],
-                        "model_SR": info.get("model_success", math.nan),
-                        "model_U": info.get("model_usage", math.nan)})  # fmt: skip
+            row.update(
+                {
+                    "agree": d["agree"],
+                    "ess": d["ess"],
+                    "tasks_empty": d["tasks_empty"],
+                    "model_SR": info.get("model_success", math.nan),
+                    "model_U": info.get("model_usage", math.nan),
+                }
+            )
             if ref is not None:
                 model, data = d["parts"][cfg.estimator]["dSR"]
                 row.update({k: d[k] for k in ("deviate", "deviate_ref", "differs", "support")})
@@ -386,8 +413,9 @@ def _pool(per_fold: pd.DataFrame, per_task: dict, cfg, unit: str, ref_name: str)
         row = {"candidate": name, "kind": g["kind"].iloc[0], "folds": len(g)}
         for q in ("SR", "U", "dSR", "dU"):
             if unit == "task":
-                v, lo, hi, _ = ko.t_interval(_task_values(per_task[name], cfg.estimator, q),
-                                             cfg.level)  # fmt: skip
+                v, lo, hi, _ = ko.t_interval(
+                    _task_values(per_task[name], cfg.estimator, q), cfg.level
+                )
                 hw = (hi - lo) / 2
             else:
                 v = float((w * g[q]).sum())
@@ -426,8 +454,7 @@ def _chosen_interval(chosen, per_task: dict, cfg, unit: str, q: str) -> tuple[fl
     """``(value, lo, hi)`` of quantity ``q`` of the chosen candidate or mixture: across
     tasks, the mixture's per-task values (``unit="task"``); else the weighted rows."""
     if unit == "task":
-        vals = sum(w * _task_values(per_task[r["candidate"]], cfg.estimator, q)
-                   for w, r in chosen)  # fmt: skip
+        vals = sum(w * _task_values(per_task[r["candidate"]], cfg.estimator, q) for w, r in chosen)
         v, lo, hi, _ = ko.t_interval(vals, cfg.level)
         return float(v), float(lo), float(hi)
     v = sum(w * r[q] for w, r in chosen)
@@ -462,14 +489,16 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     rules = [Never()] + [AtTurns(tuple(r)) for r in cfg.rules]
     rules_pt = {}
     if cfg.reference == "best_rule":  # a first pass over the rules finds it
-        _, rules_pt = _fold_estimates(logged, ep_fold, cfg, budget, ds.gamma,
-                                      [("rule", p) for p in rules], None, log, unit)  # fmt: skip
+        _, rules_pt = _fold_estimates(
+            logged, ep_fold, cfg, budget, ds.gamma, [("rule", p) for p in rules], None, log, unit
+        )
     ref = _reference(cfg, rules_pt, rules, budget, cfg.level)
     fixed = [("rule", p) for p in rules] + [("event", p) for p in events]
     if ref.name not in {p.name for _, p in fixed}:
         fixed.append(("rule" if isinstance(ref, (Never, AtTurns)) else "event", ref))
-    per_fold, per_task = _fold_estimates(logged, ep_fold, cfg, budget, ds.gamma, fixed, ref, log,
-                                         unit)  # fmt: skip
+    per_fold, per_task = _fold_estimates(
+        logged, ep_fold, cfg, budget, ds.gamma, fixed, ref, log, unit
+    )
     cands = _pool(per_fold, per_task, cfg, unit, ref.name)
     ok = cands[cands["supported"]]
     is_ref = ok["candidate"] == ref.name
@@ -478,8 +507,10 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         # its lower bound above 0 may replace it (or mix with it)
         ok = ok[is_ref | (ok["dSR_lo"] > 0)]
         others = cands[cands["supported"] & (cands["candidate"] != ref.name)]
-        log(f"budget {budget:g}: keep_reference: {len(ok) - 1} of {len(others)} candidates "
-            "beat the reference with a paired lower bound above 0")  # fmt: skip
+        log(
+            f"budget {budget:g}: keep_reference: {len(ok) - 1} of {len(others)} candidates "
+            "beat the reference with a paired lower bound above 0"
+        )
     score = pd.DataFrame({"U": ok["U"], "SR": ok["SR"] - cfg.pessimism * ok["SR_hw"]})
     pick = _hull_at(score, budget + cfg.slack)
     if pick is None:
@@ -492,9 +523,14 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
             pol = next(p for _, p in fixed if p.name == row["candidate"])
         else:
             pol = solve_rung(
-                logged, row["candidate"], budget, age_cap=cfg.age_cap, gamma=ds.gamma,
-                seed=cfg.seed, max_solves=cfg.max_solves,
-            )  # fmt: skip
+                logged,
+                row["candidate"],
+                budget,
+                age_cap=cfg.age_cap,
+                gamma=ds.gamma,
+                seed=cfg.seed,
+                max_solves=cfg.max_solves,
+            )
             fitted[row["candidate"]] = pol.info
         parts.append((w, pol))
     policy = parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=cfg.seed)
@@ -506,15 +542,30 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     # what `helpdp.search` prints today: the table keyed by the collected states,
     # on the same tasks, valued by its own (in-sample) model
     try:
-        dp = search_budget(task_subset(ds, tasks).mdp, budget, gamma=ds.gamma,
-                           max_solves=cfg.max_solves)  # fmt: skip
+        dp = search_budget(
+            task_subset(ds, tasks).mdp, budget, gamma=ds.gamma, max_solves=cfg.max_solves
+        )
         insample = {"expected_success": dp.expected_success, "expected_usage": dp.expected_usage}
     except InfeasibleBudget as e:
         insample = {"error": str(e)}
     rules_ok = cands[(cands["kind"] == "rule") & (cands["U"] <= budget + cfg.slack)]
     best_rule = rules_ok.loc[rules_ok["SR"].idxmax()] if len(rules_ok) else None
-    diag_cols = ["candidate", "kind", "SR", "U", "dSR", "dSR_lo", "dSR_hi", "agree", "deviate",
-                 "deviate_ref", "support", "dSR_model", "dSR_data", "supported"]  # fmt: skip
+    diag_cols = [
+        "candidate",
+        "kind",
+        "SR",
+        "U",
+        "dSR",
+        "dSR_lo",
+        "dSR_hi",
+        "agree",
+        "deviate",
+        "deviate_ref",
+        "support",
+        "dSR_model",
+        "dSR_data",
+        "supported",
+    ]
     return {
         "budget": float(budget),
         "policy_name": policy.name,
@@ -526,7 +577,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
             "candidate": best_rule["candidate"],
             "SR": float(best_rule["SR"]),
             "U": float(best_rule["U"]),
-        },  # fmt: skip
+        },
         "candidates": json.loads(cands[diag_cols].to_json(orient="records")),
         "insample_model": insample,
         "refit": fitted,

@@ -79,6 +79,51 @@ def _err_prob(t: int, g: int, d: float, crit: bool, plan: bool) -> float:
     return min(p, 0.95)
 
 
+def _frames(rows: list, counts: dict, episodes: list, steps: list):
+    """The simulation's rows as the dataset's tables (states, transitions, episodes, steps)."""
+    states = pd.DataFrame(
+        rows, columns=["state_id", "task_id", "depth", "is_start", "terminal", "success", "text"]
+    )
+    states = states.astype({"state_id": "int64", "depth": "int32"})
+    k = np.array(list(counts.keys()), dtype=np.int64)
+    transitions = pd.DataFrame(
+        {
+            "state_id": k[:, 0],
+            "action": k[:, 1].astype(np.int8),
+            "next_state_id": k[:, 2],
+            "count": np.fromiter(counts.values(), np.int64, len(counts)),
+        }
+    ).sort_values(["state_id", "action", "next_state_id"], ignore_index=True)
+    episodes = pd.DataFrame(
+        episodes,
+        columns=[
+            "episode_id",
+            "task_id",
+            "split",
+            "seed",
+            "trigger_p",
+            "steps",
+            "success",
+            "reward",
+            "expert_calls",
+            "blind_calls",
+            "recovery_calls",
+        ],
+    ).astype(
+        {
+            "episode_id": "int64",
+            "seed": "int64",
+            "steps": "int32",
+            "expert_calls": "int32",
+            "blind_calls": "int32",
+            "recovery_calls": "int32",
+        }
+    )
+    steps = pd.DataFrame(steps, columns=["episode_id", "t", "state_id", "action", "next_state_id"])
+    steps = steps.astype({"episode_id": "int64", "t": "int32", "action": "int8"})
+    return states, transitions, episodes, steps
+
+
 def generate_synthetic(params: SyntheticParams = SyntheticParams()):
     """Return (manifest, states, transitions, episodes, steps) DataFrames."""
     rng = np.random.default_rng(params.seed)
@@ -123,14 +168,8 @@ def generate_synthetic(params: SyntheticParams = SyntheticParams()):
                 for rep in range(params.episodes_per_seed):
                     erng = np.random.default_rng([params.seed, task, int(p * 1000), seed, rep])
                     t, g, e, streak, plan = 0, 0, 0, 0, False
-                    s = state(
-                        (task, 0, 0, 0, False),
-                        task,
-                        0,
-                        False,
-                        False,
-                        render(task, 0, 0, 0, 0, False),
-                    )
+                    start = render(task, 0, 0, 0, 0, False)
+                    s = state((task, 0, 0, 0, False), task, 0, False, False, start)
                     calls = blind = recovery = 0
                     while True:
                         helped = erng.random() < p
@@ -155,19 +194,11 @@ def generate_synthetic(params: SyntheticParams = SyntheticParams()):
                             e, streak = e + 1, streak + 1
                         t += 1  # every step either progresses or fails: t == g + e
                         if g >= lv:
-                            key, term, succ, text = (
-                                (task, "success", e),
-                                True,
-                                True,
-                                "task complete",
-                            )
+                            key, text = (task, "success", e), "task complete"
+                            term, succ = True, True
                         elif streak >= params.fatal_streak or e >= params.max_errors:
-                            key, term, succ, text = (
-                                (task, "failure", g, e),
-                                True,
-                                False,
-                                "episode failed",
-                            )
+                            key, text = (task, "failure", g, e), "episode failed"
+                            term, succ = True, False
                         else:
                             key, term, succ = (task, g, e, streak, plan), False, False
                             text = render(task, t, g, e, streak, plan)
@@ -179,31 +210,22 @@ def generate_synthetic(params: SyntheticParams = SyntheticParams()):
                         if term:
                             break
                     episodes.append(
-                        (eid, f"task_{task:03d}", split_of[task], seed, p, t, succ, float(succ),
-                         calls, blind, recovery)
-                    )  # fmt: skip
+                        (
+                            eid,
+                            f"task_{task:03d}",
+                            split_of[task],
+                            seed,
+                            p,
+                            t,
+                            succ,
+                            float(succ),
+                            calls,
+                            blind,
+                            recovery,
+                        )
+                    )
                     eid += 1
-    states = pd.DataFrame(
-        rows, columns=["state_id", "task_id", "depth", "is_start", "terminal", "success", "text"]
-    )
-    states = states.astype({"state_id": "int64", "depth": "int32"})
-    k = np.array(list(counts.keys()), dtype=np.int64)
-    transitions = pd.DataFrame(
-        {
-            "state_id": k[:, 0],
-            "action": k[:, 1].astype(np.int8),
-            "next_state_id": k[:, 2],
-            "count": np.fromiter(counts.values(), np.int64, len(counts)),
-        }
-    ).sort_values(["state_id", "action", "next_state_id"], ignore_index=True)
-    episodes = pd.DataFrame(
-        episodes,
-        columns=["episode_id", "task_id", "split", "seed", "trigger_p", "steps", "success", "reward",
-                 "expert_calls", "blind_calls", "recovery_calls"],
-    ).astype({"episode_id": "int64", "seed": "int64", "steps": "int32", "expert_calls": "int32",
-              "blind_calls": "int32", "recovery_calls": "int32"})  # fmt: skip
-    steps = pd.DataFrame(steps, columns=["episode_id", "t", "state_id", "action", "next_state_id"])
-    steps = steps.astype({"episode_id": "int64", "t": "int32", "action": "int8"})
+    states, transitions, episodes, steps = _frames(rows, counts, episodes, steps)
     manifest = build_manifest(
         ["nohelp", "expert"],
         gamma=1.0,
@@ -281,10 +303,15 @@ class HelpWorld:
 
     def view(self, task: int, t: int, last_help: int, failed: bool, episode_id: int = 0):
         return StateView(
-            state_id=self.state_id(task, t, last_help, failed), task_id=f"toy/{task}", depth=t,
-            text="", episode_id=episode_id, last_failure="error" if failed else None,
-            errors=int(failed), last_help=last_help,
-        )  # fmt: skip
+            state_id=self.state_id(task, t, last_help, failed),
+            task_id=f"toy/{task}",
+            depth=t,
+            text="",
+            episode_id=episode_id,
+            last_failure="error" if failed else None,
+            errors=int(failed),
+            last_help=last_help,
+        )
 
     @staticmethod
     def state_id(task, t, last_help, failed, end: str = "") -> int:
@@ -416,9 +443,17 @@ class HelpWorld:
         ).astype({"action": "int8", "count": "int64"})
         ep = pd.DataFrame(
             eps,
-            columns=["episode_id", "task_id", "split", "seed", "trigger_p", "steps", "success",
-                     "expert_calls"],
-        )  # fmt: skip
+            columns=[
+                "episode_id",
+                "task_id",
+                "split",
+                "seed",
+                "trigger_p",
+                "steps",
+                "success",
+                "expert_calls",
+            ],
+        )
         st = pd.DataFrame(
             steps, columns=["episode_id", "t", "state_id", "action", "next_state_id", "failure"]
         ).astype({"t": "int32", "action": "int8"})

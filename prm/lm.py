@@ -291,8 +291,9 @@ class LMPRM(PRM):
         self.model.eval()
         try:
             with torch.inference_mode():
-                bar = tqdm(total=len(order), desc=desc, unit="ex", disable=not progress,
-                           leave=False)  # fmt: skip
+                bar = tqdm(
+                    total=len(order), desc=desc, unit="ex", disable=not progress, leave=False
+                )
                 for b in range(0, len(order), batch_size):
                     idx = order[b : b + batch_size]
                     out[idx] = self._forward([seqs[i] for i in idx]).cpu().numpy()

@@ -176,18 +176,27 @@ def reliability_diagram(
             dx, ha = (-5, "right") if x > 0.85 else (5, "left")
             dy = 5 + 9 * i if yy < 0.5 else -11 - 9 * i
             ax.annotate(
-                f"{n:.0f}", (x, yy), textcoords="offset points", xytext=(dx, dy), ha=ha,
-                fontsize=7, color=line.get_color(),
-            )  # fmt: skip
+                f"{n:.0f}",
+                (x, yy),
+                textcoords="offset points",
+                xytext=(dx, dy),
+                ha=ha,
+                fontsize=7,
+                color=line.get_color(),
+            )
         axh.hist(np.asarray(p), bins=edges, weights=_w(y, w), histtype="step", label=name)
     ax.set_xlim(-0.03, 1.03)  # points at 0 and 1 stay whole
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("observed success rate")
     ax.set_title(textwrap.fill(title, 60), fontsize=10)
     ax.legend(
-        loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8,
-        title="numbers: visits per bin", title_fontsize=8,
-    )  # fmt: skip
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        borderaxespad=0.0,
+        fontsize=8,
+        title="numbers: visits per bin",
+        title_fontsize=8,
+    )
     axh.set_xlabel("predicted p(success)")
     axh.set_ylabel("visits")
     fig.savefig(path, dpi=110)

@@ -107,9 +107,14 @@ class PRMScorer:
 
 
 def state_policy(
-    scorer: PRMScorer, views: Sequence[StateView], q: float, *, kind: str = "gain",
-    action: int = 1, name: str | None = None,
-) -> ScorePolicy:  # fmt: skip
+    scorer: PRMScorer,
+    views: Sequence[StateView],
+    q: float,
+    *,
+    kind: str = "gain",
+    action: int = 1,
+    name: str | None = None,
+) -> ScorePolicy:
     """Help where the PRM's ``kind`` score is in the top ``q`` of ``views`` (the
     calibration states): the threshold is the score's ``1 - q`` quantile."""
     label = name or f"prm {kind} top {q:.0%} of states"
@@ -123,8 +128,9 @@ class TaskPolicy:
     start states (the lowest predicted success). An episode first seen after turn
     0 gets nohelp (counted in ``unmarked``)."""
 
-    def __init__(self, scorer: PRMScorer, threshold: float, *, action: int = 1,
-                 name: str = "prm task-wise"):  # fmt: skip
+    def __init__(
+        self, scorer: PRMScorer, threshold: float, *, action: int = 1, name: str = "prm task-wise"
+    ):
         self.scorer = scorer
         self.threshold = float(threshold)
         self.action = int(action)

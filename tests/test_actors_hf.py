@@ -137,8 +137,13 @@ def test_a_prompt_that_fills_the_context_window_gets_an_error_not_a_turn(tiny_mo
     half an hour per turn at 55 000 tokens): the actor refuses such a prompt, as vLLM and
     OpenAI endpoints do, so the episode ends there (outcome server_error); a prompt near
     the end of the window generates only up to it."""
-    cfg = HFActorConfig(model=str(tiny_model), max_tokens=8, temperature=0.0, device="cpu",
-                        prefix_cache=prefix_cache)  # fmt: skip
+    cfg = HFActorConfig(
+        model=str(tiny_model),
+        max_tokens=8,
+        temperature=0.0,
+        device="cpu",
+        prefix_cache=prefix_cache,
+    )
     actor = HFActor(cfg)
     assert actor.window == 16384  # the model config's max_position_embeddings
     short, long_ = _request(1, "Pause the workflow."), _request(2, "List every workflow " * 20)

@@ -118,8 +118,11 @@ def _under_system_date(date: str) -> dict[str, str]:
 def _collect_on(date: str, out: Path, *overrides: str) -> Path:
     probe = subprocess.run(
         [sys.executable, "-c", "import datetime; print(datetime.date.today())"],
-        env=_under_system_date(date), capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=_under_system_date(date),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert probe.stdout.strip() == date[:10]  # the collector itself runs on that date
     cmd = [sys.executable, "-m", "collect", f"out={out}", "progress=false", *overrides]
     run = subprocess.run(
@@ -190,8 +193,13 @@ def _relative(m: re.Match) -> str:
 @pytest.mark.slow
 def test_awm_style_world_keeps_its_ids_and_its_policy_finds_them(tmp_path):
     world = _awm_style_world(tmp_path / "world")
-    common = (f"worlds={world}", "clock=2025-06-12T12:00:00Z", "state_key=db",
-              "executor.workers=1", "progress=false")  # fmt: skip
+    common = (
+        f"worlds={world}",
+        "clock=2025-06-12T12:00:00Z",
+        "state_key=db",
+        "executor.workers=1",
+        "progress=false",
+    )
     train = ("schedule.probabilities=[0.0,0.5,1.0]", "schedule.seeds=[0]")
     a = _collect_on("2020-01-01 00:00:00", tmp_path / "a", *common, *train)
     b = _collect_on("2030-06-15 12:34:56", tmp_path / "b", *common, *train)
@@ -199,8 +207,11 @@ def test_awm_style_world_keeps_its_ids_and_its_policy_finds_them(tmp_path):
 
     search = subprocess.run(
         [sys.executable, "-m", "helpdp.search", f"data={a}", "budget=1.0", f"out={tmp_path / 's'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert search.returncode == 0, search.stderr[-2000:]
     # the policy, evaluated on fresh seeds today, finds the collected states
     ev = collect(
@@ -211,7 +222,7 @@ def test_awm_style_world_keeps_its_ids_and_its_policy_finds_them(tmp_path):
                 *common,
                 "schedule.probabilities=[0.0]",
                 "schedule.seeds=[11]",
-            ]  # fmt: skip
+            ]
         )
     ).out
     policy = TablePolicy.load(tmp_path / "s")

@@ -178,8 +178,14 @@ def test_expert_llm_over_its_own_endpoint(tmp_path, scripted_actor, scripted_exp
     assert "def verify_task_completion" in criteria[0]["messages"][1]["content"]
     assert len(plans) == 4 and {r["model"] for r in plans} == {"scripted-expert"}
     user = plans[-1]["messages"][1]["content"]
-    for part in ("## Task", "## Tools", "## Success criteria", "- the variable must exist",
-                 "## The agent's trajectory so far", "## Recent errors"):  # fmt: skip
+    for part in (
+        "## Task",
+        "## Tools",
+        "## Success criteria",
+        "- the variable must exist",
+        "## The agent's trajectory so far",
+        "## Recent errors",
+    ):
         assert part in user
     assert "list_workflows" in user  # tool schemas
     assert (ep["expert_tokens"] > 0).sum() == 2

@@ -646,8 +646,11 @@ def test_collect_without_bubblewrap_is_one_line_not_a_broken_process_pool(tmp_pa
     empty.mkdir()
     out = subprocess.run(
         [sys.executable, "-m", "collect", f"out={tmp_path / 'out'}", "progress=false"],
-        capture_output=True, text=True, env={**os.environ, "PATH": str(empty)}, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(empty)},
+        timeout=120,
+    )
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1, out.stderr[-2000:]
     assert lines[0].startswith("collect: error: OS isolation is not available")

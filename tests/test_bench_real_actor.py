@@ -22,8 +22,16 @@ def _bench():
 
 def _results(d: Path, policy: str, pairs: list[str], success: list[int], calls: float) -> None:
     d.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"policy": policy, "split": "test", "pair": pairs, "success": success,
-                  "expert_calls": calls, "steps": 3}).to_parquet(d / "results.parquet")  # fmt: skip
+    pd.DataFrame(
+        {
+            "policy": policy,
+            "split": "test",
+            "pair": pairs,
+            "success": success,
+            "expert_calls": calls,
+            "steps": 3,
+        }
+    ).to_parquet(d / "results.parquet")
 
 
 def test_eval_report_joins_runs_on_their_common_pairs_and_skips_on_request(tmp_path, capsys):
@@ -67,9 +75,16 @@ def test_runtimes_commands_run_one_schedule_under_each_runtime():
     llama = rt.collect_command(rt.RUNTIMES["llama-2x1"], sched, "/o/l", "http://h:1/v1", "py")
     assert hf[:3] == ["py", "-m", "collect"]
     for cmd in (hf, llama):
-        for o in ("schedule.scenarios=[w1,w2]", "schedule.tasks=[0,3]", "schedule.seeds=[1]",
-                  "schedule.probabilities=[0.0,0.5]", "actor.call_format=lenient",
-                  "executor.workers=2", "executor.shard_size=1", "keep_shards=true"):  # fmt: skip
+        for o in (
+            "schedule.scenarios=[w1,w2]",
+            "schedule.tasks=[0,3]",
+            "schedule.seeds=[1]",
+            "schedule.probabilities=[0.0,0.5]",
+            "actor.call_format=lenient",
+            "executor.workers=2",
+            "executor.shard_size=1",
+            "keep_shards=true",
+        ):
             assert o in cmd
     assert "collect/actor=qwen_coder_0_5b" in hf and "actor.threads=1" in hf
     assert "out=/o/hf" in hf and not any(o.startswith("actor.base_url") for o in hf)
@@ -89,8 +104,13 @@ def test_runtimes_rate_after_start_and_the_table():
     # 2 workers: from the 2nd finished episode (t=100) to the last (t=300): 3 episodes in 200 s
     assert rt.steady_rate([300.0, 100.0, 50.0, 150.0, 250.0], 2) == pytest.approx(54.0)
     assert rt.steady_rate([10.0, 20.0], 2) is None
-    q = {"turns": 2.5, "success": 0.25, "format_errors": 0.5,
-         "end_reason": {"final": 3, "format_error": 1}, "new_tokens": 40.0}  # fmt: skip
+    q = {
+        "turns": 2.5,
+        "success": 0.25,
+        "format_errors": 0.5,
+        "end_reason": {"final": 3, "format_error": 1},
+        "new_tokens": 40.0,
+    }
     a = rt.Result("hf-1w", "A", 4, 360.0, 40.0, 50.0, 800.0, 9.5, q)
     b = rt.Result("llama-2x1", "B", 4, 120.0, 120.0, None, 200.0, 10.0, q)
     text = rt.format_table([a, b])

@@ -13,35 +13,56 @@ from helpdp.cliconf import Interrupted, check_argv, guard
 
 def _run(argv, tmp_path, **kw):
     return subprocess.run(
-        [sys.executable, "-m", *argv], capture_output=True, text=True, cwd=tmp_path, timeout=180,
+        [sys.executable, "-m", *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=180,
         **kw,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["helpdp.search", "gamma=abc"], "helpdp.search: error: 'gamma' takes a float or null, not 'abc'"),
-        (["collect", "schedule.seeds=abc"],
-         "collect: error: 'schedule.seeds' takes a list of ints (e.g. [1,2] or a range START:STOP), not 'abc'"),
-        (["collect", "schedule.seeds=[1000,...,1029]"],
-         "collect: error: 'schedule.seeds' takes a list of ints"),
-        (["collect", "schedule.seeds=9:3"],
-         "collect: error: 'schedule.seeds=9:3': an empty range (START:STOP needs STOP > START)"),
-        (["prm.train", "prm=tni", "data=x", "out=y"],
-         "prm.train: error: 'prm=tni': no such option; options: minilm, qwen3_0_6b, qwen3_4b, "
-         "tabular, tiny…(did you mean 'prm=tiny'?)"),
-        (["helpdp.train", "train=cpu_smok"],
-         "helpdp.train: error: 'train=cpu_smok': no such option; options: b200, "
-         "…cpu_smoke (did you mean 'train=cpu_smoke'?)"),
-        (["collect", "collect/actor=opnai"],
-         "collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
-         "…(did you mean 'collect/actor=openai'?)"),
-        (["helpdp.helper.train", "helper=tni", "labels=x"],
-         "helpdp.helper.train: error: 'helper=tni': no such option; options: minilm, qwen3_0_6b, "
-         "qwen3_4b, tiny…(did you mean 'helper=tiny'?)"),
+        (
+            ["helpdp.search", "gamma=abc"],
+            "helpdp.search: error: 'gamma' takes a float or null, not 'abc'",
+        ),
+        (
+            ["collect", "schedule.seeds=abc"],
+            "collect: error: 'schedule.seeds' takes a list of ints (e.g. [1,2] or a range START:STOP), not 'abc'",
+        ),
+        (
+            ["collect", "schedule.seeds=[1000,...,1029]"],
+            "collect: error: 'schedule.seeds' takes a list of ints",
+        ),
+        (
+            ["collect", "schedule.seeds=9:3"],
+            "collect: error: 'schedule.seeds=9:3': an empty range (START:STOP needs STOP > START)",
+        ),
+        (
+            ["prm.train", "prm=tni", "data=x", "out=y"],
+            "prm.train: error: 'prm=tni': no such option; options: minilm, qwen3_0_6b, qwen3_4b, "
+            "tabular, tiny…(did you mean 'prm=tiny'?)",
+        ),
+        (
+            ["helpdp.train", "train=cpu_smok"],
+            "helpdp.train: error: 'train=cpu_smok': no such option; options: b200, "
+            "…cpu_smoke (did you mean 'train=cpu_smoke'?)",
+        ),
+        (
+            ["collect", "collect/actor=opnai"],
+            "collect: error: 'collect/actor=opnai': no such option; options: hf, openai, "
+            "…(did you mean 'collect/actor=openai'?)",
+        ),
+        (
+            ["helpdp.helper.train", "helper=tni", "labels=x"],
+            "helpdp.helper.train: error: 'helper=tni': no such option; options: minilm, qwen3_0_6b, "
+            "qwen3_4b, tiny…(did you mean 'helper=tiny'?)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_first_hour_mistakes_are_one_line(argv, message, tmp_path):
     run = _run(argv, tmp_path)
     err = run.stderr.strip()
@@ -63,8 +84,12 @@ def test_a_range_of_seeds_is_written_start_stop():
 def test_help_survives_a_closed_pipe(tmp_path):
     run = subprocess.run(
         f"{sys.executable} -m helpdp.search --help | head -1",
-        shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=120,
-    )  # fmt: skip
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert run.stdout.startswith("python -m helpdp.search")
     assert "BrokenPipe" not in run.stderr and "Traceback" not in run.stderr, run.stderr
 
@@ -129,8 +154,16 @@ def test_the_trainer_prints_no_loss_dicts(capfd):
             "y": torch.stack([r["y"] for r in batch]),
         }
 
-    kw = dict(epochs=2, batch_size=4, lr=0.05, weight_decay=0.0, warmup_ratio=0.0, seed=0,
-              cpu=True, logging_steps=1)  # fmt: skip
+    kw = dict(
+        epochs=2,
+        batch_size=4,
+        lr=0.05,
+        weight_decay=0.0,
+        warmup_ratio=0.0,
+        seed=0,
+        cpu=True,
+        logging_steps=1,
+    )
     trainer = fit_with_trainer(Net(), rows, collate, print_logs=False, **kw)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert len(losses) == 4 and losses[-1] < losses[0]  # logged, and the loss moved
@@ -172,14 +205,20 @@ def test_help_needs_only_the_core_packages(tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["helpdp.search", "rule=exakt", "data=nowhere"],
-         "helpdp.search: error: rule must be one of ('exact', 'paper'), got 'exakt'"),
-        (["helpdp.evaluate", "splits=[tset]", "out=ev"],
-         "helpdp.evaluate: error: splits: 'tset' is not a task split"),
-        (["helpdp.evaluate", "helper_dir=missing", "out=ev"],
-         "helpdp.evaluate: error: helper_dir=missing: no helper.json there"),
+        (
+            ["helpdp.search", "rule=exakt", "data=nowhere"],
+            "helpdp.search: error: rule must be one of ('exact', 'paper'), got 'exakt'",
+        ),
+        (
+            ["helpdp.evaluate", "splits=[tset]", "out=ev"],
+            "helpdp.evaluate: error: splits: 'tset' is not a task split",
+        ),
+        (
+            ["helpdp.evaluate", "helper_dir=missing", "out=ev"],
+            "helpdp.evaluate: error: helper_dir=missing: no helper.json there",
+        ),
     ],
-)  # fmt: skip
+)
 def test_mistakes_are_refused_before_loading_or_writing(argv, message, tmp_path):
     run = _run(argv, tmp_path)
     err = run.stderr.strip()

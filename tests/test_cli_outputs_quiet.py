@@ -14,17 +14,25 @@ from helpdp import demo_dataset_path
 REPO = Path(__file__).resolve().parents[1]
 #: a tiny helper from config, through the command line (seconds on CPU)
 TINY_HELPER = [
-    "helper=tiny", "helper.hidden_size=32", "helper.num_layers=1", "helper.num_heads=2",
-    "helper.intermediate_size=64", "helper.vocab_size=64", "helper.max_length=16",
-    "helper.head_tokens=4", "helper.epochs=1", "helper.cpu_threads=1",
-]  # fmt: skip
+    "helper=tiny",
+    "helper.hidden_size=32",
+    "helper.num_layers=1",
+    "helper.num_heads=2",
+    "helper.intermediate_size=64",
+    "helper.vocab_size=64",
+    "helper.max_length=16",
+    "helper.head_tokens=4",
+    "helper.epochs=1",
+    "helper.cpu_threads=1",
+]
 
 
 def _run(argv, cwd):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("TRANSFORMERS_VERBOSITY", None)  # the commands' own defaults, not the caller's
-    return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
-                          cwd=cwd, timeout=600, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", *argv], capture_output=True, text=True, cwd=cwd, timeout=600, env=env
+    )
 
 
 def _own_lines(stderr: str, *prefixes: str) -> list[str]:
@@ -69,9 +77,17 @@ def test_model_commands_print_only_their_own_lines(tmp_path):
     assert _own_lines(helper.stderr, "helper: ") == [], helper.stderr
     data = demo_dataset_path()
     prm = _run(
-        ["prm.train", f"data={data}", "out=P", "prm=tiny", "prm.epochs=1",
-         "prm.max_train_examples=200", "progress=false"], tmp_path,
-    )  # fmt: skip
+        [
+            "prm.train",
+            f"data={data}",
+            "out=P",
+            "prm=tiny",
+            "prm.epochs=1",
+            "prm.max_train_examples=200",
+            "progress=false",
+        ],
+        tmp_path,
+    )
     assert prm.returncode == 0, prm.stderr[-3000:]
     assert prm.stderr == ""
     report = _run(["prm.report", f"data={data}", "prm_dir=P", "progress=false"], tmp_path)

@@ -42,9 +42,15 @@ def test_a_failed_stage_leaves_the_bar_where_it_stopped():
 
 def test_durations_by_hand():
     assert [duration(s) for s in (0.2, 40, 89.6, 90, 28 * 60, 5399, 5400, 36000)] == [
-        "about 1 s", "about 40 s", "about 90 s", "about 2 min", "about 28 min", "about 90 min",
-        "about 1.5 h", "about 10.0 h",
-    ]  # fmt: skip
+        "about 1 s",
+        "about 40 s",
+        "about 90 s",
+        "about 2 min",
+        "about 28 min",
+        "about 90 min",
+        "about 1.5 h",
+        "about 10.0 h",
+    ]
 
 
 @pytest.fixture
@@ -83,8 +89,13 @@ def test_prm_train_shows_its_stages_and_its_cost_before_fitting(rates, tmp_path,
 
     data = tmp_path / "demo"
     shutil.copytree(demo_dataset_path(), data)
-    cfg = {"data": str(data), "out": str(tmp_path / "prm"), "device": "cpu", "progress": True,
-           "prm": {**TINY_PRM, "epochs": 2, "max_train_examples": 200}}  # fmt: skip
+    cfg = {
+        "data": str(data),
+        "out": str(tmp_path / "prm"),
+        "device": "cpu",
+        "progress": True,
+        "prm": {**TINY_PRM, "epochs": 2, "max_train_examples": 200},
+    }
     summary = train(cfg)
     err = capfd.readouterr().err
     frames = _frames(err)
@@ -92,8 +103,14 @@ def test_prm_train_shows_its_stages_and_its_cost_before_fitting(rates, tmp_path,
     stages = [f.split(":")[1].strip() for f in frames if f.startswith("prm.train prm=tiny:")]
     assert stages[0] == "building examples" and "0/6" in frames[0]
     seen = list(dict.fromkeys(stages))
-    assert seen == ["building examples", "building the model", "loss before", "fitting",
-                    "loss after", "saving"]  # fmt: skip
+    assert seen == [
+        "building examples",
+        "building the model",
+        "loss before",
+        "fitting",
+        "loss after",
+        "saving",
+    ]
     # the cost, before the first scoring bar: 200 x 2 fitted, 2 x 200 + 4 x n_val scored
     n_val = summary["examples"]["validation"]
     line = next(f for f in frames if f.startswith("prm.train: expected cost:"))
@@ -111,8 +128,13 @@ def test_without_a_measured_rate_or_with_progress_off_no_cost_is_said(tmp_path, 
 
     data = tmp_path / "demo"
     shutil.copytree(demo_dataset_path(), data)
-    cfg = {"data": str(data), "out": str(tmp_path / "prm"), "device": "cpu", "progress": True,
-           "prm": {**TINY_PRM, "epochs": 1, "max_train_examples": 50}}  # fmt: skip
+    cfg = {
+        "data": str(data),
+        "out": str(tmp_path / "prm"),
+        "device": "cpu",
+        "progress": True,
+        "prm": {**TINY_PRM, "epochs": 1, "max_train_examples": 50},
+    }
     train(cfg)
     err = capfd.readouterr().err
     assert "expected cost" not in err and "prm.train prm=tiny: saving" in err
@@ -172,11 +194,21 @@ def _evaluate_saying_its_cost(tmp_path, monkeypatch, capsys, actor=None, bars=Tr
         asked.append(len(plan_shards(config, help_policy.name).specs))
         out = Path(config.out)
         out.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame({"task_id": ["smart_home_1/2"], "seed": [100], "success": [True],
-                      "outcome": ["complete"], "expert_calls": [0], "steps": [3],
-                      "policy_errors": [0], "format_errors": [0], "errors": [0],
-                      "blind_calls": [0], "recovery_calls": [0]}).to_parquet(
-            out / "episodes.parquet")  # fmt: skip
+        pd.DataFrame(
+            {
+                "task_id": ["smart_home_1/2"],
+                "seed": [100],
+                "success": [True],
+                "outcome": ["complete"],
+                "expert_calls": [0],
+                "steps": [3],
+                "policy_errors": [0],
+                "format_errors": [0],
+                "errors": [0],
+                "blind_calls": [0],
+                "recovery_calls": [0],
+            }
+        ).to_parquet(out / "episodes.parquet")
 
     monkeypatch.setattr(collector, "collect", fake_collect)
     monkeypatch.setattr(progress.os, "cpu_count", lambda: 2)
@@ -188,8 +220,9 @@ def _evaluate_saying_its_cost(tmp_path, monkeypatch, capsys, actor=None, bars=Tr
             lambda *a: dataclasses.replace(rerun(*a), actor=actor),
         )
         monkeypatch.setattr(harness, "shared_actor", lambda _: dict)
-    cfg = EvaluateConfig(seeds=[100], splits=["test"], random_p=[0.1], out=str(tmp_path),
-                         progress=bars)  # fmt: skip
+    cfg = EvaluateConfig(
+        seeds=[100], splits=["test"], random_p=[0.1], out=str(tmp_path), progress=bars
+    )
     capsys.readouterr()
     evaluate(cfg)
     return capsys.readouterr().err, sum(asked)

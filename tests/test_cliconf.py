@@ -32,8 +32,12 @@ def test_unknown_keys_are_refused_with_the_closest_field(capsys):
 def test_known_keys_pass_and_dict_keys_open_up():
     argv = ["budget=[0.5,1]", "budgets.expert=1", "--help", "hydra.run.dir=.", "rule=paper"]
     assert check_argv("cmd", SearchConfig, argv) == [
-        "budget=[0.5,1]", "++budgets.expert=1", "--help", "hydra.run.dir=.", "rule=paper"
-    ]  # fmt: skip
+        "budget=[0.5,1]",
+        "++budgets.expert=1",
+        "--help",
+        "hydra.run.dir=.",
+        "rule=paper",
+    ]
     out = check_argv("c", CollectConfig, ["collect/actor=openai", "interventions.oracle.kind=x"])
     assert out == ["collect/actor=openai", "++interventions.oracle.kind=x"]
     # a sweep's folder passed back: the '=' in the value is quoted for Hydra's parser
@@ -83,15 +87,21 @@ def test_budgets_are_checked_as_numbers():
     ],
 )
 def test_errors_are_one_line_and_exit_2(arg, message, tmp_path):
-    run = subprocess.run([sys.executable, "-m", "helpdp.search", arg, f"out={tmp_path}"],
-                         capture_output=True, text=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "helpdp.search", arg, f"out={tmp_path}"],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2
     assert run.stderr.strip().startswith(message) and len(run.stderr.strip().splitlines()) == 1
 
 
 def test_budget_of_the_one_intervention_by_name(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "helpdp.search", "budgets.oracle=0.5",
-                          f"out={tmp_path}"], capture_output=True, text=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "helpdp.search", "budgets.oracle=0.5", f"out={tmp_path}"],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0 and "budget 0.5:" in run.stdout
 
 
@@ -151,8 +161,13 @@ def test_every_command_has_a_primary_config():
 def test_help_exits_0_writes_nothing_and_lists_the_resolved_fields(command, tmp_path):
     import dataclasses
 
-    run = subprocess.run([sys.executable, "-m", command, "--help"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", command, "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert list(tmp_path.iterdir()) == []  # no ./--help dataset, no outputs/, no .hydra/
     assert run.stdout.startswith(f"python -m {command}")
@@ -214,15 +229,26 @@ def test_every_command_suggests_the_closest_key(command, capsys):
 
 
 PATH_FIELDS = [
-    ("helpdp.search", "data"), ("helpdp.search", "out"), ("helpdp.frontier", "data"),
-    ("helpdp.label", "data"), ("helpdp.forecast", "data"), ("helpdp.evaluate", "data"),
-    ("helpdp.evaluate", "helper_dir"), ("helpdp.synthetic", "out"),
-    ("helpdp.helper.train", "labels"), ("helpdp.evaluate.calibrate", "helper_dir"),
-    ("prm.train", "data"), ("prm.score", "prm_dir"),
-    ("prm.score", "data"), ("prm.report", "prm_dir"), ("prm.selfreg", "prm_dir"),
-    ("collect", "policy"), ("collect", "out"), ("collect.awm.check", "data"),
+    ("helpdp.search", "data"),
+    ("helpdp.search", "out"),
+    ("helpdp.frontier", "data"),
+    ("helpdp.label", "data"),
+    ("helpdp.forecast", "data"),
+    ("helpdp.evaluate", "data"),
+    ("helpdp.evaluate", "helper_dir"),
+    ("helpdp.synthetic", "out"),
+    ("helpdp.helper.train", "labels"),
+    ("helpdp.evaluate.calibrate", "helper_dir"),
+    ("prm.train", "data"),
+    ("prm.score", "prm_dir"),
+    ("prm.score", "data"),
+    ("prm.report", "prm_dir"),
+    ("prm.selfreg", "prm_dir"),
+    ("collect", "policy"),
+    ("collect", "out"),
+    ("collect.awm.check", "data"),
     ("collect.awm.serve", "data"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("command, key", PATH_FIELDS)
@@ -238,11 +264,17 @@ def test_a_sweep_folder_passes_back_as_a_path(command, key):
 
 
 def test_a_sweep_folder_as_policy_end_to_end(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "helpdp.search", "budget=[1]",
-                          f"out={tmp_path}/s", "quiet=true"], capture_output=True, text=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "helpdp.search", "budget=[1]", f"out={tmp_path}/s", "quiet=true"],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
-    run = subprocess.run([sys.executable, "-m", "helpdp.frontier", f"data={tmp_path}/s/budget=1"],
-                         capture_output=True, text=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "helpdp.frontier", f"data={tmp_path}/s/budget=1"],
+        capture_output=True,
+        text=True,
+    )
     # the path reaches the command intact (a search folder is not a dataset)
     err = run.stderr.strip()
     assert err.startswith("helpdp.frontier: error: ") and f"{tmp_path}/s/budget=1/manifest" in err
@@ -259,34 +291,53 @@ def test_a_positional_argument_is_refused_with_a_hint(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["prm.score", "data=/nonexistent", "prm_dir=/x"],
-         "prm.score: error: /nonexistent: not a dataset directory"),
-        (["prm.train", "data=/nonexistent", "out=/x", "kind=tabular"],
-         "prm.train: error: /nonexistent: not a dataset directory"),
-        (["collect.awm.check", "data=/nonexistent"],
-         "collect.awm.check: error: AWM data directory not found: /nonexistent"),
-        (["helpdp.frontier", "budget=-1"],
-         "helpdp.frontier: error: budget=-1: a budget is a number of calls, at least 0"),
+        (
+            ["prm.score", "data=/nonexistent", "prm_dir=/x"],
+            "prm.score: error: /nonexistent: not a dataset directory",
+        ),
+        (
+            ["prm.train", "data=/nonexistent", "out=/x", "kind=tabular"],
+            "prm.train: error: /nonexistent: not a dataset directory",
+        ),
+        (
+            ["collect.awm.check", "data=/nonexistent"],
+            "collect.awm.check: error: AWM data directory not found: /nonexistent",
+        ),
+        (
+            ["helpdp.frontier", "budget=-1"],
+            "helpdp.frontier: error: budget=-1: a budget is a number of calls, at least 0",
+        ),
         (["helpdp.forecast", "budget=abc"], "helpdp.forecast: error: budget='abc': not a number"),
-        (["helpdp.label", "budgets.expert=1"],
-         "helpdp.label: error: budgets.expert: the dataset has no intervention 'expert'"),
+        (
+            ["helpdp.label", "budgets.expert=1"],
+            "helpdp.label: error: budgets.expert: the dataset has no intervention 'expert'",
+        ),
         # a value that does not convert to the field's type: before Hydra, nested too
-        (["helpdp.evaluate", "budget=abc"],
-         "helpdp.evaluate: error: 'budget' takes a float, not 'abc'"),
-        (["helpdp.frontier", "max_solves=1.5"],
-         "helpdp.frontier: error: 'max_solves' takes an int, not '1.5'"),
-        (["prm.train", "data=x", "out=y", "prm.lora.r=abc"],
-         "prm.train: error: 'prm.lora.r' takes an int, not 'abc'"),
-        (["helpdp.helper.train", "labels=x", "helper.lr=fast"],
-         "helpdp.helper.train: error: 'helper.lr' takes a float, not 'fast'"),
+        (
+            ["helpdp.evaluate", "budget=abc"],
+            "helpdp.evaluate: error: 'budget' takes a float, not 'abc'",
+        ),
+        (
+            ["helpdp.frontier", "max_solves=1.5"],
+            "helpdp.frontier: error: 'max_solves' takes an int, not '1.5'",
+        ),
+        (
+            ["prm.train", "data=x", "out=y", "prm.lora.r=abc"],
+            "prm.train: error: 'prm.lora.r' takes an int, not 'abc'",
+        ),
+        (
+            ["helpdp.helper.train", "labels=x", "helper.lr=fast"],
+            "helpdp.helper.train: error: 'helper.lr' takes a float, not 'fast'",
+        ),
         # a required field left '???': the body gets a typed instance, so it is refused first
         (["prm.score", "prm_dir=/x"], "prm.score: error: data: required; give data=VALUE"),
         (["helpdp.helper.train"], "helpdp.helper.train: error: labels: required; give labels="),
     ],
-)  # fmt: skip
+)
 def test_every_command_reports_errors_in_one_line(argv, message, tmp_path):
-    run = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert run.returncode == 2, run.stderr
     err = run.stderr.strip()
     assert err.startswith(message) and len(err.splitlines()) == 1, err
@@ -301,7 +352,12 @@ def test_every_command_body_gets_a_typed_instance(tmp_path, monkeypatch):
     seen = []
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["helpdp.frontier"])
-    run_app("helpdp.frontier", FrontierConfig, seen.append, config_name="frontier",
-            argv=[f"out={tmp_path / 'o'}", "budget=2"])  # fmt: skip
+    run_app(
+        "helpdp.frontier",
+        FrontierConfig,
+        seen.append,
+        config_name="frontier",
+        argv=[f"out={tmp_path / 'o'}", "budget=2"],
+    )
     (cfg,) = seen
     assert type(cfg) is FrontierConfig and cfg.budget == 2.0

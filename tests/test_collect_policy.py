@@ -10,22 +10,40 @@ from collect.collector import collect, collect_config
 from collect.policy import coverage, evaluation_line
 from helpdp.policies import StateView, TablePolicy
 
-SMALL = ["schedule.scenarios=[smart_home_1]", "schedule.max_tasks=3", "schedule.probabilities=[0.0]",
-         "schedule.seeds=[0,1]", "state_key=db", "progress=false", "executor.workers=1"]  # fmt: skip
+SMALL = [
+    "schedule.scenarios=[smart_home_1]",
+    "schedule.max_tasks=3",
+    "schedule.probabilities=[0.0]",
+    "schedule.seeds=[0,1]",
+    "state_key=db",
+    "progress=false",
+    "executor.workers=1",
+]
 
 
 def _write_search(path, rows, more_rows=None, weight=None):
     path.mkdir()
     mixture = None
     if more_rows is not None:
-        mixture = {"r": 0.1, "weight_more_help": weight,
-                   "more_help": {"expected_usage": 2.0, "expected_success": 0.9},
-                   "less_help": {"expected_usage": 0.0, "expected_success": 0.5}}  # fmt: skip
+        mixture = {
+            "r": 0.1,
+            "weight_more_help": weight,
+            "more_help": {"expected_usage": 2.0, "expected_success": 0.9},
+            "less_help": {"expected_usage": 0.0, "expected_success": 0.5},
+        }
         pd.DataFrame(more_rows).to_parquet(path / "policy_more_help.parquet")
     pd.DataFrame(rows).to_parquet(path / "policy.parquet")
-    (path / "search.json").write_text(json.dumps(
-        {"budget": 1.0, "r": 0.1, "expected_usage": 1.0, "expected_success": 0.7, "mixture": mixture}
-    ))  # fmt: skip
+    (path / "search.json").write_text(
+        json.dumps(
+            {
+                "budget": 1.0,
+                "r": 0.1,
+                "expected_usage": 1.0,
+                "expected_success": 0.7,
+                "mixture": mixture,
+            }
+        )
+    )
 
 
 def test_policy_drives_the_expert_calls(tmp_path):
@@ -84,8 +102,15 @@ def test_the_candidates_design_runs_each_candidate_on_its_own_episodes(tmp_path,
         f.write_text(json.dumps({"policy": policy_json(pol)}))
         files.append(str(f))
     cands = f"policy=[{files[0]},{files[1]}]"
-    cfg = collect_config([f"out={tmp_path / 'ev'}", cands, "collect/schedule=candidates", *SMALL,
-                          "schedule.seeds=[0,1,2,3]"])  # fmt: skip
+    cfg = collect_config(
+        [
+            f"out={tmp_path / 'ev'}",
+            cands,
+            "collect/schedule=candidates",
+            *SMALL,
+            "schedule.seeds=[0,1,2,3]",
+        ]
+    )
     assert cfg.schedule.probabilities == [0.0]
     run_cli(cfg)
     episodes = pd.read_parquet(tmp_path / "ev" / "episodes.parquet")

@@ -66,8 +66,11 @@ class FakeEnv:
     def step(self, text):
         self.turn += 1
         a = parse_turn(text, expert_enabled=False)
-        info = {"action": a.as_dict(), "failure": a.failure.value if a.failure else None,
-                "format_error": a.is_format_error}  # fmt: skip
+        info = {
+            "action": a.as_dict(),
+            "failure": a.failure.value if a.failure else None,
+            "format_error": a.is_format_error,
+        }
         if a.kind == "call_tool" and a.tool_name == self.crash_on:
             raise RuntimeError("pipe broke")
         if a.kind == "call_tool" and a.tool_name == self.die_on:
@@ -101,8 +104,10 @@ class FakeEnv:
 
 class FakePool:
     def __init__(self, **env_kwargs):
-        calls = [{"tool_name": "get_item", "arguments": {"item_id": 1}},
-                 {"tool_name": "update_item", "arguments": {"item_id": 1, "status": "done"}}]  # fmt: skip
+        calls = [
+            {"tool_name": "get_item", "arguments": {"item_id": 1}},
+            {"tool_name": "update_item", "arguments": {"item_id": 1, "status": "done"}},
+        ]
         self.sc = Scenario("fake_1", {i: Solution(calls) for i in range(4)})
         self.env_kwargs = env_kwargs
         self.released, self.envs = [], []

@@ -57,9 +57,25 @@ def test_dataset_keeps_the_contract(small):
     assert str(schema["transitions"].field("action").type) == "int8"
     assert str(schema["transitions"].field("count").type) == "int64"
     ep = ds.episodes
-    for col in ["episode_id", "task_id", "split", "seed", "trigger_p", "steps", "success", "reward",
-                "reward_type", "expert_calls", "blind_calls", "recovery_calls", "format_errors",
-                "tokens", "outcome", "p_oracle", "calls_oracle"]:  # fmt: skip
+    for col in [
+        "episode_id",
+        "task_id",
+        "split",
+        "seed",
+        "trigger_p",
+        "steps",
+        "success",
+        "reward",
+        "reward_type",
+        "expert_calls",
+        "blind_calls",
+        "recovery_calls",
+        "format_errors",
+        "tokens",
+        "outcome",
+        "p_oracle",
+        "calls_oracle",
+    ]:
         assert col in ep.columns, col
     assert (ep["blind_calls"] + ep["recovery_calls"] == ep["expert_calls"]).all()
     assert set(ep["split"]) == {"train", "validation", "test"}
@@ -155,8 +171,12 @@ def test_simulated_actor_is_a_weak_agent(small):
 
 
 def test_demo_is_byte_identical(tmp_path):
-    quick = ["schedule.max_tasks=2", "schedule.probabilities=[0.0,0.5,1.0]", "schedule.seeds=[0,1]",
-             "progress=false"]  # fmt: skip
+    quick = [
+        "schedule.max_tasks=2",
+        "schedule.probabilities=[0.0,0.5,1.0]",
+        "schedule.seeds=[0,1]",
+        "progress=false",
+    ]
     a = collect_demo(tmp_path / "a", quick + ["executor.workers=1"])
     b = collect_demo(tmp_path / "b", quick + ["executor.workers=2", "executor.shard_size=3"])
     assert a.episodes == b.episodes == 3 * 2 * 3 * 2
@@ -176,8 +196,14 @@ def test_demo_is_byte_identical(tmp_path):
 def test_rerun_reaggregates_without_collecting(small):
     out, first = small
     before = {n: (out / f"{n}.parquet").read_bytes() for n in TABLES}
-    cfg = collect_config([f"out={out}", "schedule.probabilities=[0.0,0.5,1.0]",
-                          "schedule.seeds=[0,1]", "progress=false"])  # fmt: skip
+    cfg = collect_config(
+        [
+            f"out={out}",
+            "schedule.probabilities=[0.0,0.5,1.0]",
+            "schedule.seeds=[0,1]",
+            "progress=false",
+        ]
+    )
     again = collect(cfg)
     assert again.shards_run == 0 and again.shards_total == first.shards_total
     assert {n: (out / f"{n}.parquet").read_bytes() for n in TABLES} == before

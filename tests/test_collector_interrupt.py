@@ -18,9 +18,12 @@ def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     # a terminal's Ctrl-C sends SIGINT to the whole foreground process group
     proc = subprocess.Popen(
-        _command(out, work), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        _command(out, work),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     shards, family, done = out / "shards", set(), 0
     deadline = time.time() + 180
     while time.time() < deadline and proc.poll() is None:
@@ -39,7 +42,7 @@ def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
         r"collect: interrupted: (\d+) of 28 shards kept in (.+); rerun the same command to "
         r"resume",
         lines[0],
-    )  # fmt: skip
+    )
     assert m and m.group(2) == str(shards), lines[0]
     kept = int(m.group(1))
     assert 3 <= kept < 28 and kept == len([p for p in shards.glob("0*") if p.is_dir()])

@@ -27,8 +27,9 @@ from helpdp.contract import conform, write_table
 def _scores(out: Path) -> bytes:
     """``scores.parquet`` as ``prm.score`` writes it (the contract's ``write_table``)."""
     states = pd.read_parquet(out / "states.parquet")
-    df = pd.DataFrame({"state_id": states["state_id"], "action": 0, "p_success": 0.5,
-                       "source": "test"})  # fmt: skip
+    df = pd.DataFrame(
+        {"state_id": states["state_id"], "action": 0, "p_success": 0.5, "source": "test"}
+    )
     write_table(conform("scores", df), out / "scores.parquet")
     return (out / "scores.parquet").read_bytes()
 

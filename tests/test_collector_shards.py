@@ -130,10 +130,12 @@ def test_nothing_to_publish_is_one_error_and_keeps_the_shards(first, tmp_path):
 
     def no_steps(t: pa.Table) -> pa.Table:
         n = t.num_rows
-        t = t.set_column(t.schema.get_field_index("outcome"), "outcome",
-                         pa.array(["server_error"] * n))  # fmt: skip
-        t = t.set_column(t.schema.get_field_index("steps"), "steps",
-                         pc.multiply(t.column("steps"), 0))  # fmt: skip
+        t = t.set_column(
+            t.schema.get_field_index("outcome"), "outcome", pa.array(["server_error"] * n)
+        )
+        t = t.set_column(
+            t.schema.get_field_index("steps"), "steps", pc.multiply(t.column("steps"), 0)
+        )
         return t.set_column(t.schema.get_field_index("valid"), "valid", pa.array([False] * n))
 
     for i in range(4):

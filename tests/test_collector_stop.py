@@ -65,9 +65,12 @@ def test_ctrl_c_with_busy_workers_ends_in_seconds_and_resumes_identically(tmp_pa
     assert "6/6 shards run" in r.stdout, r.stdout  # 3 worlds x 2 tasks x 7 probabilities / 7
 
     proc = subprocess.Popen(
-        _command(stopped, work), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        _command(stopped, work),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     shards, family = stopped / "shards", set()
     try:
         deadline = time.time() + 300

@@ -29,9 +29,13 @@ def _write(tmp_path, manifest=None, states=None, trans=None, scores=None):
 
 def _scores(p, ids=(7, 7)):
     return pd.DataFrame(
-        {"state_id": np.array(ids, np.int64), "action": np.array([0, 1], np.int8),
-         "p_success": np.array(p, np.float64), "source": "t"}
-    )  # fmt: skip
+        {
+            "state_id": np.array(ids, np.int64),
+            "action": np.array([0, 1], np.int8),
+            "p_success": np.array(p, np.float64),
+            "source": "t",
+        }
+    )
 
 
 def test_valid_dataset_loads(tmp_path):
@@ -154,10 +158,13 @@ def test_bad_input_is_refused(tmp_path, what, kw, msg):
 
 @pytest.mark.parametrize(
     ("p", "row", "msg"),
-    [([0.2, 1.5], 1, r"p_success 1.5 outside \[0, 1\]"), ([-0.1, 0.5], 0, r"p_success -0.1 outside \[0, 1\]"),
-     ([0.3, float("nan")], 1, "is null")],  # pandas writes NaN as a Parquet null
+    [
+        ([0.2, 1.5], 1, r"p_success 1.5 outside \[0, 1\]"),
+        ([-0.1, 0.5], 0, r"p_success -0.1 outside \[0, 1\]"),
+        ([0.3, float("nan")], 1, "is null"),
+    ],  # pandas writes NaN as a Parquet null
     ids=["above", "below", "nan"],
-)  # fmt: skip
+)
 def test_probability_outside_unit_interval(tmp_path, p, row, msg):
     with pytest.raises(
         DatasetError, match=rf"scores.parquet: column 'p_success': row {row}: {msg}"

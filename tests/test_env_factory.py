@@ -67,8 +67,12 @@ def test_methods_are_the_worlds_tools_with_their_schemas(pool):
         get_json_schema(getattr(env, name))
     only = _factory(pool, tools=["set_variable", "list_variables"]).environments()
     assert {n for n, _ in inspect.getmembers(only, inspect.isfunction) if n[0] != "_"} == {
-        "set_variable", "list_variables", "ask_expert", "reset", "get_reward"
-    }  # fmt: skip
+        "set_variable",
+        "list_variables",
+        "ask_expert",
+        "reset",
+        "get_reward",
+    }
 
 
 def test_graduated_reward_and_the_gated_expert(pool):
@@ -143,11 +147,21 @@ def test_one_grpo_step_through_environment_factory(pool, tmp_path, monkeypatch):
     model, tok = build_tiny(ModelConfig(vocab_size=1500), [*corpus, qwen3_chat_template, *schemas])
     tok.chat_template = qwen3_chat_template  # a template TRL can parse tool calls of
     args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2,
-        num_generations=2, max_completion_length=48, max_tool_calling_iterations=2,
-        learning_rate=1e-3, beta=0.0, report_to="none", use_cpu=True, logging_steps=1,
-        disable_tqdm=True, save_strategy="no", seed=0,
-    )  # fmt: skip
+        output_dir=str(tmp_path / "out"),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=48,
+        max_tool_calling_iterations=2,
+        learning_rate=1e-3,
+        beta=0.0,
+        report_to="none",
+        use_cpu=True,
+        logging_steps=1,
+        disable_tqdm=True,
+        save_strategy="no",
+        seed=0,
+    )
     trainer = GRPOTrainer(
         model=model,
         args=args,

@@ -17,9 +17,19 @@ def test_paired_ci_by_hand():
 
 
 def _runs(policy, success, calls, n=4):
-    return pd.DataFrame({"policy": policy, "split": "test", "pair": [f"t#{i}" for i in range(n)],
-                         "success": success, "expert_calls": calls, "steps": 3, "spl": 0.5,
-                         "policy_errors": 0, "invalid": False})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "policy": policy,
+            "split": "test",
+            "pair": [f"t#{i}" for i in range(n)],
+            "success": success,
+            "expert_calls": calls,
+            "steps": 3,
+            "spl": 0.5,
+            "policy_errors": 0,
+            "invalid": False,
+        }
+    )
 
 
 def test_equal_spend_interpolates_the_random_curve_per_pair():
@@ -31,12 +41,14 @@ def test_equal_spend_interpolates_the_random_curve_per_pair():
 
 
 def test_compare_is_paired_and_at_equal_spend():
-    r = pd.concat([
-        _runs("random p=0.1", [0, 0, 1, 0], [0, 1, 0, 1]),
-        _runs("random p=0.3", [1, 1, 1, 0], [2, 1, 2, 1]),
-        _runs("never", [0, 0, 0, 0], [0, 0, 0, 0]),
-        _runs("smart", [1, 1, 1, 1], [1, 1, 1, 1]),
-    ])  # fmt: skip
+    r = pd.concat(
+        [
+            _runs("random p=0.1", [0, 0, 1, 0], [0, 1, 0, 1]),
+            _runs("random p=0.3", [1, 1, 1, 0], [2, 1, 2, 1]),
+            _runs("never", [0, 0, 0, 0], [0, 0, 0, 0]),
+            _runs("smart", [1, 1, 1, 1], [1, 1, 1, 1]),
+        ]
+    )
     c = compare(r, "smart", "test", [0.1, 0.3])
     assert c["U"] == 1.0 and c["vs_random_equal_spend"][0] == pytest.approx(0.5)
     assert c["vs never"][0] == 1.0
@@ -61,15 +73,19 @@ def test_oracle_table_is_fitted_on_the_evaluated_split_only(tmp_path):
 
     ds = load_dataset(demo_dataset_path())
     splits = task_splits(ds)
-    test_states = set(ds.states.loc[ds.states["task_id"].isin(splits.index[splits == "test"]),
-                                    "state_id"])  # fmt: skip
+    test_states = set(
+        ds.states.loc[ds.states["task_id"].isin(splits.index[splits == "test"]), "state_id"]
+    )
     cfg = EvaluateConfig(budget=1.0)
     oracle = oracle_policy(cfg, ds, "test", tmp_path)
     assert oracle.known() and oracle.known() <= test_states
     assert oracle.search["expected_usage"] == pytest.approx(1.0, abs=1e-6)
     assert "fitted on these test tasks" in oracle.name
-    table = [p for p in policies(cfg, ds, sorted(splits.index[splits == "train"]), tmp_path)
-             if p.name.startswith("dp table")][0]  # fmt: skip
+    table = [
+        p
+        for p in policies(cfg, ds, sorted(splits.index[splits == "train"]), tmp_path)
+        if p.name.startswith("dp table")
+    ][0]
     assert not (table.known() & test_states)
     with pytest.raises(ValueError, match="no nosuch task"):
         oracle_policy(cfg, ds, "nosuch", tmp_path)
@@ -100,15 +116,31 @@ def test_rerun_keeps_only_the_baselines_runs(tmp_path, monkeypatch):
         seen[help_policy.name] = (out / "marker").exists()
         out.mkdir(parents=True, exist_ok=True)
         (out / "marker").write_text("x")
-        pd.DataFrame({"task_id": ["smart_home_1/2"], "seed": [100], "success": [True],
-                      "outcome": ["complete"], "expert_calls": [0], "steps": [3],
-                      "policy_errors": [0], "format_errors": [0], "errors": [0],
-                      "blind_calls": [0], "recovery_calls": [0]}).to_parquet(
-            out / "episodes.parquet")  # fmt: skip
+        pd.DataFrame(
+            {
+                "task_id": ["smart_home_1/2"],
+                "seed": [100],
+                "success": [True],
+                "outcome": ["complete"],
+                "expert_calls": [0],
+                "steps": [3],
+                "policy_errors": [0],
+                "format_errors": [0],
+                "errors": [0],
+                "blind_calls": [0],
+                "recovery_calls": [0],
+            }
+        ).to_parquet(out / "episodes.parquet")
 
     monkeypatch.setattr(collector, "collect", fake_collect)
-    cfg = EvaluateConfig(seeds=[100], splits=["test"], random_p=[0.1], out=str(tmp_path),
-                         turn_rules=[[3, 0]], progress=False)  # fmt: skip
+    cfg = EvaluateConfig(
+        seeds=[100],
+        splits=["test"],
+        random_p=[0.1],
+        out=str(tmp_path),
+        turn_rules=[[3, 0]],
+        progress=False,
+    )
     evaluate(cfg)
     assert not any(seen.values())  # a fresh out: nothing to resume
     evaluate(cfg)
@@ -128,11 +160,17 @@ def test_task_mix_buys_help_where_a_call_gains_most():
 
     # task a: a call at turn 0 gains 0.3; task b: 0.1 per call, up to 5 calls
     pts = pd.DataFrame(
-        [("a", "never", 0.5, 0.0), ("a", "turn 0", 0.8, 1.0), ("a", "always", 0.9, 5.0),
-         ("b", "never", 0.5, 0.0), ("b", "turn 0", 0.6, 1.0), ("b", "always", 1.0, 5.0),
-         ("b", "waste", 0.55, 3.0)],
+        [
+            ("a", "never", 0.5, 0.0),
+            ("a", "turn 0", 0.8, 1.0),
+            ("a", "always", 0.9, 5.0),
+            ("b", "never", 0.5, 0.0),
+            ("b", "turn 0", 0.6, 1.0),
+            ("b", "always", 1.0, 5.0),
+            ("b", "waste", 0.55, 3.0),
+        ],
         columns=["task_id", "policy", "SR", "U"],
-    )  # fmt: skip
+    )
     assert task_mix(pts, 0.5) == {"a": {"turn 0": 1.0}, "b": {"never": 1.0}}
     assert task_mix(pts, 0.25) == {"a": {"never": 0.5, "turn 0": 0.5}, "b": {"never": 1.0}}
     m = task_mix(pts, 1.0)  # a's turn 0, then b's segments (slope 0.1 each, collinear)
@@ -186,8 +224,9 @@ def test_compare_against_the_best_mix_of_baselines_at_equal_spend():
                 # smart: one call on a (succeeds), none on b (succeeds anyway)
                 ("smart", "test", pair, task, seed, True, int(task == "a")),
             ]
-    r = pd.DataFrame(rows, columns=["policy", "split", "pair", "task_id", "seed", "success",
-                                    "expert_calls"])  # fmt: skip
+    r = pd.DataFrame(
+        rows, columns=["policy", "split", "pair", "task_id", "seed", "success", "expert_calls"]
+    )
     for crossfit in (False, True):
         base, calls = mix_baseline(r, "test", 0.5, ["never", "turn 0"], crossfit=crossfit)
         # at half a call per episode the mix buys a's turn 0 (chosen on either half)
@@ -232,10 +271,16 @@ def test_the_environments_run_the_tasks_the_data_puts_in_the_split(tmp_path, mon
     assert want != old_test and len(want) == 10
 
     seen, _ = _record_scheduled_tasks(monkeypatch)
-    cfg = EvaluateConfig(data=str(data), seeds=[100], splits=["test"], random_p=[],
-                         out=str(tmp_path / "e"), progress=False, ope=False,
-                         skip=["random episodes p=0.5", "rule: after failure",
-                               "rule: turn 0 + after failure"])  # fmt: skip
+    cfg = EvaluateConfig(
+        data=str(data),
+        seeds=[100],
+        splits=["test"],
+        random_p=[],
+        out=str(tmp_path / "e"),
+        progress=False,
+        ope=False,
+        skip=["random episodes p=0.5", "rule: after failure", "rule: turn 0 + after failure"],
+    )
     evaluate(cfg)
     assert seen and all(s == want for s in seen)  # the data's test tasks, not the config's
     # train: the data's train tasks exactly (the former test tasks are validation now)
@@ -259,10 +304,21 @@ def _record_scheduled_tasks(monkeypatch) -> tuple[list, list]:
         seen.append(sorted({s.task_id for s in specs}))
         out = Path(config.out)
         out.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame({"task_id": [s.task_id for s in specs], "seed": [s.seed for s in specs],
-                      "success": True, "outcome": "complete", "expert_calls": 0, "steps": 3,
-                      "policy_errors": 0, "format_errors": 0, "errors": 0, "blind_calls": 0,
-                      "recovery_calls": 0}).to_parquet(out / "episodes.parquet")  # fmt: skip
+        pd.DataFrame(
+            {
+                "task_id": [s.task_id for s in specs],
+                "seed": [s.seed for s in specs],
+                "success": True,
+                "outcome": "complete",
+                "expert_calls": 0,
+                "steps": 3,
+                "policy_errors": 0,
+                "format_errors": 0,
+                "errors": 0,
+                "blind_calls": 0,
+                "recovery_calls": 0,
+            }
+        ).to_parquet(out / "episodes.parquet")
 
     monkeypatch.setattr(collector, "collect", fake_collect)
     return seen, actors
@@ -275,12 +331,24 @@ def test_tasks_runs_held_out_tasks_outside_the_collections_schedule(tmp_path, mo
     from helpdp.evaluate import EvaluateConfig, evaluate
 
     seen, _ = _record_scheduled_tasks(monkeypatch)
-    cfg = EvaluateConfig(data="helpdp/data/real-actor", seeds=[100], splits=["test"],
-                         random_p=[], out=str(tmp_path / "e"), progress=False, ope=False,
-                         baselines=False, policy_files=[])  # fmt: skip
+    cfg = EvaluateConfig(
+        data="helpdp/data/real-actor",
+        seeds=[100],
+        splits=["test"],
+        random_p=[],
+        out=str(tmp_path / "e"),
+        progress=False,
+        ope=False,
+        baselines=False,
+        policy_files=[],
+    )
     evaluate(cfg)
-    assert seen[0] == ["e_commerce_admin_1/6", "smart_home_1/2", "workflow_automation_1/0",
-                       "workflow_automation_1/4"]  # fmt: skip
+    assert seen[0] == [
+        "e_commerce_admin_1/6",
+        "smart_home_1/2",
+        "workflow_automation_1/0",
+        "workflow_automation_1/4",
+    ]
     seen.clear()
     evaluate(EvaluateConfig(**{**cfg.__dict__, "tasks": [7], "out": str(tmp_path / "f")}))
     assert seen[0] == ["e_commerce_admin_1/7", "workflow_automation_1/7"]
@@ -305,11 +373,24 @@ def test_a_real_model_loads_once_per_evaluation_and_each_run_gets_a_fresh_actor(
     monkeypatch.setattr(actors, "HFActor", StubHF)
     monkeypatch.setattr(actors, "check_actor", lambda config: None)
     _, given = _record_scheduled_tasks(monkeypatch)
-    evaluate(EvaluateConfig(data="helpdp/data/real-actor", seeds=[100], splits=["test"],
-                            random_p=[], out=str(tmp_path / "e"), progress=False, ope=False,
-                            skip=["random episodes p=0.5", "rule: after failure",
-                                  "rule: turn 0 + after failure", "dp table (budget 1)"],
-                            reuse=False))  # fmt: skip
+    evaluate(
+        EvaluateConfig(
+            data="helpdp/data/real-actor",
+            seeds=[100],
+            splits=["test"],
+            random_p=[],
+            out=str(tmp_path / "e"),
+            progress=False,
+            ope=False,
+            skip=[
+                "random episodes p=0.5",
+                "rule: after failure",
+                "rule: turn 0 + after failure",
+                "dp table (budget 1)",
+            ],
+            reuse=False,
+        )
+    )
     assert len(given) == 3  # never, always, turn 0
     assert loads == [True, False, False, False]  # one load, then a fresh actor per run
     assert len({id(a) for a in given}) == 3 and len({id(a.model) for a in given}) == 1

@@ -30,21 +30,33 @@ def steps(rows, sha=None):
 
 
 def test_each_class_by_hand():
-    df = steps([
-        (1, 0, "call_tool", "a", None, False),  # working
-        (1, 1, "call_tool", "a", "tool_error", False),  # failed, repeat 1
-        (1, 2, "call_tool", "a", "invalid_arguments", False),  # failed, repeat 2 (a loop)
-        (1, 3, "call_tool", "b", "unknown_tool", False),  # unknown tool, no repeat
-        (1, 4, "invalid", None, "invalid_json", True),  # format error, never a repeat
-        (1, 5, "invalid", None, "unknown_meta_function", True),
-        (1, 6, "invalid", None, "invalid_arguments", False),  # a malformed call: failed
-        (1, 7, "list_tools", None, None, False),  # working
-        (1, 8, "list_tools", None, None, False),  # repeat 1
-        (1, 9, "final", None, None, False),  # stop
-    ])  # fmt: skip
+    df = steps(
+        [
+            (1, 0, "call_tool", "a", None, False),  # working
+            (1, 1, "call_tool", "a", "tool_error", False),  # failed, repeat 1
+            (1, 2, "call_tool", "a", "invalid_arguments", False),  # failed, repeat 2 (a loop)
+            (1, 3, "call_tool", "b", "unknown_tool", False),  # unknown tool, no repeat
+            (1, 4, "invalid", None, "invalid_json", True),  # format error, never a repeat
+            (1, 5, "invalid", None, "unknown_meta_function", True),
+            (1, 6, "invalid", None, "invalid_arguments", False),  # a malformed call: failed
+            (1, 7, "list_tools", None, None, False),  # working
+            (1, 8, "list_tools", None, None, False),  # repeat 1
+            (1, 9, "final", None, None, False),  # stop
+        ]
+    )
     out = classify_steps(df)
-    assert list(out.turn_class) == ["working", "failed", "failed", "unknown_tool", "format_error",
-                                    "format_error", "failed", "working", "working", "stop"]  # fmt: skip
+    assert list(out.turn_class) == [
+        "working",
+        "failed",
+        "failed",
+        "unknown_tool",
+        "format_error",
+        "format_error",
+        "failed",
+        "working",
+        "working",
+        "stop",
+    ]
     assert list(out.repeat) == [False, True, True, False, False, False, False, False, True, False]
     assert list(out.repeats) == [0, 1, 2, 0, 0, 0, 0, 0, 1, 0]
     assert set(out.turn_class) == set(TURN_CLASSES)
@@ -58,13 +70,16 @@ def test_args_sha_separates_calls_and_order_and_episodes_do_not_matter():
     a, b = args_sha({"x": 1, "y": [1, 2]}), args_sha({"y": [1, 2], "x": 1})
     assert a == b and len(a) == 16 and a != args_sha({"x": 2, "y": [1, 2]})
     assert args_sha(None) == args_sha({})
-    df = steps([
-        (5, 0, "call_tool", "a", None, False),
-        (5, 1, "call_tool", "a", None, False),  # same tool, other arguments: no repeat
-        (5, 2, "call_tool", "a", None, False),  # same arguments as t=1: repeat
-        (6, 0, "call_tool", "a", None, False),  # a new episode: never a repeat
-        (6, 2, "call_tool", "a", None, False),  # t=1 missing: not a repeat
-    ], sha=[args_sha({"q": 1}), args_sha({"q": 2}), args_sha({"q": 2}), args_sha({"q": 2}), None])  # fmt: skip
+    df = steps(
+        [
+            (5, 0, "call_tool", "a", None, False),
+            (5, 1, "call_tool", "a", None, False),  # same tool, other arguments: no repeat
+            (5, 2, "call_tool", "a", None, False),  # same arguments as t=1: repeat
+            (6, 0, "call_tool", "a", None, False),  # a new episode: never a repeat
+            (6, 2, "call_tool", "a", None, False),  # t=1 missing: not a repeat
+        ],
+        sha=[args_sha({"q": 1}), args_sha({"q": 2}), args_sha({"q": 2}), args_sha({"q": 2}), None],
+    )
     out = classify_steps(df.iloc[::-1])  # row order is free and kept
     assert list(out.index) == [4, 3, 2, 1, 0]
     assert list(out.sort_index().repeats) == [0, 0, 1, 0, 0]
@@ -73,13 +88,15 @@ def test_args_sha_separates_calls_and_order_and_episodes_do_not_matter():
 
 
 def test_state_events_shift_by_one_turn():
-    df = steps([
-        (1, 0, "call_tool", "a", None, False),
-        (1, 1, "call_tool", "a", None, False),
-        (1, 2, "call_tool", "a", None, False),
-        (1, 3, "call_tool", "b", "tool_error", False),
-        (1, 4, "final", None, None, False),
-    ])  # fmt: skip
+    df = steps(
+        [
+            (1, 0, "call_tool", "a", None, False),
+            (1, 1, "call_tool", "a", None, False),
+            (1, 2, "call_tool", "a", None, False),
+            (1, 3, "call_tool", "b", "tool_error", False),
+            (1, 4, "final", None, None, False),
+        ]
+    )
     out = state_events(df)
     assert list(out.last_class) == [None, "working", "working", "working", "failed"]
     assert list(out.last_repeats) == [0, 0, 1, 2, 0]

@@ -203,12 +203,14 @@ def test_a_policy_over_its_budget_is_flagged():
 def test_the_frontier_plots_random_help_from_the_grids_episodes_only():
     from helpdp.pareto import random_help_curve
 
-    eps = pd.DataFrame({
-        "trigger_p": [0.0, 0.0, 0.5, 0.5, 0.5, 0.5],
-        "expert_calls": [0, 0, 1, 3, 1, 1],
-        "success": [False, True, True, True, False, False],
-        "design": [None, None, None, None, '{"kind":"triggers"}', '{"kind":"triggers"}'],
-    })  # fmt: skip
+    eps = pd.DataFrame(
+        {
+            "trigger_p": [0.0, 0.0, 0.5, 0.5, 0.5, 0.5],
+            "expert_calls": [0, 0, 1, 3, 1, 1],
+            "success": [False, True, True, True, False, False],
+            "design": [None, None, None, None, '{"kind":"triggers"}', '{"kind":"triggers"}'],
+        }
+    )
     curve = random_help_curve(eps)
     assert curve.index.tolist() == [0.0, 0.5]
     assert curve.loc[0.5].tolist() == [2.0, 1.0]  # the stage-2 rows (1 call, failed) left out

@@ -67,7 +67,7 @@ def test_visit_weighting_trusts_the_often_visited_label(tmp_path):
                 ("alpha beta alarm", 0, 1),
                 ("gamma delta quiet", 0, 5),
                 ("gamma delta quiet", 0, 5),
-            ]  # fmt: skip
+            ]
         ):
             rows.append((t * 10 + j, f"task{t}", split, text, label, 1.0, visits))
     df = pd.DataFrame(
@@ -77,8 +77,12 @@ def test_visit_weighting_trusts_the_often_visited_label(tmp_path):
     meta = {"actions": ["nohelp", "expert"], "strategy": "all_states", "rule": "exact"}
     p_alarm = {}
     for weight in ("uniform", "visits"):
-        cfg = {"helper": {**TINY, "class_weighting": "none"}, "progress": False,
-               "calibration": "help_rate", "example_weight": weight}  # fmt: skip
+        cfg = {
+            "helper": {**TINY, "class_weighting": "none"},
+            "progress": False,
+            "calibration": "help_rate",
+            "example_weight": weight,
+        }
         train_helper(df, meta, cfg, tmp_path / weight)
         from helpdp.helper.policy import HelperPolicy
 
@@ -87,8 +91,12 @@ def test_visit_weighting_trusts_the_often_visited_label(tmp_path):
     assert p_alarm["uniform"] == pytest.approx(0.5, abs=0.15)
     assert p_alarm["visits"] > 0.8
     # min_visits drops the single-visit label: then uniform weights side with help too
-    cfg = {"helper": {**TINY, "class_weighting": "none"}, "progress": False,
-           "calibration": "help_rate", "min_visits": 2}  # fmt: skip
+    cfg = {
+        "helper": {**TINY, "class_weighting": "none"},
+        "progress": False,
+        "calibration": "help_rate",
+        "min_visits": 2,
+    }
     res = train_helper(df, meta, cfg, tmp_path / "min2")
     assert res["metrics"]["train_examples"] == 20 * 3
     assert HelperPolicy(tmp_path / "min2").proba(["alpha beta alarm"])[0, 1] > 0.8
@@ -255,8 +263,9 @@ def test_usage_calibration_end_to_end(tmp_path):
         OmegaConf.structured(LabelConfig), {"quiet": True, "budget": [0.5, 0.8, 1.2]}
     )
     labels, meta = make_labels(ds, lcfg)
-    res = train_helper(labels, meta, {"helper": {**TINY, "epochs": 2}, "progress": False},
-                       tmp_path / "helper")  # fmt: skip
+    res = train_helper(
+        labels, meta, {"helper": {**TINY, "epochs": 2}, "progress": False}, tmp_path / "helper"
+    )
     assert res["calibration"] == "usage"
     cal = res["metrics"]["calibration_usage"]
     for b in (0.5, 0.8, 1.2):
@@ -265,8 +274,10 @@ def test_usage_calibration_end_to_end(tmp_path):
     assert th[0] >= th[1] >= th[2]
     pol = HelperPolicy(tmp_path / "helper")
     val = labels[(labels["split"] == "validation") & (labels["budget"] == 1.2)]
-    views = [StateView(int(r.state_id), r.task_id, int(r.depth), r.text, episode_id=i)
-             for i, r in enumerate(val.itertuples())]  # fmt: skip
+    views = [
+        StateView(int(r.state_id), r.task_id, int(r.depth), r.text, episode_id=i)
+        for i, r in enumerate(val.itertuples())
+    ]
     rates = [float(pol.decide(views, budget=b).mean()) for b in (0.5, 0.8, 1.2)]
     assert rates[0] <= rates[1] <= rates[2] and rates[2] > rates[0]
 

@@ -67,8 +67,9 @@ def tiny_helper(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("helper")
     meta = {"actions": ["nohelp", "expert"], "strategy": "all_states", "rule": "exact"}
-    train_helper(toy_labels(), meta, {"helper": TINY, "progress": False,
-                                      "calibration": "help_rate"}, out)  # fmt: skip
+    train_helper(
+        toy_labels(), meta, {"helper": TINY, "progress": False, "calibration": "help_rate"}, out
+    )
     return out
 
 
@@ -77,8 +78,10 @@ def test_set_threshold_overrides_the_budget(tiny_helper):
     from helpdp.policies import StateView
 
     pol = HelperPolicy(tiny_helper, budget=1.0)
-    views = [StateView(state_id=i, task_id="t", depth=0, text=f"alpha alarm level {i % 4}")
-             for i in range(8)]  # fmt: skip
+    views = [
+        StateView(state_id=i, task_id="t", depth=0, text=f"alpha alarm level {i % 4}")
+        for i in range(8)
+    ]
     pol.set_threshold(1.0)
     assert (pol.decide(views) == 0).all() and "threshold 1" in pol.name
     pol.set_threshold(-1.0)
@@ -97,9 +100,16 @@ def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
 
     before = json.loads((tiny_helper / "helper.json").read_text())
     out = tmp_path / "calibrated"
-    cfg = HelperCalibrateConfig(helper_dir=str(tiny_helper), split="test", seeds=[900],
-                                max_tasks=1, budgets=[1.0], iters=2, out=str(out),
-                                progress=True)  # fmt: skip
+    cfg = HelperCalibrateConfig(
+        helper_dir=str(tiny_helper),
+        split="test",
+        seeds=[900],
+        max_tasks=1,
+        budgets=[1.0],
+        iters=2,
+        out=str(out),
+        progress=True,
+    )
     real, outs = collector.collect, []
 
     def spy(config, help_policy=None):

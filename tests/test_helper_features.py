@@ -82,8 +82,12 @@ def test_the_header_lets_a_tiny_helper_learn_what_its_window_cuts(tmp_path):
     test = df[df["split"] == "test"]
     acc = {}
     for header in (False, True):
-        cfg = {"helper": TINY, "progress": False, "calibration": "help_rate",
-               "state_header": header}  # fmt: skip
+        cfg = {
+            "helper": TINY,
+            "progress": False,
+            "calibration": "help_rate",
+            "state_header": header,
+        }
         res = train_helper(df, meta, cfg, tmp_path / str(header))
         assert res["state_header"] is header
         pol = HelperPolicy(tmp_path / str(header), budget=1.0)

@@ -96,8 +96,13 @@ def test_a_format_1_directory_still_loads(trained, tmp_path):
 def test_metrics_are_stored_against_the_majority_class(trained):
     _, res = trained
     m = res["metrics"]
-    for k in ("val_balanced_accuracy", "val_auroc", "val_majority_accuracy",
-              "val_majority_balanced_accuracy", "val_majority_auroc"):  # fmt: skip
+    for k in (
+        "val_balanced_accuracy",
+        "val_auroc",
+        "val_majority_accuracy",
+        "val_majority_balanced_accuracy",
+        "val_majority_auroc",
+    ):
         assert k in m
     assert m["val_majority_balanced_accuracy"] == 0.5 and m["val_majority_auroc"] == 0.5
     assert m["val_auroc"] > 0.9  # the toy task: 'alarm level k' is in the text
@@ -114,9 +119,13 @@ def test_hand_checked_metrics():
 
 
 def test_warnings_for_a_helper_that_learned_nothing_or_misses_its_budget():
-    nothing = {"val_accuracy": 0.474, "val_majority_accuracy": 0.853,
-               "val_balanced_accuracy": 0.49, "val_majority_balanced_accuracy": 0.5,
-               "val_auroc": 0.48}  # fmt: skip
+    nothing = {
+        "val_accuracy": 0.474,
+        "val_majority_accuracy": 0.853,
+        "val_balanced_accuracy": 0.49,
+        "val_majority_balanced_accuracy": 0.5,
+        "val_auroc": 0.48,
+    }
     w = fit_warnings(nothing)
     assert len(w) == 2 and "does not beat the majority class (0.853)" in w[0]
     assert "learned nothing" in w[0] and "AUROC 0.480" in w[1]

@@ -76,8 +76,10 @@ def collect_toy(rng) -> dict[str, pd.DataFrame]:
         [(k, *v) for k, v in states.items()],
         columns=["state_id", "task_id", "depth", "is_start", "terminal", "success", "text"],
     ).astype({"state_id": "int64", "depth": "int32"})
-    tr = pd.DataFrame([(*k, c) for k, c in trans.items()],
-                      columns=["state_id", "action", "next_state_id", "count"])  # fmt: skip
+    tr = pd.DataFrame(
+        [(*k, c) for k, c in trans.items()],
+        columns=["state_id", "action", "next_state_id", "count"],
+    )
     tr = tr.astype(
         {"state_id": "int64", "action": "int8", "next_state_id": "int64", "count": "int64"}
     )
@@ -123,9 +125,20 @@ def test_tiny_helper_learns_when_to_ask_and_beats_random_on_unseen_tasks(tmp_pat
     # the DP's labels: help only right after a failure (nearly all of them at budget 1)
     assert (train.loc[~failed, "label"] == 0).all() and train.loc[failed, "label"].mean() > 0.85
 
-    tiny = {"backbone": "tiny", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
-            "intermediate_size": 64, "vocab_size": 96, "max_length": 24, "head_tokens": 4,
-            "lr": 3e-3, "epochs": 8, "batch_size": 16, "cpu_threads": 1}  # fmt: skip
+    tiny = {
+        "backbone": "tiny",
+        "hidden_size": 32,
+        "num_layers": 1,
+        "num_heads": 2,
+        "intermediate_size": 64,
+        "vocab_size": 96,
+        "max_length": 24,
+        "head_tokens": 4,
+        "lr": 3e-3,
+        "epochs": 8,
+        "batch_size": 16,
+        "cpu_threads": 1,
+    }
     res = train_helper(labels, meta, {"helper": tiny, "progress": False}, tmp_path / "helper")
     assert res["metrics"]["train_loss_after"] < res["metrics"]["train_loss_before"]
 

@@ -190,8 +190,11 @@ def test_an_amplifying_message_is_refused_before_it_decodes(server):
     _, url = server
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(AMPLIFY_CLIENT), url],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     found = re.match(

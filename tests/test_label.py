@@ -185,8 +185,13 @@ def test_labels_from_an_event_rule_spec():
     # call (the view's calls: the logged episode's expert calls so far)
     capped, _ = policy_labels(ds, _cfg(policy="turn0+after:failed+max:1", budget=1.0))
     c = capped.set_index("state_id")["p_expert"]
-    ok = pd.Series([float(v.depth == 0 or (v.last_class == "failed" and v.calls < 1))
-                    for v in views]).groupby([v.state_id for v in views]).mean()  # fmt: skip
+    ok = (
+        pd.Series(
+            [float(v.depth == 0 or (v.last_class == "failed" and v.calls < 1)) for v in views]
+        )
+        .groupby([v.state_id for v in views])
+        .mean()
+    )
     assert c.to_numpy() == pytest.approx(ok.reindex(c.index).to_numpy())
     assert c.sum() < got.sum()  # fewer calls: some failed turns come after a call
     from helpdp.cliconf import UsageError

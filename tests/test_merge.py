@@ -26,8 +26,12 @@ def _halves(tmp_path, edit=None):
             man["source"]["config"]["schedule"]["tasks"] = [3]  # a later run, other tasks
             if edit:
                 edit(man)
-        tables = {"states": sub.states, "transitions": sub.transitions,
-                  "episodes": sub.episodes, "steps": sub.steps}  # fmt: skip
+        tables = {
+            "states": sub.states,
+            "transitions": sub.transitions,
+            "episodes": sub.episodes,
+            "steps": sub.steps,
+        }
         out.append(write_dataset(tmp_path / name, man, tables))
     return ds, out
 
@@ -37,8 +41,11 @@ def test_the_demo_cut_in_two_merges_back_into_the_demo(tmp_path, capsys):
     out = run_merge(MergeConfig(sources=[str(a), str(b)], out=str(tmp_path / "merged")))
     assert "30 tasks, 630 episodes" in capsys.readouterr().out
     m = load_dataset(out)
-    for table, key in (("states", ["state_id"]), ("transitions", ["state_id", "action",
-                       "next_state_id"]), ("episodes", ["episode_id"])):  # fmt: skip
+    for table, key in (
+        ("states", ["state_id"]),
+        ("transitions", ["state_id", "action", "next_state_id"]),
+        ("episodes", ["episode_id"]),
+    ):
         got = getattr(m, table).sort_values(key).reset_index(drop=True)
         ref = getattr(demo, table).sort_values(key).reset_index(drop=True)
         assert got.equals(ref[got.columns]), table
@@ -85,8 +92,12 @@ def _hostile_b(tmp_path, attack):
     (its manifest included) as a hostile collection would."""
     _, (a, b) = _halves(tmp_path)
     da, db = load_dataset(a), load_dataset(b)
-    tables = {"states": db.states, "transitions": db.transitions,
-              "episodes": db.episodes, "steps": db.steps}  # fmt: skip
+    tables = {
+        "states": db.states,
+        "transitions": db.transitions,
+        "episodes": db.episodes,
+        "steps": db.steps,
+    }
     man = attack(tables, da) or db.manifest
     for name, frame in tables.items():
         frame.to_parquet(b / f"{name}.parquet", index=False)
@@ -112,8 +123,13 @@ def test_episodes_for_another_sources_task_are_refused(tmp_path):
         tables["episodes"] = pd.concat([tables["episodes"], extra], ignore_index=True)
 
     a, b = _hostile_b(tmp_path, attack)
-    _refused(tmp_path, a, b, r"^part-b/episodes.parquet: row 420: task_id "
-             r"'e_commerce_admin_1/0' is not one of part-b's own tasks")  # fmt: skip
+    _refused(
+        tmp_path,
+        a,
+        b,
+        r"^part-b/episodes.parquet: row 420: task_id "
+        r"'e_commerce_admin_1/0' is not one of part-b's own tasks",
+    )
 
 
 def test_steps_for_another_sources_episode_are_refused(tmp_path):
@@ -124,8 +140,13 @@ def test_steps_for_another_sources_episode_are_refused(tmp_path):
 
     a, b = _hostile_b(tmp_path, attack)
     n = len(load_dataset(b).steps) - 3
-    _refused(tmp_path, a, b, rf"^part-b/steps.parquet: row {n}: episode_id -?\d+ is not one "
-             "of part-b's own episodes")  # fmt: skip
+    _refused(
+        tmp_path,
+        a,
+        b,
+        rf"^part-b/steps.parquet: row {n}: episode_id -?\d+ is not one "
+        "of part-b's own episodes",
+    )
 
 
 def test_a_manifest_nested_200000_deep_is_one_line_exit_2(tmp_path):
@@ -139,8 +160,10 @@ def test_a_manifest_nested_200000_deep_is_one_line_exit_2(tmp_path):
     _refused(tmp_path, a, b, "^part-b/manifest.json: manifest nested deeper than 64 levels$")
     proc = subprocess.run(
         [sys.executable, "-m", "collect.merge", f"sources=[{a},{b}]", f"out={tmp_path / 'cli'}"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert (
         proc.stderr.strip()
@@ -153,18 +176,51 @@ def test_a_manifest_nested_200000_deep_is_one_line_exit_2(tmp_path):
 # the shipped real-actor data's actor (transformers in process) and the same model behind
 # collect.realserve's llama.cpp servers (the openai actor): one model, two runtimes
 PIN = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-HF = {"kind": "hf", "name": None, "call_format": "lenient", "temperature": 0.7, "top_p": 0.8,
-      "max_tokens": 192, "model": "", "stop_after_tool_call": True, "dtype": "float32",
-      "trust_remote_code": False, "chat_template_kwargs": {}, "device": "cpu",
-      "local_files_only": True, "max_prompt_tokens": 0,
-      "gguf": "qwen2.5-coder-0.5b-instruct-q4_k_m", "model_sha256": PIN, "cache_dir": None,
-      "prefix_cache": True, "threads": 1}  # fmt: skip
-LLAMA = {"kind": "openai", "name": None, "base_url": "http://127.0.0.1:8011/v1",
-         "model": "qwen2.5-coder-0.5b-instruct-q4_k_m", "api_key_env": "OPENAI_API_KEY",
-         "timeout_s": 1800.0, "retries": 3, "call_format": "lenient", "temperature": 0.7,
-         "top_p": 0.8, "max_tokens": 192, "concurrency": 1, "stop_after_tool_call": True,
-         "model_sha256": PIN, "sampler": {"top_k": 50, "min_p": 0.0, "typical_p": 1.0,
-         "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}}  # fmt: skip
+HF = {
+    "kind": "hf",
+    "name": None,
+    "call_format": "lenient",
+    "temperature": 0.7,
+    "top_p": 0.8,
+    "max_tokens": 192,
+    "model": "",
+    "stop_after_tool_call": True,
+    "dtype": "float32",
+    "trust_remote_code": False,
+    "chat_template_kwargs": {},
+    "device": "cpu",
+    "local_files_only": True,
+    "max_prompt_tokens": 0,
+    "gguf": "qwen2.5-coder-0.5b-instruct-q4_k_m",
+    "model_sha256": PIN,
+    "cache_dir": None,
+    "prefix_cache": True,
+    "threads": 1,
+}
+LLAMA = {
+    "kind": "openai",
+    "name": None,
+    "base_url": "http://127.0.0.1:8011/v1",
+    "model": "qwen2.5-coder-0.5b-instruct-q4_k_m",
+    "api_key_env": "OPENAI_API_KEY",
+    "timeout_s": 1800.0,
+    "retries": 3,
+    "call_format": "lenient",
+    "temperature": 0.7,
+    "top_p": 0.8,
+    "max_tokens": 192,
+    "concurrency": 1,
+    "stop_after_tool_call": True,
+    "model_sha256": PIN,
+    "sampler": {
+        "top_k": 50,
+        "min_p": 0.0,
+        "typical_p": 1.0,
+        "repeat_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    },
+}
 
 
 def _runtimes(tmp_path, actor_a, actor_b):

@@ -57,9 +57,14 @@ def test_episode_terms_dr_with_exact_model_has_no_correction():
     ptr = np.array([0, 1, 2])
     rho = np.array([2.0, 0.0])
     t = ko.episode_terms(
-        ptr, rho, np.zeros(2), np.array([1.0, 0.0]), np.array([0.7, 0.4]),
-        np.array([0.6, 0.6]), np.array([0.6, 0.6]),
-    )  # fmt: skip
+        ptr,
+        rho,
+        np.zeros(2),
+        np.array([1.0, 0.0]),
+        np.array([0.7, 0.4]),
+        np.array([0.6, 0.6]),
+        np.array([0.6, 0.6]),
+    )
     np.testing.assert_allclose(t["is"], [2.0, 0.0])
     np.testing.assert_allclose(t["dr"], [0.6 + 2 * (1 - 0.7), 0.6])
     np.testing.assert_allclose(t["w"], [2.0, 0.0])

@@ -32,8 +32,15 @@ def _bench():
 @pytest.fixture(scope="module")
 def cells():
     bench = _bench()
-    res = bench.run(20, 3, methods=("task-jk", "task-t", "stratum"), estimators=("dr", "wdr"),
-                    n_boot=50, seed=1, pols=[AtTurns((0, 3)), TurnZeroOrAfterFailure()])  # fmt: skip
+    res = bench.run(
+        20,
+        3,
+        methods=("task-jk", "task-t", "stratum"),
+        estimators=("dr", "wdr"),
+        n_boot=50,
+        seed=1,
+        pols=[AtTurns((0, 3)), TurnZeroOrAfterFailure()],
+    )
     assert res["episodes"] == 12 * 7 * 3
     return {(c["method"], c["estimator"], c["policy"], c["quantity"]): c for c in res["cells"]}
 

@@ -12,14 +12,30 @@ import pytest
 def test_ope_summary_by_hand():
     from helpdp.evaluate import ope_report, ope_summary
 
-    df = pd.DataFrame({
-        "split": ["test"] * 2, "policy": ["a", "b"], "SR": [0.5, 0.8], "U": [0.0, 1.0],
-        "ope_SR": [0.52, 0.6], "ope_SR_lo": [0.45, 0.5], "ope_SR_hi": [0.6, 0.7],
-        "ope_U": [0.0, 1.1], "ope_U_lo": [0.0, 0.9], "ope_U_hi": [0.0, 1.3],
-        "inside_SR": [True, False], "inside_U": [True, True], "abs_err_SR": [0.02, 0.2],
-        "abs_err_U": [0.0, 0.1], "agree": [10, 3], "episodes": [20, 20], "ess": [9.0, 2.0],
-        "max_share": [0.1, 0.5], "agrees_SR": [True, True], "agrees_U": [True, False],
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "split": ["test"] * 2,
+            "policy": ["a", "b"],
+            "SR": [0.5, 0.8],
+            "U": [0.0, 1.0],
+            "ope_SR": [0.52, 0.6],
+            "ope_SR_lo": [0.45, 0.5],
+            "ope_SR_hi": [0.6, 0.7],
+            "ope_U": [0.0, 1.1],
+            "ope_U_lo": [0.0, 0.9],
+            "ope_U_hi": [0.0, 1.3],
+            "inside_SR": [True, False],
+            "inside_U": [True, True],
+            "abs_err_SR": [0.02, 0.2],
+            "abs_err_U": [0.0, 0.1],
+            "agree": [10, 3],
+            "episodes": [20, 20],
+            "ess": [9.0, 2.0],
+            "max_share": [0.1, 0.5],
+            "agrees_SR": [True, True],
+            "agrees_U": [True, False],
+        }
+    )
     s = ope_summary(df)
     assert s["coverage_SR"] == 0.5 and s["coverage_U"] == 1.0
     assert s["agrees_SR"] == 1.0 and s["agrees_U"] == 0.5
@@ -42,11 +58,21 @@ def test_evaluate_adds_ope_and_selected_policies(tmp_path, monkeypatch):
     def fake_collect(config, help_policy=None):
         out = Path(config.out)
         out.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame({"task_id": ["smart_home_1/2"] * 2, "seed": [100, 101],
-                      "success": [True, False], "outcome": ["complete", "others"],
-                      "expert_calls": [1, 1], "steps": [3, 7], "policy_errors": [0, 0],
-                      "format_errors": [0, 0], "errors": [0, 0], "blind_calls": [0, 0],
-                      "recovery_calls": [0, 0]}).to_parquet(out / "episodes.parquet")  # fmt: skip
+        pd.DataFrame(
+            {
+                "task_id": ["smart_home_1/2"] * 2,
+                "seed": [100, 101],
+                "success": [True, False],
+                "outcome": ["complete", "others"],
+                "expert_calls": [1, 1],
+                "steps": [3, 7],
+                "policy_errors": [0, 0],
+                "format_errors": [0, 0],
+                "errors": [0, 0],
+                "blind_calls": [0, 0],
+                "recovery_calls": [0, 0],
+            }
+        ).to_parquet(out / "episodes.parquet")
 
     monkeypatch.setattr(collector, "collect", fake_collect)
     sel = tmp_path / "sel"
@@ -54,9 +80,17 @@ def test_evaluate_adds_ope_and_selected_policies(tmp_path, monkeypatch):
     (sel / "selected.json").write_text(
         json.dumps({"budget": 1.0, "policy": policy_json(AtTurns((0,)))})
     )
-    cfg = EvaluateConfig(seeds=[100, 101], splits=["test"], random_p=[0.1], out=str(tmp_path / "e"),
-                         baselines=False, policy_files=[str(sel)], skip=["dp table (budget 1)"],
-                         progress=False, ope_boot=20)  # fmt: skip
+    cfg = EvaluateConfig(
+        seeds=[100, 101],
+        splits=["test"],
+        random_p=[0.1],
+        out=str(tmp_path / "e"),
+        baselines=False,
+        policy_files=[str(sel)],
+        skip=["dp table (budget 1)"],
+        progress=False,
+        ope_boot=20,
+    )
     results, summary, _ = evaluate(cfg)
     assert list(summary["policy"]) == ["selected (budget 1): rule: turns 0"]
     ope = pd.read_parquet(tmp_path / "e" / "ope.parquet")

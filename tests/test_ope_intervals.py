@@ -23,8 +23,9 @@ def test_t_interval_hand_worked():
     assert (m, k) == (2.5, 4)
     assert lo == pytest.approx(2.5 - half, abs=1e-5) and hi == pytest.approx(2.5 + half, abs=1e-5)
     assert np.isnan(ko.t_interval(np.array([1.0]), 0.95)[1])
-    assert ko.differs(np.array([0, 2, 3]), np.array([[1, 0], [1, 0], [0, 1]]),
-                      np.array([[1, 0], [0, 1], [0, 1]])).tolist() == [True, False]  # fmt: skip
+    assert ko.differs(
+        np.array([0, 2, 3]), np.array([[1, 0], [1, 0], [0, 1]]), np.array([[1, 0], [0, 1], [0, 1]])
+    ).tolist() == [True, False]
 
 
 def test_units_resolve_by_task_count():
@@ -133,8 +134,9 @@ def test_snis_reports_the_tasks_it_cannot_average():
 
 
 def test_episode_units_bootstrap_within_tasks_and_pair_the_replicates(logged):
-    e = estimate(Never(), logged, estimators=("dr",), unit="episode", n_boot=100,
-                 reference=TurnZero())  # fmt: skip
+    e = estimate(
+        Never(), logged, estimators=("dr",), unit="episode", n_boot=100, reference=TurnZero()
+    )
     v, lo, hi = e.get("dr", "dSR")
     assert lo < v < hi < 0  # never is worse than one call at turn 0
     s = estimate(Never(), logged, estimators=("dr",), unit="stratum", n_boot=100)

@@ -85,8 +85,11 @@ def test_openenv_client_runs_episodes_of_the_demo_worlds(server):
         assert (fields["reward_type"], done.reward, done.done) == ("complete", 1.0, True)
         # how it was verified, never what the verifier returned
         assert fields["verify_result"] == {
-            "outcome": "complete", "mode": "code", "status": "ok", "valid": True
-        }  # fmt: skip
+            "outcome": "complete",
+            "mode": "code",
+            "status": "ok",
+            "valid": True,
+        }
         assert fields["steps_taken"] == 7  # every step counts, verify and done included
         after = env.step(CallToolAction(tool_name="list_rooms", arguments={}))
         assert _fields(after)["reward_type"] == "episode_already_done" and after.done
@@ -96,8 +99,10 @@ def test_openenv_client_runs_episodes_of_the_demo_worlds(server):
         env.step(CallToolAction(tool_name=call["tool_name"], arguments=call["arguments"]))
         verified = env.step(CallToolAction(tool_name="verify", arguments={"verifier_mode": "code"}))
         assert (_fields(verified)["reward_type"], verified.reward, verified.done) == (
-            "complete", 1.0, False
-        )  # fmt: skip
+            "complete",
+            1.0,
+            False,
+        )
         end = env.step(CallToolAction(tool_name="done", arguments={}))
         assert (_fields(end)["reward_type"], end.reward, end.done) == ("episode_done", 0.0, True)
         listing = _fields(env.step(CallToolAction(tool_name="__list_scenarios__", arguments={})))
@@ -208,15 +213,20 @@ def test_collect_from_an_openenv_server_gives_the_local_tables(server, tmp_path,
     assert local.summary["outcomes"] == {"complete": 4, "format_error": 3, "others": 2}
     steps = pd.read_parquet(tmp_path / "remote" / "steps.parquet")
     assert steps["failure"].value_counts().to_dict() == {
-        "invalid_arguments": 20, "tool_error": 2, "malformed_tag": 2, "unknown_meta_function": 1
-    }  # fmt: skip
+        "invalid_arguments": 20,
+        "tool_error": 2,
+        "malformed_tag": 2,
+        "unknown_meta_function": 1,
+    }
     assert (remote.steps, remote.states) == (54, 55)
     import json
 
     manifest = json.loads((tmp_path / "remote" / "manifest.json").read_text())
     assert manifest["source"]["runtime"] == {
-        "kind": "openenv", "env_url": url, "protocol": "OpenEnv AWM (MCP)"
-    }  # fmt: skip
+        "kind": "openenv",
+        "env_url": url,
+        "protocol": "OpenEnv AWM (MCP)",
+    }
     assert manifest["source"]["isolation"]["mode"] == "remote"
 
 
@@ -226,9 +236,14 @@ def test_collect_refuses_what_the_remote_runtime_cannot_do(tmp_path):
     with pytest.raises(ValueError, match="database digests"):
         collect(
             collect_config(
-                [f"out={tmp_path / 'b'}", "runtime=openenv", "env_url=http://127.0.0.1:9",
-                 "state_key=db", *SMALL]
+                [
+                    f"out={tmp_path / 'b'}",
+                    "runtime=openenv",
+                    "env_url=http://127.0.0.1:9",
+                    "state_key=db",
+                    *SMALL,
+                ]
             )
-        )  # fmt: skip
+        )
     with pytest.raises(ValueError, match="runtime must be"):
         collect(collect_config([f"out={tmp_path / 'c'}", "runtime=docker", *SMALL]))

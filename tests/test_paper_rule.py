@@ -29,8 +29,10 @@ def _act(ds, r, **kw):
 
 def test_positive_dm_ratio_test():
     # dp = 0.4, dM = 0.9 * 1 - 0.5 * 0 = 0.9: help iff r < 0.444..., not r < 0.4 as exact says
-    ds = _with_scores(make_frames(3, [(0, 0, 1, 1), (0, 0, 2, 1), (0, 1, 1, 9), (0, 1, 2, 1)], success=(1,)),
-                      {(0, 0): 0.5, (0, 1): 0.9})  # fmt: skip
+    ds = _with_scores(
+        make_frames(3, [(0, 0, 1, 1), (0, 0, 2, 1), (0, 1, 1, 9), (0, 1, 2, 1)], success=(1,)),
+        {(0, 0): 0.5, (0, 1): 0.9},
+    )
     assert _act(ds, 0.42)[0] == 1
     assert _act(ds, 0.45)[0] == 0
     assert solve(ds.mdp, 0.42, gamma=1.0).action[ds.index([7])[0]] == 0  # exact rule differs here
@@ -66,8 +68,10 @@ def test_zero_dm_defaults_to_nohelp():
 
 
 def test_usage_and_success_reported_under_the_model():
-    ds = _with_scores(make_frames(3, [(0, 0, 1, 1), (0, 0, 2, 1), (0, 1, 1, 9), (0, 1, 2, 1)], success=(1,)),
-                      {(0, 0): 0.5, (0, 1): 0.9})  # fmt: skip
+    ds = _with_scores(
+        make_frames(3, [(0, 0, 1, 1), (0, 0, 2, 1), (0, 1, 1, 9), (0, 1, 2, 1)], success=(1,)),
+        {(0, 0): 0.5, (0, 1): 0.9},
+    )
     _, sol = _act(ds, 0.1)
     assert sol.expected_usage[0] == 1.0
     assert sol.expected_success == pytest.approx(0.9)  # from counts, not from the PRM

@@ -32,16 +32,25 @@ def views(n_episodes=400, depth=5):
             episode_id=e,
             last_failure="tool_error" if t % 2 else None,
             errors=t // 2,
-        )  # fmt: skip
+        )
         for e in range(n_episodes)
         for t in range(depth)
     ]
 
 
 def test_every_policy_satisfies_the_interface():
-    for p in (Never(), Always(), RandomStates(0.3), RandomEpisodes(0.3), TurnZero(), AtTurns([2]),
-              AfterFailure(), TurnZeroOrAfterFailure(), TablePolicy({}),
-              ScorePolicy(lambda v: np.zeros(len(v)), 0.5)):  # fmt: skip
+    for p in (
+        Never(),
+        Always(),
+        RandomStates(0.3),
+        RandomEpisodes(0.3),
+        TurnZero(),
+        AtTurns([2]),
+        AfterFailure(),
+        TurnZeroOrAfterFailure(),
+        TablePolicy({}),
+        ScorePolicy(lambda v: np.zeros(len(v)), 0.5),
+    ):
         assert isinstance(p, HelpPolicy) and p.name
         out = p.decide(views(2))
         assert out.dtype == np.int8 and out.shape == (10,)
@@ -116,8 +125,14 @@ def test_a_failing_policy_falls_back_to_nohelp(mode):
     assert ok.tolist() == [1, 0, 0] and none is None
 
 
-SMALL = ["schedule.scenarios=[smart_home_1]", "schedule.max_tasks=3", "schedule.probabilities=[0.0]",
-         "schedule.seeds=[0,1]", "progress=false", "executor.workers=1"]  # fmt: skip
+SMALL = [
+    "schedule.scenarios=[smart_home_1]",
+    "schedule.max_tasks=3",
+    "schedule.probabilities=[0.0]",
+    "schedule.seeds=[0,1]",
+    "progress=false",
+    "executor.workers=1",
+]
 
 
 def test_a_policy_object_drives_the_collector(tmp_path):
@@ -144,11 +159,13 @@ def test_a_policy_object_drives_the_collector(tmp_path):
 def test_event_rules_and_budget():
     from helpdp.policies import TurnZeroThen
 
-    v = [StateView(1, "w/0", 0, "", last_class=None),
-         StateView(2, "w/0", 1, "", last_class="working", repeats=1),
-         StateView(3, "w/0", 2, "", last_class="failed", calls=1),
-         StateView(4, "w/0", 3, "", last_class="working", repeats=2, calls=2),
-         StateView(5, "w/0", 4, "", last_class="unknown_tool", context_tokens=5000, calls=1)]  # fmt: skip
+    v = [
+        StateView(1, "w/0", 0, "", last_class=None),
+        StateView(2, "w/0", 1, "", last_class="working", repeats=1),
+        StateView(3, "w/0", 2, "", last_class="failed", calls=1),
+        StateView(4, "w/0", 3, "", last_class="working", repeats=2, calls=2),
+        StateView(5, "w/0", 4, "", last_class="unknown_tool", context_tokens=5000, calls=1),
+    ]
     assert list(TurnZeroThen(("repeat",)).decide(v)) == [1, 1, 0, 1, 0]
     assert list(TurnZeroThen(("loop", "failed")).decide(v)) == [1, 0, 1, 1, 0]
     assert list(TurnZeroThen(("repeat",), max_calls=2).decide(v)) == [1, 1, 0, 0, 0]
@@ -188,9 +205,18 @@ def test_trigger_randomised_probabilities_and_draws():
     from helpdp.policies import TriggerRandomised
 
     pol = TriggerRandomised("turn0", ("failed",), 0.3, seed=2)
-    v = [StateView(e * 10 + t, "w/0", t, "", episode_id=e,
-                   last_class=None if t == 0 else ("failed" if t == 2 else "working"))
-         for e in range(2000) for t in range(4)]  # fmt: skip
+    v = [
+        StateView(
+            e * 10 + t,
+            "w/0",
+            t,
+            "",
+            episode_id=e,
+            last_class=None if t == 0 else ("failed" if t == 2 else "working"),
+        )
+        for e in range(2000)
+        for t in range(4)
+    ]
     probs = pol.action_probs(v, 2).reshape(2000, 4, 2)[0]
     assert np.allclose(probs[:, 1], [1.0, 0.0, 0.3, 0.0])
     d = pol.decide(v).reshape(2000, 4)
@@ -256,13 +282,30 @@ def test_logged_p_help_must_match_the_design():
 def test_policy_spec_rebuilds_every_registry_policy():
     from helpdp.policies import TriggerRandomised, TurnZeroThen, build_policy, policy_spec
 
-    names = ["never", "always", "turn0", "turns:0,2", "after:failure", "turn0+after:failure",
-             "turn0+after:repeat", "turn0+after:loop+max:2", "after:unknown_tool",
-             "turn0+after:repeat,failed,unknown_tool+max:3", "random:0.3",
-             "random_episodes:0.25"]  # fmt: skip
-    views = [StateView(t, "w/0", t, "", episode_id=e, last_class=c, repeats=r, calls=n)
-             for e in range(20) for t, c, r, n in [(0, None, 0, 0), (1, "working", 1, 1),
-                                                   (2, "failed", 2, 2), (3, "unknown_tool", 0, 1)]]  # fmt: skip
+    names = [
+        "never",
+        "always",
+        "turn0",
+        "turns:0,2",
+        "after:failure",
+        "turn0+after:failure",
+        "turn0+after:repeat",
+        "turn0+after:loop+max:2",
+        "after:unknown_tool",
+        "turn0+after:repeat,failed,unknown_tool+max:3",
+        "random:0.3",
+        "random_episodes:0.25",
+    ]
+    views = [
+        StateView(t, "w/0", t, "", episode_id=e, last_class=c, repeats=r, calls=n)
+        for e in range(20)
+        for t, c, r, n in [
+            (0, None, 0, 0),
+            (1, "working", 1, 1),
+            (2, "failed", 2, 2),
+            (3, "unknown_tool", 0, 1),
+        ]
+    ]
     for name in names:
         pol = build_policy(name, seed=3)
         assert policy_spec(pol) == name

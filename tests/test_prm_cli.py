@@ -41,9 +41,14 @@ def lm_prm(demo):
     root, data = demo
     out = root / "prm_lm"
     lines = run(
-        "prm.train", f"data={data}", "prm=tiny", f"out={out}", "prm.epochs=1",
-        "prm.max_train_examples=2000", "progress=false",
-    )  # fmt: skip
+        "prm.train",
+        f"data={data}",
+        "prm=tiny",
+        f"out={out}",
+        "prm.epochs=1",
+        "prm.max_train_examples=2000",
+        "progress=false",
+    )
     summary = json.loads(lines[-1])
     assert summary["kind"] == "lm" and summary["train_loss_after"] < summary["train_loss_before"]
     return out

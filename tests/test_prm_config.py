@@ -20,9 +20,13 @@ def _fresh_hydra():
 
 @pytest.mark.parametrize(
     "choice,kind,base",
-    [("tiny", "lm", None), ("tabular", "tabular", None), ("qwen3_0_6b", "lm", "Qwen/Qwen3-0.6B"),
-     ("qwen3_4b", "lm", "Qwen/Qwen3-4B")],
-)  # fmt: skip
+    [
+        ("tiny", "lm", None),
+        ("tabular", "tabular", None),
+        ("qwen3_0_6b", "lm", "Qwen/Qwen3-0.6B"),
+        ("qwen3_4b", "lm", "Qwen/Qwen3-4B"),
+    ],
+)
 def test_model_group_composes(choice, kind, base):
     cfg = compose_config(
         "prm_train", [f"prm={choice}", "data=/d", "out=/o"], node=SCHEMAS["prm_train"]

@@ -93,9 +93,15 @@ def test_checkpoint_backbone_from_a_local_path(trained, tmp_path):
     texts = ds.states["text"].tolist()
     tok = train_tokenizer(texts, vocab_size=200, extra=["\n[action=nohelp]", "\n[action=expert]"])
     cfg = Qwen3Config(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=16, pad_token_id=tok.pad_token_id,
-    )  # fmt: skip
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        pad_token_id=tok.pad_token_id,
+    )
     ckpt = tmp_path / "ckpt"
     AutoModelForCausalLM.from_config(cfg).save_pretrained(ckpt)
     tok.save_pretrained(ckpt)

@@ -27,8 +27,14 @@ pytestmark = pytest.mark.skipif(
 
 # conf/prm/minilm.yaml with the CPU-test sizes: short inputs, a few steps, one thread
 # (two threads on a busy 2-core machine made these tiny steps ~9x slower)
-SMALL = {"max_length": 32, "head_tokens": 8, "epochs": 2, "batch_size": 8, "lr": 2e-3,
-         "cpu_threads": 1}  # fmt: skip
+SMALL = {
+    "max_length": 32,
+    "head_tokens": 8,
+    "epochs": 2,
+    "batch_size": 8,
+    "lr": 2e-3,
+    "cpu_threads": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +84,17 @@ def test_wordpiece_encoding_keeps_cls_head_latest_marker_sep(trained):
     t1 = tok.convert_ids_to_tokens(a1)
     assert t1[-8:] == ["lamp", "green", "[", "action", "=", "expert", "]", "[SEP]"]
     short = prm.encode(["lamp red"], [1])[0]
-    assert tok.convert_ids_to_tokens(short) == ["[CLS]", "lamp", "red", "[", "action", "=", "expert", "]", "[SEP]"]  # fmt: skip
+    assert tok.convert_ids_to_tokens(short) == [
+        "[CLS]",
+        "lamp",
+        "red",
+        "[",
+        "action",
+        "=",
+        "expert",
+        "]",
+        "[SEP]",
+    ]
 
 
 def test_save_references_the_package_and_loads_the_same(trained, tmp_path):

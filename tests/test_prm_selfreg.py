@@ -48,9 +48,20 @@ def test_threshold_policy_fraction():
     assert (PRMThresholdPolicy.from_scores(ids, p, 0.1).action == 1).sum() == 1
     # nohelp observed everywhere, help only at 11 and 13: help at 15 was never observed
     observed = pd.DataFrame({"state_id": [*ids, 11, 13], "action": [0] * 10 + [1, 1]})
-    assert PRMThresholdPolicy.from_scores(ids, p, 0.3, observed_pairs=observed).observed.tolist() == [
-        True, True, True, True, True, False, True, True, True, True,
-    ]  # fmt: skip
+    assert PRMThresholdPolicy.from_scores(
+        ids, p, 0.3, observed_pairs=observed
+    ).observed.tolist() == [
+        True,
+        True,
+        True,
+        True,
+        True,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
 
 
 def test_episode_failure_scores(tmp_path):

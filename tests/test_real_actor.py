@@ -203,7 +203,12 @@ def test_the_shipped_real_actor_dataset_loads_and_the_search_runs_on_it():
     # its 9 tasks (partial), then four tasks as collections of their own
     parts = src["merged_from"]
     assert [p["name"] for p in parts] == [
-        "tasks-0-1-2-4-5", "task-3", "task-4", "smart_home-task-4", "workflow-task-6"]  # fmt: skip
+        "tasks-0-1-2-4-5",
+        "task-3",
+        "task-4",
+        "smart_home-task-4",
+        "workflow-task-6",
+    ]
     assert sum(p["episodes"] for p in parts) == len(ds.episodes) == 243
     assert ds.episodes["task_id"].nunique() == 12 == sum(len(p["tasks"]) for p in parts)
     for p in parts:  # a source published before it finished says so, with its plan
@@ -213,7 +218,14 @@ def test_the_shipped_real_actor_dataset_loads_and_the_search_runs_on_it():
     assert (ds.episodes.groupby("task_id").size() == 21).sum() >= 10
     assert src["config"]["schedule"]["tasks"] == [0, 1, 2, 3, 4, 5, 6]
     assert sorted(ds.episodes["trigger_p"].astype(float).unique()) == [
-        0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # fmt: skip
+        0.0,
+        0.1,
+        0.3,
+        0.5,
+        0.7,
+        0.9,
+        1.0,
+    ]
     res = helpdp.search_budget(ds.mdp, 1.0, gamma=ds.gamma)
     assert res.expected_usage <= 1.0 + 1e-9 and 0.0 < res.expected_success < 1.0
 

@@ -94,8 +94,9 @@ def test_the_front_keeps_episodes_on_their_slots_and_stops_the_process_trees(tmp
     gguf.write_bytes(b"GGUF")
     monkeypatch.setattr(realserve, "ensure_model", lambda *a, **k: gguf)
     port = _free_ports(3)
-    cfg = ServeConfig(slots=2, threads=1, port=port, python=sys.executable,
-                      log_dir=str(tmp_path / "logs"))  # fmt: skip
+    cfg = ServeConfig(
+        slots=2, threads=1, port=port, python=sys.executable, log_dir=str(tmp_path / "logs")
+    )
     sys_msg = {"role": "system", "content": "tools"}
     a1 = [sys_msg, {"role": "user", "content": "task A"}]
     b1 = [sys_msg, {"role": "user", "content": "task B"}]
@@ -144,8 +145,11 @@ def test_close_open_call_puts_back_only_a_stopped_tag():
     assert close_open_call(reply("<tool_call>{}"))["choices"][0]["message"]["content"] == (
         "<tool_call>{}</tool_call>"
     )
-    for text, finish in (("done.", "stop"), ("<tool_call>{}</tool_call>", "stop"),
-                         ("<tool_call>{", "length")):  # fmt: skip
+    for text, finish in (
+        ("done.", "stop"),
+        ("<tool_call>{}</tool_call>", "stop"),
+        ("<tool_call>{", "length"),
+    ):
         assert close_open_call(reply(text, finish))["choices"][0]["message"]["content"] == text
 
 
@@ -154,9 +158,16 @@ def test_server_command_and_the_checks_before_starting(tmp_path):
     cmd = server_command(cfg, Path("/m/q.gguf"), 1)
     assert cmd[:3] == ["/py", "-m", "llama_cpp.server"]
     opts = dict(zip(cmd[3::2], cmd[4::2]))
-    assert opts == {"--model": "/m/q.gguf", "--model_alias": cfg.model, "--host": "127.0.0.1",
-                    "--port": "9002", "--n_ctx": "32768", "--n_threads": "3",
-                    "--n_threads_batch": "3", "--logits_all": "false"}  # fmt: skip
+    assert opts == {
+        "--model": "/m/q.gguf",
+        "--model_alias": cfg.model,
+        "--host": "127.0.0.1",
+        "--port": "9002",
+        "--n_ctx": "32768",
+        "--n_threads": "3",
+        "--n_threads_batch": "3",
+        "--logits_all": "false",
+    }
     with pytest.raises(ServeError, match="make llama-server"):
         with realserve.serve(ServeConfig(python=str(tmp_path / "nope"))):
             pass

@@ -113,20 +113,52 @@ def _repeat_world():
             steps.append((e, t, path[t], a[t], nxt, None, *calls[t]))
         states.setdefault(end, (end, "w/0", 3, False, True, win))
         eps.append((e, "w/0", "train", e, 0.5, 3, win, sum(a)))
-    st = pd.DataFrame(list(states.values()), columns=["state_id", "task_id", "depth", "is_start",
-                                                      "terminal", "success"])  # fmt: skip
+    st = pd.DataFrame(
+        list(states.values()),
+        columns=["state_id", "task_id", "depth", "is_start", "terminal", "success"],
+    )
     st = st.astype({"depth": "int32"}).assign(text="")
-    tr = pd.DataFrame([(*k, c) for k, c in trans.items()],
-                      columns=["state_id", "action", "next_state_id", "count"])  # fmt: skip
-    ep = pd.DataFrame(eps, columns=["episode_id", "task_id", "split", "seed", "trigger_p", "steps",
-                                    "success", "expert_calls"])  # fmt: skip
-    steps = pd.DataFrame(steps, columns=["episode_id", "t", "state_id", "action", "next_state_id",
-                                         "failure", "kind", "tool_name"])  # fmt: skip
+    tr = pd.DataFrame(
+        [(*k, c) for k, c in trans.items()],
+        columns=["state_id", "action", "next_state_id", "count"],
+    )
+    ep = pd.DataFrame(
+        eps,
+        columns=[
+            "episode_id",
+            "task_id",
+            "split",
+            "seed",
+            "trigger_p",
+            "steps",
+            "success",
+            "expert_calls",
+        ],
+    )
+    steps = pd.DataFrame(
+        steps,
+        columns=[
+            "episode_id",
+            "t",
+            "state_id",
+            "action",
+            "next_state_id",
+            "failure",
+            "kind",
+            "tool_name",
+        ],
+    )
     manifest = build_manifest(["nohelp", "expert"], gamma=1.0, source={"generator": "test"})
-    return load_logged(from_frames(
-        manifest, st, tr.astype({"action": "int8", "count": "int64"}), None, episodes=ep,
-        steps=steps.astype({"t": "int32", "action": "int8"}),
-    ))  # fmt: skip
+    return load_logged(
+        from_frames(
+            manifest,
+            st,
+            tr.astype({"action": "int8", "count": "int64"}),
+            None,
+            episodes=ep,
+            steps=steps.astype({"t": "int32", "action": "int8"}),
+        )
+    )
 
 
 def test_event_keys_of_views_and_steps():
@@ -135,8 +167,9 @@ def test_event_keys_of_views_and_steps():
     assert view_key("event", v) == ("failed", 2)
     assert view_key("turn_event", StateView(1, "w/0", 0, "")) == (0, "-", 0)
     assert view_key("event", StateView(1, "w/0", 2, "", last_class="working", repeats=1)) == (
-        "working", 1,
-    )  # fmt: skip
+        "working",
+        1,
+    )
     lg = _repeat_world()
     keys = step_keys(lg, "turn_event")
     assert keys == [view_key("turn_event", x) for x in lg.views()]
@@ -154,14 +187,21 @@ def test_the_dp_on_events_helps_after_a_repeat():
     tell the repeat apart and mixes help at turn 2 in half the episodes (0.75)."""
     lg = _repeat_world()
     ev = solve_rung(lg, "turn_event", 0.5)
-    assert ev.less == {(0, "-", 0): 0, (1, "working", 0): 0, (2, "working", 0): 0,
-                       (2, "working", 1): 1}  # fmt: skip
+    assert ev.less == {
+        (0, "-", 0): 0,
+        (1, "working", 0): 0,
+        (2, "working", 0): 0,
+        (2, "working", 1): 1,
+    }
     assert ev.info["model_success"] == pytest.approx(1.0)
     assert ev.info["model_usage"] == pytest.approx(0.5)
     turn = solve_rung(lg, "turn", 0.5)
     assert turn.info["model_success"] == pytest.approx(0.75)
-    after = [StateView(1, "new/1", 2, "", episode_id=e, last_class="working", repeats=r)
-             for r in (0, 1, 2) for e in range(3)]  # fmt: skip
+    after = [
+        StateView(1, "new/1", 2, "", episode_id=e, last_class="working", repeats=r)
+        for r in (0, 1, 2)
+        for e in range(3)
+    ]
     assert list(ev.decide(after)) == [0, 0, 0, 1, 1, 1, 0, 0, 0]  # a loop was never seen
     # without the turn the keys recur (working -> working): the DP discounts by 0.999
     flat = solve_rung(lg, "event", 0.5)

@@ -44,8 +44,9 @@ def server(tmp_path_factory):
     import uvicorn
 
     root = tmp_path_factory.mktemp("retry")
-    pool = EnvPool(WORLDS_DIR, EnvConfig(expert_enabled=False, work_root=str(root / "w")),
-                   scenarios=SCENARIOS)  # fmt: skip
+    pool = EnvPool(
+        WORLDS_DIR, EnvConfig(expert_enabled=False, work_root=str(root / "w")), scenarios=SCENARIOS
+    )
     app = create_openenv_app(pool, ServeConfig(max_sessions=1), token=TOKEN)
     with served(uvicorn.Config(app, log_level="warning", lifespan="off")) as url:
         yield url, app.state.openenv_server
@@ -80,8 +81,9 @@ def late_server(tmp_path_factory):
     import uvicorn
 
     root = tmp_path_factory.mktemp("late")
-    pool = EnvPool(WORLDS_DIR, EnvConfig(expert_enabled=False, work_root=str(root / "w")),
-                   scenarios=SCENARIOS)  # fmt: skip
+    pool = EnvPool(
+        WORLDS_DIR, EnvConfig(expert_enabled=False, work_root=str(root / "w")), scenarios=SCENARIOS
+    )
     app = create_openenv_app(pool, ServeConfig(max_sessions=1), token=TOKEN)
     config = uvicorn.Config(_LateSocketEnd(app, 1.0), log_level="warning", lifespan="off")
     with served(config) as url:
@@ -220,8 +222,10 @@ def test_sessions_being_opened_count_against_the_pools_limit(monkeypatch):
     for env in [pool.acquire("smart_home_1"), pool.acquire("workflow_automation_1")]:
         pool.release(env)
     got: list = []
-    threads = [threading.Thread(target=lambda: got.append(pool.acquire("e_commerce_admin_1")))
-               for _ in range(2)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: got.append(pool.acquire("e_commerce_admin_1")))
+        for _ in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -232,8 +236,12 @@ def test_sessions_being_opened_count_against_the_pools_limit(monkeypatch):
 
 
 def test_the_collector_fits_its_sessions_to_the_cap_and_its_workers_know_it(tmp_path):
-    base = [f"out={tmp_path}", "runtime=openenv", "env_url=http://127.0.0.1:9",
-            "executor.max_sessions=16"]  # fmt: skip
+    base = [
+        f"out={tmp_path}",
+        "runtime=openenv",
+        "env_url=http://127.0.0.1:9",
+        "executor.max_sessions=16",
+    ]
     cases = {(2, 8): (2, 8), (4, 8): (4, 4), (32, 1): (16, 1), (3, 8): (3, 5)}
     for (workers, batch), fitted in cases.items():
         cfg = collect_config([*base, f"executor.workers={workers}", f"executor.batch_size={batch}"])
@@ -288,10 +296,18 @@ def test_runtime_failures_are_told_from_outcomes_of_the_world():
 def test_the_summary_line_gives_rates_over_valid_episodes():
     outcomes = {"complete": 3, "incomplete": 1, "format_error": 2, "server_error": 1}
     r = CollectResult(
-        out="OUT", episodes=7, steps=20, states=21, transitions=20, shards_run=1,
-        shards_total=1, seconds=1.0, summary={"outcomes": outcomes, "help_rate": 0.25},
-        reruns=2, capacity_retries=5,
-    )  # fmt: skip
+        out="OUT",
+        episodes=7,
+        steps=20,
+        states=21,
+        transitions=20,
+        shards_run=1,
+        shards_total=1,
+        seconds=1.0,
+        summary={"outcomes": outcomes, "help_rate": 0.25},
+        reruns=2,
+        capacity_retries=5,
+    )
     assert r.line() == (
         "wrote OUT: 7 episodes, 20 steps, 21 states, 20 transitions; success 0.750 over 4 "
         "valid episodes (invalid: format_error 2, server_error 1), help rate 0.250 over 20 "
@@ -323,8 +339,12 @@ def test_lost_episodes_leave_the_run_unfinished_and_a_rerun_fills_them(server, t
     serial = collect(collect_config([f"out={tmp_path / 'serial'}", *remote]))
     assert serial.episodes == 9 and serial.reruns == 0
     out = tmp_path / "loaded"
-    forced = ["executor.batch_size=2", "executor.max_sessions=2", "executor.capacity_wait_s=0",
-              "executor.episode_retries=0"]  # fmt: skip
+    forced = [
+        "executor.batch_size=2",
+        "executor.max_sessions=2",
+        "executor.capacity_wait_s=0",
+        "executor.episode_retries=0",
+    ]
     with pytest.raises(EpisodesLost) as e:
         collect(collect_config([f"out={out}", *remote, *forced]))
     store = ShardStore(out)
@@ -347,8 +367,12 @@ def test_an_episode_lost_once_is_run_again_with_its_seed(server, tmp_path):
     url, _ = server
     remote = ["runtime=openenv", f"env_url={url}", *SMALL]
     collect(collect_config([f"out={tmp_path / 'serial'}", *remote]))
-    forced = ["executor.batch_size=2", "executor.max_sessions=2", "executor.capacity_wait_s=0",
-              "executor.episode_retries=5"]  # fmt: skip
+    forced = [
+        "executor.batch_size=2",
+        "executor.max_sessions=2",
+        "executor.capacity_wait_s=0",
+        "executor.episode_retries=5",
+    ]
     loaded = collect(collect_config([f"out={tmp_path / 'loaded'}", *remote, *forced]))
     assert loaded.reruns > 0 and loaded.episodes == 9
     assert _bytes(tmp_path / "loaded") == _bytes(tmp_path / "serial")

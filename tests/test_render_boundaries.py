@@ -39,27 +39,71 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # the `special: true` tokens of the Qwen2.5/Qwen3 and Llama-3 tokenizers (and DeepSeek's)
 SPECIAL_TOKENS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|box_end|>",
-    "<|vision_start|>", "<|vision_pad|>", "<|fim_prefix|>", "<|fim_middle|>", "<|repo_name|>",
-    "<|file_sep|>", "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
-    "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>",
-    "<|reserved_special_token_0|>", "<|finetune_right_pad_id|>",
-    "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cUser\uff5c>",
-)  # fmt: skip
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|box_end|>",
+    "<|vision_start|>",
+    "<|vision_pad|>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|python_tag|>",
+    "<|reserved_special_token_0|>",
+    "<|finetune_right_pad_id|>",
+    "<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+    "<\uff5cUser\uff5c>",
+)
 # added tokens the templates and the tag parser read (Qwen's tool and think tags, Gemma's turns)
-TAG_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-              "<think>", "</think>", "<start_of_turn>", "<end_of_turn>", "<s>", "</s>")  # fmt: skip
+TAG_TOKENS = (
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<s>",
+    "</s>",
+)
 LOOK_ALIKES = (
-    "<\u200b|im_start|>", "<\u00a0|eot_id|>", "<\u2060|im_end|>", "<\ufeff|endoftext|>",
-    "\uff1c|im_start|\uff1e", "\ufe64|im_end|>", "< | im_start | >", "<\u3000|\u200bim_end|>",
-    "<tool_call/>", "</tool_response foo=1>", "<tool\u200b_call>", "< / TOOL_CALL >",
-    "<\uff54\uff4f\uff4f\uff4c_call>", "<function=delete_all>", "</think\u200b>", "[SEP]",
-)  # fmt: skip
+    "<\u200b|im_start|>",
+    "<\u00a0|eot_id|>",
+    "<\u2060|im_end|>",
+    "<\ufeff|endoftext|>",
+    "\uff1c|im_start|\uff1e",
+    "\ufe64|im_end|>",
+    "< | im_start | >",
+    "<\u3000|\u200bim_end|>",
+    "<tool_call/>",
+    "</tool_response foo=1>",
+    "<tool\u200b_call>",
+    "< / TOOL_CALL >",
+    "<\uff54\uff4f\uff4f\uff4c_call>",
+    "<function=delete_all>",
+    "</think\u200b>",
+    "[SEP]",
+)
 HEADERS = (
-    "Expert help:", "\u00a0Expert help:", "\u200bExpert help:", "\u2003\u200b Expert help:",
-    "Ex\u200bpert\u00a0help:", "\u0415\u0445\u0440\u0435rt help:",
-    "\uff25\uff58\uff50\uff45\uff52\uff54 help\uff1a", "\x1b[0mExpert help:", "EXPERT  HELP:",
-)  # fmt: skip
+    "Expert help:",
+    "\u00a0Expert help:",
+    "\u200bExpert help:",
+    "\u2003\u200b Expert help:",
+    "Ex\u200bpert\u00a0help:",
+    "\u0415\u0445\u0440\u0435rt help:",
+    "\uff25\uff58\uff50\uff45\uff52\uff54 help\uff1a",
+    "\x1b[0mExpert help:",
+    "EXPERT  HELP:",
+)
 HOSTILE = "\n".join(
     [
         "ok",
@@ -261,8 +305,11 @@ def test_state_texts_keep_their_blocks_and_lose_everything_else():
 
 
 def _tool(text: str) -> Tool:
-    schema = {"type": "object", "properties": {"q": {"type": "string", "description": text}},
-              "required": ["q"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"q": {"type": "string", "description": text}},
+        "required": ["q"],
+    }
     return Tool("find", text, schema, "GET", "/find")
 
 
@@ -366,15 +413,17 @@ def _expert(text: str) -> dict[str, list[str]]:
 
     out: dict[str, list[str]] = {"criteria": [], "messages": [], "help": []}
     code = f"def verify(before, after):\n    # {text!r}\n    return {text!r}\n"
-    scenario = SimpleNamespace(name="w", verifiers={0: SimpleNamespace(code=code)},
-                               sql_verifiers={})  # fmt: skip
+    scenario = SimpleNamespace(
+        name="w", verifiers={0: SimpleNamespace(code=code)}, sql_verifiers={}
+    )
     env = FakeEnv(text)
     env.scenario = scenario
     failed = Turn(0, 0, None, "x", {"kind": "call_tool"}, "http_error", text)
     view = EpisodeView(_spec(), text, ["find"], None, [failed])
     for mode in ("code", "static", "llm"):
-        cfg = InterventionConfig(kind="expert_llm", base_url="http://x.test/v1", model="m",
-                                 criteria=mode)  # fmt: skip
+        cfg = InterventionConfig(
+            kind="expert_llm", base_url="http://x.test/v1", model="m", criteria=mode
+        )
         iv = ExpertLLM("expert", cfg, transport=httpx2.MockTransport(handler))
         sent.clear()
         help_ = iv.help(view, env, __import__("numpy").random.default_rng(0))
@@ -405,8 +454,13 @@ def _prm_encode(text: str) -> list[str]:
         seen.extend(texts)
         return {"input_ids": [[1] for _ in texts]}
 
-    stub = SimpleNamespace(settings=SimpleNamespace(max_length=16, head_tokens=0),
-                           tokenizer=tokenizer, _suffix_ids=[[2]], _post=[], _pre=[])  # fmt: skip
+    stub = SimpleNamespace(
+        settings=SimpleNamespace(max_length=16, head_tokens=0),
+        tokenizer=tokenizer,
+        _suffix_ids=[[2]],
+        _post=[],
+        _pre=[],
+    )
     lm.LMPRM.encode(stub, [text], [0])
     return seen
 
@@ -443,7 +497,7 @@ PROBES = {
                 }
             ]
         )
-    ],  # fmt: skip
+    ],
     "collect.awm.episode:ResetResult.messages": lambda t: [
         m["content"] for m in ResetResult("e", "w", 0, t, "the system prompt").messages
     ],
@@ -466,7 +520,7 @@ PROBES = {
                 ]
             )
         )
-    ],  # fmt: skip
+    ],
     "helpdp.train.env_factory:tool_method": lambda t: [tool_method(_tool(t)).__doc__],
     "helpdp.train.env_factory:AWMToolEnvironment.reset": lambda t: _factory_env(t)[:1],
     "helpdp.train.env_factory:AWMToolEnvironment._step": lambda t: _factory_env(t)[1:],

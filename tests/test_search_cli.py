@@ -188,8 +188,11 @@ def test_k_interventions_when_no_mixed_policy_meets_the_budgets_alone(tmp_path):
 def test_cli_demo_and_help(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "helpdp.search", "budget=1.0"],
-        capture_output=True, text=True, check=True, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
     assert (tmp_path / "outputs" / "search" / "search.json").is_file()  # make demo's out
     assert "budget 1: r=" in out.stdout and "E[U]=1.0000" in out.stdout
     assert "RuntimeWarning" not in out.stderr
@@ -281,8 +284,14 @@ def test_importing_helpdp_does_not_import_torch():
 def _search(args, cwd, **env):
     import os
 
-    return subprocess.run([sys.executable, "-m", "helpdp.search", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300, env={**os.environ, **env})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "helpdp.search", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
 def _numbers(js):
@@ -339,9 +348,9 @@ def test_hydra_habits_sweep_cfg_and_run_dir(tmp_path):
     swept = [
         json.loads((cwd / f"sw/budget={b}/search.json").read_text()) for b in ("0.5", "1", "2")
     ]
-    assert [OmegaConf.load(cwd / f"sw/budget={b}/.hydra/config.yaml").out for b in ("0.5", "1")] == [
-        "sw/budget=0.5", "sw/budget=1"
-    ]  # fmt: skip
+    assert [
+        OmegaConf.load(cwd / f"sw/budget={b}/.hydra/config.yaml").out for b in ("0.5", "1")
+    ] == ["sw/budget=0.5", "sw/budget=1"]
     # the same numbers as the contract's budget list (one load, OUT/budget=<value>/)
     listed = run_search(_cfg(SearchConfig, budget=[0.5, 1, 2], out=str(tmp_path / "l"), quiet=True))
     assert [_numbers(j) for j in swept] == [_numbers(json.loads(json.dumps(j))) for j in listed]

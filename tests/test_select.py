@@ -27,9 +27,13 @@ def test_hull_picks_a_mixture_that_spends_the_budget():
 def test_selection_on_a_world_with_known_values(tmp_path):
     ds = WORLD.collect(seeds=20, seed=5)
     cfg = SelectConfig(
-        splits=["train"], rungs=["turn", "turn_age"], rules=[[0], [0, 3], [0, 5]], n_boot=100,
-        event_rules=[], out=str(tmp_path),
-    )  # fmt: skip
+        splits=["train"],
+        rungs=["turn", "turn_age"],
+        rules=[[0], [0, 3], [0, 5]],
+        n_boot=100,
+        event_rules=[],
+        out=str(tmp_path),
+    )
     rec = select(ds, cfg, 1.0, log=lambda *_: None)
     cands = rec.pop("_candidates")
     rec.pop("_per_fold")
@@ -96,9 +100,7 @@ def test_policy_json_round_trip_and_errors(tmp_path):
 def test_run_select_on_the_demo(tmp_path, capsys):
     from helpdp.select import run_select
 
-    cfg = SelectConfig(
-        budget=[1.0], rungs=["turn_age"], rules=[[0]], n_boot=30, out=str(tmp_path)
-    )  # fmt: skip
+    cfg = SelectConfig(budget=[1.0], rungs=["turn_age"], rules=[[0]], n_boot=30, out=str(tmp_path))
     (rec,) = run_select(cfg)
     out = capsys.readouterr().out
     assert "budget 1: selected " in out and "in-sample model (helpdp.search" in out
@@ -133,9 +135,13 @@ def test_event_rules_are_candidates_with_support_and_round_trip(tmp_path):
     world = ts.EventWorld()
     grid = world.collect(seeds=4, seed=1)
     cfg = SelectConfig(
-        splits=["train"], rungs=[], rules=[[0], [0, 2]], n_boot=50, out=str(tmp_path),
+        splits=["train"],
+        rungs=[],
+        rules=[[0], [0, 2]],
+        n_boot=50,
+        out=str(tmp_path),
         event_rules=["turn0+after:failed+max:2", "turn0+after:repeat+max:2"],
-    )  # fmt: skip
+    )
     name = "rule: turn 0 + after failed (max 2)"
     rec = select(grid, cfg, 1.5, log=lambda *_: None)
     c = rec.pop("_candidates").set_index("candidate")
@@ -152,8 +158,13 @@ def test_event_rules_are_candidates_with_support_and_round_trip(tmp_path):
     rec.pop("_per_fold")
     assert c.loc[name, "support"] >= cfg.min_support and c.loc[name, "supported"]
     assert rec["components"] == [{"weight": 1.0, "candidate": name}]
-    assert rec["policy"] == {"kind": "spec", "spec": "turn0+after:failed+max:2", "name": name,
-                             "seed": 0, "action": 1}  # fmt: skip
+    assert rec["policy"] == {
+        "kind": "spec",
+        "spec": "turn0+after:failed+max:2",
+        "name": name,
+        "seed": 0,
+        "action": 1,
+    }
     (tmp_path / "selected.json").write_text(json.dumps(rec))
     pol = load_policy(tmp_path)
     assert isinstance(pol, TurnZeroThen) and pol.name == f"selected (budget 1.5): {name}"
@@ -171,11 +182,14 @@ def test_event_rules_are_candidates_with_support_and_round_trip(tmp_path):
 def test_spec_policies_in_selected_json(tmp_path):
     from helpdp.policies import RandomStates, TurnZeroThen, build_policy
 
-    views = [StateView(t, "w/0", t, "", episode_id=e, last_class=c, repeats=r, calls=n)
-             for e in range(50) for t, c, r, n in [(0, None, 0, 0), (1, "working", 2, 1),
-                                                   (2, "failed", 0, 2)]]  # fmt: skip
-    mix = MixturePolicy([(0.5, build_policy("turn0+after:loop+max:2")),
-                         (0.5, RandomStates(0.3, seed=7))], seed=2)  # fmt: skip
+    views = [
+        StateView(t, "w/0", t, "", episode_id=e, last_class=c, repeats=r, calls=n)
+        for e in range(50)
+        for t, c, r, n in [(0, None, 0, 0), (1, "working", 2, 1), (2, "failed", 0, 2)]
+    ]
+    mix = MixturePolicy(
+        [(0.5, build_policy("turn0+after:loop+max:2")), (0.5, RandomStates(0.3, seed=7))], seed=2
+    )
     (tmp_path / "selected.json").write_text(json.dumps({"budget": 2.0, "policy": policy_json(mix)}))
     back = load_policy(tmp_path, seed=2)
     assert (back.decide(views) == mix.decide(views)).all()

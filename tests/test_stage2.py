@@ -20,10 +20,18 @@ from helpdp.policies import action_probs, build_policy
 
 Q = 0.5
 EVENTS = ["failed", "unknown_tool", "format_error", "turn:1"]
-COMMON = ["state_key=db", "progress=false", "schedule.scenarios=[e_commerce_admin_1]",
-          "schedule.max_tasks=2"]  # fmt: skip
-STAGE2 = ["stage2.base=never", f"stage2.events=[{','.join(EVENTS)}]", f"stage2.q={Q}",
-          "schedule.seeds=[100,101,102,103]"]  # fmt: skip
+COMMON = [
+    "state_key=db",
+    "progress=false",
+    "schedule.scenarios=[e_commerce_admin_1]",
+    "schedule.max_tasks=2",
+]
+STAGE2 = [
+    "stage2.base=never",
+    f"stage2.events=[{','.join(EVENTS)}]",
+    f"stage2.q={Q}",
+    "schedule.seeds=[100,101,102,103]",
+]
 GRID = ["schedule.probabilities=[0.0,0.5,1.0]", "schedule.seeds=[0,1]"]
 
 
@@ -43,11 +51,15 @@ def _triggers(steps: pd.DataFrame) -> np.ndarray:
     st = steps.sort_values(["episode_id", "t"]).reset_index(drop=True)
     same = st["episode_id"].eq(st["episode_id"].shift(1))
     fail = st["failure"].shift(1).where(same)
-    bad_format = fail.isin(["invalid_json", "malformed_tag", "untagged_call",
-                            "unknown_meta_function"]) | (
-        same & (st["format_error"].shift(1, fill_value=False).astype(bool)
-                | (st["kind"].shift(1).isin(["invalid", "error"]) & fail.isna()))
-    )  # fmt: skip
+    bad_format = fail.isin(
+        ["invalid_json", "malformed_tag", "untagged_call", "unknown_meta_function"]
+    ) | (
+        same
+        & (
+            st["format_error"].shift(1, fill_value=False).astype(bool)
+            | (st["kind"].shift(1).isin(["invalid", "error"]) & fail.isna())
+        )
+    )
     failed = fail.isin(["tool_error", "invalid_arguments", "server_error", "unknown_tool"])
     return ((st["t"] == 1) | failed | bad_format).to_numpy()
 
@@ -107,19 +119,26 @@ def test_is_on_the_merge_is_the_hand_computed_mixture(runs):
     mu_design = np.where(trig, Q, np.where(a == 0, 1.0, 0.0))  # never, q at triggers
     per_task = []
     for _, e_task in ep.groupby("task_id"):
-        shares = {("d" if d else v): n / len(e_task) for (d, v), n in
-                  e_task.assign(d=e_task["design"].notna()).groupby(["d", "trigger_p"]).size()
-                  .items()}  # fmt: skip
+        shares = {
+            ("d" if d else v): n / len(e_task)
+            for (d, v), n in e_task.assign(d=e_task["design"].notna())
+            .groupby(["d", "trigger_p"])
+            .size()
+            .items()
+        }
         vals = []
         for _, e in e_task.iterrows():
             rows = (st["episode_id"] == e["episode_id"]).to_numpy()
-            mix = sum(s * np.prod((mu_design if k == "d" else mu_grid[k])[rows])
-                      for k, s in shares.items())  # fmt: skip
+            mix = sum(
+                s * np.prod((mu_design if k == "d" else mu_grid[k])[rows])
+                for k, s in shares.items()
+            )
             vals.append(np.prod(pi[rows]) / mix * float(e["success"]))
         per_task.append(np.mean(vals))
     hand = float(np.mean(per_task))
-    got = estimate(build_policy("turns:1"), runs["merged"], estimators=("is",), unit="episode",
-                   n_boot=10)  # fmt: skip
+    got = estimate(
+        build_policy("turns:1"), runs["merged"], estimators=("is",), unit="episode", n_boot=10
+    )
     assert got.get("is", "SR")[0] == pytest.approx(hand, rel=1e-12, abs=1e-12)
     assert hand > 0  # some episodes agree with the rule
 
@@ -160,9 +179,14 @@ def _hand_episode() -> pd.DataFrame:
     tool, a failed call, the answer. Its states' events (before each turn): s0 none;
     s1 failed (trigger 1); s2 working (none); s3 a repeat (trigger 2); s4 unknown tool
     (trigger 3); s5 failed (trigger 4)."""
-    rows = [("call_tool", "a", "tool_error", "x"), ("call_tool", "b", None, "y"),
-            ("call_tool", "b", None, "y"), ("call_tool", "zz", "unknown_tool", "z"),
-            ("call_tool", "c", "invalid_arguments", "w"), ("final", None, None, None)]  # fmt: skip
+    rows = [
+        ("call_tool", "a", "tool_error", "x"),
+        ("call_tool", "b", None, "y"),
+        ("call_tool", "b", None, "y"),
+        ("call_tool", "zz", "unknown_tool", "z"),
+        ("call_tool", "c", "invalid_arguments", "w"),
+        ("final", None, None, None),
+    ]
     return pd.DataFrame(
         [(7, t, k, tool, f, False, sha) for t, (k, tool, f, sha) in enumerate(rows)],
         columns=["episode_id", "t", "kind", "tool_name", "failure", "format_error", "args_sha"],
@@ -176,8 +200,10 @@ def test_first_k_trigger_states_are_randomised_and_the_base_decides_after():
     ev = state_events(_hand_episode())
     past = state_histories(ev["last_class"], ev["last_repeats"], [-1] * 6, np.array([0, 6]))
     assert past[3] == ((None, 0, None), ("failed", 0, None), ("working", 0, None))
-    views = [StateView(t, "w/0", t, "", episode_id=7, last_class=lc, repeats=int(r), past=p)
-             for t, (lc, r, p) in enumerate(zip(ev["last_class"], ev["last_repeats"], past))]  # fmt: skip
+    views = [
+        StateView(t, "w/0", t, "", episode_id=7, last_class=lc, repeats=int(r), past=p)
+        for t, (lc, r, p) in enumerate(zip(ev["last_class"], ev["last_repeats"], past))
+    ]
     assert [count_fired(CAP_EVENTS, v.past) for v in views] == [0, 0, 1, 1, 2, 3]
     q = 0.3
     capped = TriggerRandomised("turn0", CAP_EVENTS, q, max_randomised=2)
@@ -205,8 +231,13 @@ def test_first_k_trigger_states_are_randomised_and_the_base_decides_after():
         TriggerRandomised("turn0", CAP_EVENTS, q, max_randomised=0)
 
 
-SIM = ["collect/actor=simulated_real", "state_key=db", "progress=false",
-       "schedule.scenarios=[e_commerce_admin_1]", "schedule.max_tasks=3"]  # fmt: skip
+SIM = [
+    "collect/actor=simulated_real",
+    "state_key=db",
+    "progress=false",
+    "schedule.scenarios=[e_commerce_admin_1]",
+    "schedule.max_tasks=3",
+]
 SIM_EVENTS = "[repeat,failed,unknown_tool,turn:2]"
 
 
@@ -225,9 +256,19 @@ def test_capped_design_on_the_simulated_real_agent(tmp_path):
     row), the candidate's importance weights are at most 1 / 0.5^2 = 4 (uncapped, the
     same episodes' behaviour would weight up to 2^k), and its OPE interval covers its
     value measured in the environments (other seeds)."""
-    s2 = collect(collect_config([f"out={tmp_path / 's2'}", *SIM, "stage2.base=turn0",
-                                 f"stage2.events={SIM_EVENTS}", "stage2.q=0.5",
-                                 "stage2.max_randomised=2", _seeds(0, 60)])).out  # fmt: skip
+    s2 = collect(
+        collect_config(
+            [
+                f"out={tmp_path / 's2'}",
+                *SIM,
+                "stage2.base=turn0",
+                f"stage2.events={SIM_EVENTS}",
+                "stage2.q=0.5",
+                "stage2.max_randomised=2",
+                _seeds(0, 60),
+            ]
+        )
+    ).out
     ds = load_dataset(s2)
     assert json.loads(ds.episodes["design"].iloc[0])["max_randomised"] == 2
     assert ds.manifest["source"]["config"]["stage2"]["max_randomised"] == 2
@@ -249,9 +290,13 @@ def test_capped_design_on_the_simulated_real_agent(tmp_path):
     every = action_probs(build_policy(spec), views, 2)[np.arange(len(a)), a]
     assert (1.0 / per_episode(every)).max() >= 16.0  # the uncapped design on these episodes
 
-    truth = load_dataset(collect(collect_config([f"out={tmp_path / 'truth'}", *SIM,
-                                                 f"policy='{CANDIDATE}'",
-                                                 _seeds(200, 260)])).out).episodes  # fmt: skip
+    truth = load_dataset(
+        collect(
+            collect_config(
+                [f"out={tmp_path / 'truth'}", *SIM, f"policy='{CANDIDATE}'", _seeds(200, 260)]
+            )
+        ).out
+    ).episodes
     est = estimate(build_policy(CANDIDATE), s2, estimators=("wdr",), n_boot=200)
     for name, value in (("SR", truth["success"].mean()), ("U", truth["expert_calls"].mean())):
         _, lo, hi = est.get("wdr", name)

@@ -52,8 +52,10 @@ def _kwargs(rows):
 
 
 def test_rewards_follow_the_hierarchy_on_hand_made_episodes():
-    rows = [dict(e, valid=e["outcome"] not in ("server_error", "format_error"), end_reason="final")
-            for e, _, _ in EPISODES.values()]  # fmt: skip
+    rows = [
+        dict(e, valid=e["outcome"] not in ("server_error", "format_error"), end_reason="final")
+        for e, _, _ in EPISODES.values()
+    ]
     kw = _kwargs(rows)
     n = len(rows)
     assert GraduatedReward()([""] * n, [""] * n, **kw) == [g for _, g, _ in EPISODES.values()]
@@ -203,11 +205,16 @@ def _rollout(tok, design, policy=None):
 
     lookup = {"task a": ("a", 0), "task dead": ("dead", 0)}
     return AWMRollout(
-        ScriptedPool(), [Expert()], lookup,
+        ScriptedPool(),
+        [Expert()],
+        lookup,
         lambda tr: TokenActor(ScriptedBackend(tok), tok, max_turn_tokens=64),
-        policy or Always(), SplitSchedule(kind="fixed", n_fixed=2, reference_group=4),
-        design=design, max_per_episode=1, num_generations=4,
-    )  # fmt: skip
+        policy or Always(),
+        SplitSchedule(kind="fixed", n_fixed=2, reference_group=4),
+        design=design,
+        max_per_episode=1,
+        num_generations=4,
+    )
 
 
 def _prompts(*texts):

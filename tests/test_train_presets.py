@@ -81,9 +81,17 @@ def test_rehearsal_differs_from_b200_only_in_the_declared_keys():
         f"undeclared: {sorted(differ - DECLARED)}; declared, equal: {sorted(DECLARED - differ)}"
     )
     # what the rehearsal must keep (the point of rehearsing), spelled out
-    for key in ("model.lora.r", "gate.policy", "gate.max_per_episode", "schedule.kind",
-                "schedule.window", "rollout.max_idle_envs", "interventions.expert.kind",
-                "interventions.expert.base_url", "grpo.gradient_checkpointing"):  # fmt: skip
+    for key in (
+        "model.lora.r",
+        "gate.policy",
+        "gate.max_per_episode",
+        "schedule.kind",
+        "schedule.window",
+        "rollout.max_idle_envs",
+        "interventions.expert.kind",
+        "interventions.expert.base_url",
+        "grpo.gradient_checkpointing",
+    ):
         assert rehearsal[key] == real[key], key
     assert rehearsal["interventions.expert.base_url"] == '${oc.env:HELPDP_EXPERT_URL,""}'
 
@@ -97,8 +105,10 @@ def test_every_declared_key_is_justified_by_a_comment_in_the_preset():
 
 def test_the_comment_parser_reads_nesting_and_continuations(tmp_path):
     f = tmp_path / "p.yaml"
-    f.write_text("defaults:\n  - b200\na: 1  # CPU: one\nb:\n  c: x  # CPU: two\n"
-                 "                # and more\n  d:\n    e: 3\n")  # fmt: skip
+    f.write_text(
+        "defaults:\n  - b200\na: 1  # CPU: one\nb:\n  c: x  # CPU: two\n"
+        "                # and more\n  d:\n    e: 3\n"
+    )
     assert _commented_keys(f) == {"a": "CPU: one", "b.c": "CPU: two and more", "b.d.e": ""}
 
 

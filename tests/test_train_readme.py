@@ -37,15 +37,26 @@ def test_readme_plug_in_example_runs_one_step(tmp_path, monkeypatch):
     tasks = [("smart_home_1", 0), ("smart_home_1", 1)]
     model, tok = build_tiny(ModelConfig(), world_texts(pool, tasks)[0])
     args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4,
-        num_generations=2, max_completion_length=256, report_to="none", use_cpu=True,
-        disable_tqdm=True, logging_steps=1, save_strategy="no",
-    )  # fmt: skip
+        output_dir=str(tmp_path / "out"),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=256,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        logging_steps=1,
+        save_strategy="no",
+    )
     names = {
-        "pool": pool, "tasks": tasks, "expert": build_interventions(
-            {"expert": InterventionConfig(kind="oracle")})[0],
-        "policy": Always(), "model": model, "tok": tok, "args": args,
-    }  # fmt: skip
+        "pool": pool,
+        "tasks": tasks,
+        "expert": build_interventions({"expert": InterventionConfig(kind="oracle")})[0],
+        "policy": Always(),
+        "model": model,
+        "tok": tok,
+        "args": args,
+    }
     try:
         exec(compile(_snippet(), "docs/grpo.md", "exec"), names)
     finally:

@@ -100,11 +100,16 @@ def _rollout(pool, tok):
     scripts = {text: _script(pool, idx) for text, (_, idx) in lookup.items()}
     oracle = InterventionConfig(kind="oracle", use_verifier=False)
     rollout = AWMRollout(
-        pool, build_interventions({"expert": oracle}), lookup,
+        pool,
+        build_interventions({"expert": oracle}),
+        lookup,
         lambda tr: TokenActor(ScriptBackend(tok, scripts), tok, max_turn_tokens=256),
-        Always(), SplitSchedule(kind="fixed", n_fixed=4, reference_group=8),
-        design="proactive", max_per_episode=1, num_generations=2,
-    )  # fmt: skip
+        Always(),
+        SplitSchedule(kind="fixed", n_fixed=4, reference_group=8),
+        design="proactive",
+        max_per_episode=1,
+        num_generations=2,
+    )
     prompts = [rows[0]["prompt"]] * 2 + [rows[1]["prompt"]] * 2
     return rollout, rollout(prompts)
 

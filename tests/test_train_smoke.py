@@ -56,9 +56,16 @@ def test_loss_logged_to_the_log_csv_and_tensorboard(run):
     assert len(losses) == 2 and all(isinstance(x, float) for x in losses)
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert [int(r["step"]) for r in rows] == [1, 2]
-    for key in ("loss", "reward", "rollout/completion_rate", "rollout/format_error_rate",
-                "expert/calls_blind", "expert/calls_recovery", "phase/expert_rollouts",
-                "gate/decisions"):  # fmt: skip
+    for key in (
+        "loss",
+        "reward",
+        "rollout/completion_rate",
+        "rollout/format_error_rate",
+        "expert/calls_blind",
+        "expert/calls_recovery",
+        "phase/expert_rollouts",
+        "gate/decisions",
+    ):
         assert key in rows[0], key
     assert list((out / "tb").glob("events.out.tfevents.*"))
 

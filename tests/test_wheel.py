@@ -31,8 +31,21 @@ def test_the_wheel_installs_and_runs_the_search_from_elsewhere(tmp_path):
     skip = shutil.ignore_patterns(".*", "build", "dist", "outputs", "*.egg-info", "__pycache__")
     shutil.copytree(ROOT, src, ignore=skip)
     # no build isolation: the build uses this venv's setuptools (no download)
-    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
-          "-q", "-w", str(wheels)], cwd=tmp_path)  # fmt: skip
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+        ],
+        cwd=tmp_path,
+    )
     (wheel,) = wheels.glob("helpdp-*.whl")
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
@@ -43,8 +56,20 @@ def test_the_wheel_installs_and_runs_the_search_from_elsewhere(tmp_path):
     # the dependencies come from this venv's site-packages, appended after the fresh one's
     # (a path line: this venv's own .pth files, its editable helpdp among them, are not read)
     (site / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
-          "-q", str(wheel)])  # fmt: skip
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(wheel),
+        ]
+    )
     where = tmp_path / "elsewhere"
     where.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -83,10 +83,27 @@ def write_episodes(
     )
     ep_df = pd.DataFrame(
         eps,
-        columns=["episode_id", "task_id", "split", "seed", "trigger_p", "steps", "success", "reward",
-                 "expert_calls", "format_errors"],
-    ).astype({"episode_id": "int64", "seed": "int64", "steps": "int32", "expert_calls": "int32",
-              "format_errors": "int32"})  # fmt: skip
+        columns=[
+            "episode_id",
+            "task_id",
+            "split",
+            "seed",
+            "trigger_p",
+            "steps",
+            "success",
+            "reward",
+            "expert_calls",
+            "format_errors",
+        ],
+    ).astype(
+        {
+            "episode_id": "int64",
+            "seed": "int64",
+            "steps": "int32",
+            "expert_calls": "int32",
+            "format_errors": "int32",
+        }
+    )
     steps_df = pd.DataFrame(
         steps, columns=["episode_id", "t", "state_id", "action", "next_state_id"]
     ).astype(

@@ -494,9 +494,11 @@ class EnvPool(ServedScenarios):
         with _BUILD_LOCK:
             if name not in self._assets:
                 built = build_scenario_database(
-                    scenario, self.work_root / "db" / name, clock=self.clock,
+                    scenario,
+                    self.work_root / "db" / name,
+                    clock=self.clock,
                     limits=self.config.sandbox,
-                )  # fmt: skip
+                )
                 if self.config.host_files_mb is not None:  # it may be evicted and rebuilt
                     digest = _sha256(built[0])
                     if self._digests.setdefault(name, digest) != digest:

@@ -103,13 +103,29 @@ _LT, _GT, _BAR = "<\ufe64\uff1c", ">\ufe65\uff1e", "|\uff5c"
 
 # letters spelled by other scripts that read as Latin (Cyrillic, Greek)
 _HOMOGLYPHS = {
-    "a": "\u0430\u03b1", "b": "\u0432\u03b2", "c": "\u0441\u03f2", "d": "\u0501",
-    "e": "\u0435\u0451\u04bd", "h": "\u04bb\u043d\u03b7", "i": "\u0456\u03b9\u04cf",
-    "j": "\u0458", "k": "\u043a\u03ba", "l": "\u04cf\u0131", "m": "\u043c\u03bc",
-    "n": "\u0578", "o": "\u043e\u03bf", "p": "\u0440\u03c1", "q": "\u051b",
-    "s": "\u0455", "t": "\u0442\u03c4", "u": "\u03c5", "v": "\u03bd", "w": "\u051d",
-    "x": "\u0445\u03c7", "y": "\u0443\u03b3",
-}  # fmt: skip
+    "a": "\u0430\u03b1",
+    "b": "\u0432\u03b2",
+    "c": "\u0441\u03f2",
+    "d": "\u0501",
+    "e": "\u0435\u0451\u04bd",
+    "h": "\u04bb\u043d\u03b7",
+    "i": "\u0456\u03b9\u04cf",
+    "j": "\u0458",
+    "k": "\u043a\u03ba",
+    "l": "\u04cf\u0131",
+    "m": "\u043c\u03bc",
+    "n": "\u0578",
+    "o": "\u043e\u03bf",
+    "p": "\u0440\u03c1",
+    "q": "\u051b",
+    "s": "\u0455",
+    "t": "\u0442\u03c4",
+    "u": "\u03c5",
+    "v": "\u03bd",
+    "w": "\u051d",
+    "x": "\u0445\u03c7",
+    "y": "\u0443\u03b3",
+}
 _PUNCT = {":": ":\uff1a\ufe55\u2236\ua789", "_": "_\uff3f", "/": "/\uff0f", "=": "=\uff1d"}
 
 
@@ -133,10 +149,21 @@ def _word(word: str, homoglyphs: bool) -> str:
 
 
 _TAG_NAMES = (
-    "tool_calls?", "tool_responses?", "tool_results?", "tools", "think", "thinking",
-    "function_calls?", "function", "parameter", "start_of_turn", "end_of_turn", "bos",
-    "eos", "s",
-)  # fmt: skip
+    "tool_calls?",
+    "tool_responses?",
+    "tool_results?",
+    "tools",
+    "think",
+    "thinking",
+    "function_calls?",
+    "function",
+    "parameter",
+    "start_of_turn",
+    "end_of_turn",
+    "bos",
+    "eos",
+    "s",
+)
 
 
 def _tag_name(name: str) -> str:

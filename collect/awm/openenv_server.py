@@ -277,9 +277,10 @@ class ConfinedAWMEnvironment(Environment):
             if isinstance(action, ListToolsAction):
                 return AWMToolsObservation(tools=[], error=message)
             return AWMObservation(
-                done=done, reward_type="episode_already_done" if done else "reset_error",
+                done=done,
+                reward_type="episode_already_done" if done else "reset_error",
                 error=message,
-            )  # fmt: skip
+            )
         self._state.step_count += 1
         if isinstance(action, ListToolsAction):
             self._verified = None
@@ -318,20 +319,30 @@ class ConfinedAWMEnvironment(Environment):
                 reward=result.reward,
                 reward_type=outcome,
                 verify_result=info.get("verification"),
-                **({"error": result.observation} if failure else {"tool_result": result.observation}),
+                **(
+                    {"error": result.observation}
+                    if failure
+                    else {"tool_result": result.observation}
+                ),
                 metadata=info,
-            )  # fmt: skip
+            )
         reward_type = REWARD_TYPES.get(failure, "server_error")
         reward = self.rewards.format_error if reward_type in FORMAT_ERROR_TYPES else 0.0
         if failure is None:
             return AWMToolObservation(
-                tool_name=action.tool_name, tool_result=result.observation, reward=reward,
-                reward_type=reward_type, metadata=info,
-            )  # fmt: skip
+                tool_name=action.tool_name,
+                tool_result=result.observation,
+                reward=reward,
+                reward_type=reward_type,
+                metadata=info,
+            )
         return AWMToolObservation(
-            tool_name=action.tool_name, error=result.observation, reward=reward,
-            reward_type=reward_type, metadata=info,
-        )  # fmt: skip
+            tool_name=action.tool_name,
+            error=result.observation,
+            reward=reward,
+            reward_type=reward_type,
+            metadata=info,
+        )
 
     def _set_mode(self, mode: Any) -> str | None:
         if mode is None:
@@ -517,9 +528,12 @@ class _FreeOnDisconnect:
                 if sid not in self.server._sessions:  # freed by _free: say so
                     await _json_response(
                         send,
-                        {"jsonrpc": "2.0", "id": request_id,
-                         "result": {"session_id": sid, "closed": True}},
-                    )  # fmt: skip
+                        {
+                            "jsonrpc": "2.0",
+                            "id": request_id,
+                            "result": {"session_id": sid, "closed": True},
+                        },
+                    )
                     return
         replay = iter(messages)
 

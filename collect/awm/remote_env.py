@@ -97,9 +97,20 @@ def outcome_of(reward_type: Any) -> str:
 
 #: what a server may say, field by field (anything else ends the episode: see _check)
 REWARD_TYPES = frozenset(
-    {*_FAILURES, *_VERDICTS, "reset_ok", "reset_error", "no_verifier", "verifier_error",
-     "format_error", "judge_error", "episode_done", "episode_already_done", "invalid_action"}
-)  # fmt: skip
+    {
+        *_FAILURES,
+        *_VERDICTS,
+        "reset_ok",
+        "reset_error",
+        "no_verifier",
+        "verifier_error",
+        "format_error",
+        "judge_error",
+        "episode_done",
+        "episode_already_done",
+        "invalid_action",
+    }
+)
 OUTCOMES = frozenset({*_VERDICTS, "server_error", "no_verifier", "verifier_error", "format_error"})
 VERIFIER_MODES = ("code", "sql", "none")
 _WORD = re.compile(r"^[a-z_]{1,32}$")

@@ -196,8 +196,21 @@ def check_argv(
 
 
 #: Hydra's own flags that take the next argument as their value (``--info``'s is optional)
-HYDRA_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name",
-               "-cn", "--config-dir", "-cd", "--experimental-rerun", "--info", "-i")  # fmt: skip
+HYDRA_FLAGS = (
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--experimental-rerun",
+    "--info",
+    "-i",
+)
 INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 
 

@@ -56,7 +56,10 @@ RATES: dict[str, Rate] = {
     # docs/evaluation/real-actor.md, "Side by side on an idle machine":
     # 4 episodes in 89.9 s after a 38.5 s load
     "collect.real_cpu": Rate(
-        4 / 89.9, "episode", "2 idle CPU cores", 2,
+        4 / 89.9,
+        "episode",
+        "2 idle CPU cores",
+        2,
         "collect/actor=qwen_coder_0_5b, transformers with its KV cache, 17 turns",
     ),
     # prm.train prm=minilm prm.epochs=1 prm.max_train_examples=160: 331 CPU s in all;
@@ -68,14 +71,12 @@ RATES: dict[str, Rate] = {
     # 264 CPU s in all; its scoring passes at the PRM's 0.156 CPU s/example, the rest
     # (calibration included), less 20 s of loading, 0.51 CPU s per fitted example
     "helper.train.minilm.fit": Rate(2 / 0.51, "example", MACHINE, 2, MEASURED + "0.51 CPU s"),
-    "helper.train.minilm.score": Rate(
-        2 / 0.156, "example", MACHINE, 2, MEASURED + "0.156 CPU s"
-    ),
+    "helper.train.minilm.score": Rate(2 / 0.156, "example", MACHINE, 2, MEASURED + "0.156 CPU s"),
     # helpdp.evaluate seeds=100:101 (15 policies, the MiniLM helper at 3 budgets, 6 test
     # tasks: 90 episodes, the simulated actor): 274 CPU s in all, less 20 s of loading:
     # 2.8 CPU s per episode, its share of the report (off-policy estimates) included
     "evaluate": Rate(2 / 2.8, "episode", MACHINE, 2, MEASURED + "2.8 CPU s per episode"),
-}  # fmt: skip
+}
 
 
 def expected_seconds(work: dict[str, float]) -> float:
@@ -162,8 +163,14 @@ class Stages:
         from tqdm.auto import tqdm
 
         self.label, self.names = label, list(stages)
-        self.bar = tqdm(total=len(self.names), desc=f"{label}: {self.names[0]}", unit="stage",
-                        disable=not enabled, file=file, leave=True)  # fmt: skip
+        self.bar = tqdm(
+            total=len(self.names),
+            desc=f"{label}: {self.names[0]}",
+            unit="stage",
+            disable=not enabled,
+            file=file,
+            leave=True,
+        )
 
     def __call__(self, name: str) -> None:
         """Enter stage ``name`` (the stages before it count as done)."""

@@ -123,8 +123,12 @@ def run_calibrate(cfg: HelperCalibrateConfig) -> dict:
         raise ValueError(f"{src}: a prefix-mode helper has no thresholds to calibrate")
     budgets = sorted(float(b) for b in (cfg.budgets or policy.budgets))
     ds = load_dataset(Path(cfg.data) if cfg.data else demo_dataset_path())
-    ecfg = EvaluateConfig(worlds=cfg.worlds, seeds=list(cfg.seeds), max_tasks=cfg.max_tasks,
-                          batch_size=int(cfg.batch_size))  # fmt: skip
+    ecfg = EvaluateConfig(
+        worlds=cfg.worlds,
+        seeds=list(cfg.seeds),
+        max_tasks=cfg.max_tasks,
+        batch_size=int(cfg.batch_size),
+    )
     base, _ = environment_runs(ds.manifest, task_splits(ds), ecfg)
     from tqdm import tqdm
 
@@ -178,8 +182,12 @@ def run_calibrate(cfg: HelperCalibrateConfig) -> dict:
 
 
 def main() -> None:
-    run_app("helpdp.evaluate.calibrate", HelperCalibrateConfig, run_calibrate,
-            config_name="helper_calibrate")  # fmt: skip
+    run_app(
+        "helpdp.evaluate.calibrate",
+        HelperCalibrateConfig,
+        run_calibrate,
+        config_name="helper_calibrate",
+    )
 
 
 if __name__ == "__main__":

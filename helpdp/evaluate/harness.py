@@ -168,9 +168,16 @@ def _policies(
     bad = [t for t in cfg.turn_rules if not isinstance(t, (list, tuple))]
     if bad:
         raise ValueError(f"turn_rules: each rule is a list of turns (e.g. [[0,3]]), got {bad[0]!r}")
-    names = ["never", "always", *(f"random:{float(p)}" for p in cfg.random_p),
-             f"random_episodes:{float(cfg.episode_p)}", "turn0", "after:failure",
-             "turn0+after:failure", *("turns:" + ",".join(map(str, t)) for t in cfg.turn_rules)]  # fmt: skip
+    names = [
+        "never",
+        "always",
+        *(f"random:{float(p)}" for p in cfg.random_p),
+        f"random_episodes:{float(cfg.episode_p)}",
+        "turn0",
+        "after:failure",
+        "turn0+after:failure",
+        *("turns:" + ",".join(map(str, t)) for t in cfg.turn_rules),
+    ]
     fixed: list[HelpPolicy] = [build_policy(n, seed=cfg.seed) for n in names]
     table = _dp_table(cfg, ds, train_tasks, out / "dp_search", table_name, fallback)
     pols: list[HelpPolicy] = [*(fixed if cfg.baselines else []), table, *prm_pols]
@@ -417,8 +424,12 @@ def _run_policies(
             if pols
         )
         announce_episodes("helpdp.evaluate", episodes, base.actor)
-    bar = tqdm(total=sum(map(len, by_split.values())), desc="evaluate", unit="run",
-               disable=not cfg.progress)  # fmt: skip
+    bar = tqdm(
+        total=sum(map(len, by_split.values())),
+        desc="evaluate",
+        unit="run",
+        disable=not cfg.progress,
+    )
     actor = shared_actor(base.actor)
     for split, split_pols in by_split.items():
         for pol in split_pols:
@@ -471,10 +482,24 @@ def evaluation(cfg: EvaluateConfig) -> Evaluation:
     refs = results["task_id"].map(ref).fillna(results["steps"]).astype(float)
     results["spl"] = results["success"] * refs / np.maximum(results["steps"], refs)
     results["invalid"] = results["outcome"].isin(INVALID_OUTCOMES)
-    keep = ["policy", "split", "pair", "task_id", "seed", "success", "outcome", "invalid",
-            "expert_calls",
-            "steps", "spl", "policy_errors", "format_errors", "errors", "blind_calls",
-            "recovery_calls"]  # fmt: skip
+    keep = [
+        "policy",
+        "split",
+        "pair",
+        "task_id",
+        "seed",
+        "success",
+        "outcome",
+        "invalid",
+        "expert_calls",
+        "steps",
+        "spl",
+        "policy_errors",
+        "format_errors",
+        "errors",
+        "blind_calls",
+        "recovery_calls",
+    ]
     results = results[keep]
     results.to_parquet(out / "results.parquet", index=False)
     summary = summarize(results)

@@ -50,8 +50,13 @@ def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: EvaluateConfig
             continue  # no collected episode of this split
         logged.views()
         for pol in split_pols:
-            e = estimate(pol, logged, estimators=(cfg.ope_estimator,), n_boot=int(cfg.ope_boot),
-                         seed=cfg.seed)  # fmt: skip
+            e = estimate(
+                pol,
+                logged,
+                estimators=(cfg.ope_estimator,),
+                n_boot=int(cfg.ope_boot),
+                seed=cfg.seed,
+            )
             s, slo, shi = e.get(cfg.ope_estimator, "SR")
             u, ulo, uhi = e.get(cfg.ope_estimator, "U")
             slo, shi, ulo, uhi = max(slo, 0.0), min(shi, 1.0), max(ulo, 0.0), max(uhi, 0.0)
@@ -62,17 +67,30 @@ def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: EvaluateConfig
                 "SR": float(np.hypot((shi - slo) / 2, sr_half)),
                 "U": float(np.hypot((uhi - ulo) / 2, float(m["U_ci"]))),
             }
-            rows.append({
-                "split": split, "policy": pol.name, "SR": float(m["SR"]), "U": float(m["U"]),
-                "ope_SR": s, "ope_SR_lo": slo, "ope_SR_hi": shi,
-                "ope_U": u, "ope_U_lo": ulo, "ope_U_hi": uhi,
-                "inside_SR": bool(slo <= m["SR"] <= shi), "inside_U": bool(ulo <= m["U"] <= uhi),
-                "agrees_SR": bool(abs(s - float(m["SR"])) <= both["SR"]),
-                "agrees_U": bool(abs(u - float(m["U"])) <= both["U"]),
-                "abs_err_SR": abs(s - float(m["SR"])), "abs_err_U": abs(u - float(m["U"])),
-                "agree": e.diagnostics["agree"], "episodes": e.diagnostics["episodes"],
-                "ess": e.diagnostics["ess"], "max_share": e.diagnostics["max_share"],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "split": split,
+                    "policy": pol.name,
+                    "SR": float(m["SR"]),
+                    "U": float(m["U"]),
+                    "ope_SR": s,
+                    "ope_SR_lo": slo,
+                    "ope_SR_hi": shi,
+                    "ope_U": u,
+                    "ope_U_lo": ulo,
+                    "ope_U_hi": uhi,
+                    "inside_SR": bool(slo <= m["SR"] <= shi),
+                    "inside_U": bool(ulo <= m["U"] <= uhi),
+                    "agrees_SR": bool(abs(s - float(m["SR"])) <= both["SR"]),
+                    "agrees_U": bool(abs(u - float(m["U"])) <= both["U"]),
+                    "abs_err_SR": abs(s - float(m["SR"])),
+                    "abs_err_U": abs(u - float(m["U"])),
+                    "agree": e.diagnostics["agree"],
+                    "episodes": e.diagnostics["episodes"],
+                    "ess": e.diagnostics["ess"],
+                    "max_share": e.diagnostics["max_share"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -82,8 +100,9 @@ def ope_summary(ope_df: pd.DataFrame) -> dict:
     out = {"policies": len(ope_df)}
     for q in ("SR", "U"):
         if len(ope_df) == 0:
-            out.update({f"coverage_{q}": math.nan, f"half_width_{q}": math.nan,
-                        f"mae_{q}": math.nan})  # fmt: skip
+            out.update(
+                {f"coverage_{q}": math.nan, f"half_width_{q}": math.nan, f"mae_{q}": math.nan}
+            )
             continue
         out[f"coverage_{q}"] = float(ope_df[f"inside_{q}"].mean())
         if f"agrees_{q}" in ope_df:
@@ -159,12 +178,22 @@ def usage_success_plot(
     for ax, split in zip(axes[0], splits):
         s = summary[summary["split"] == split]
         if frontier is not None:
-            ax.plot(frontier["expected_usage"], frontier["expected_success"], "-", color="0.6",
-                    label="DP forecast frontier (train data)")  # fmt: skip
+            ax.plot(
+                frontier["expected_usage"],
+                frontier["expected_success"],
+                "-",
+                color="0.6",
+                label="DP forecast frontier (train data)",
+            )
         mix = (curves or {}).get(split)
         if mix is not None:
-            ax.plot(mix["U"], mix["SR"], ":", color="0.2",
-                    label="best task-wise mix of the baselines (hindsight)")  # fmt: skip
+            ax.plot(
+                mix["U"],
+                mix["SR"],
+                ":",
+                color="0.2",
+                label="best task-wise mix of the baselines (hindsight)",
+            )
         rnd = s[s["policy"].str.startswith("random p=")].sort_values("U")
         ax.plot(rnd["U"], rnd["SR"], "o--", color="tab:blue", label="random state-wise help")
         points = [r for r in s.itertuples() if not r.policy.startswith("random p=")]
@@ -225,10 +254,16 @@ def report(
                 f"{gain} | {r.L:.2f} | {r.SPL:.3f} | {r.policy_errors} | {r.invalid} |"
             )
         if s["invalid"].sum():
-            lines += ["", f"**Warning:** {int(s['invalid'].sum())} episodes had no valid verdict "
-                      "(server or verifier errors); they count as failures."]  # fmt: skip
+            lines += [
+                "",
+                f"**Warning:** {int(s['invalid'].sum())} episodes had no valid verdict "
+                "(server or verifier errors); they count as failures.",
+            ]
         lines += ["", "Paired differences in SR (95% interval):", ""]
-        lines += ["| policy | vs random at equal spend | vs never | vs rule: turn 0 | vs the best task-wise mix of the baselines at equal spend, chosen with hindsight (its calls) |", "|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "| policy | vs random at equal spend | vs never | vs rule: turn 0 | vs the best task-wise mix of the baselines at equal spend, chosen with hindsight (its calls) |",
+            "|---|---|---|---|---|",
+        ]
         for c in comparisons:
             if c["split"] != split:
                 continue

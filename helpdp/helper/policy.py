@@ -28,9 +28,17 @@ from helpdp.policies import StateView, uniform
 class HelperPolicy:
     """A saved helper directory (``python -m helpdp.helper.train``) as a help policy."""
 
-    def __init__(self, path, *, budget: float | None = None, device: str = "cpu",
-                 batch_size: int | None = None, cpu_threads: int | None = None,
-                 seed: int = 0, threshold: float | None = None):  # fmt: skip
+    def __init__(
+        self,
+        path,
+        *,
+        budget: float | None = None,
+        device: str = "cpu",
+        batch_size: int | None = None,
+        cpu_threads: int | None = None,
+        seed: int = 0,
+        threshold: float | None = None,
+    ):
         from helpdp.models.encoder import Encoder, load_net
 
         self.path = Path(path)

@@ -184,9 +184,14 @@ def thresholded_rows(mdp, h: np.ndarray, action: np.ndarray) -> tuple[np.ndarray
 
 
 def usage_thresholds(
-    mdp, score: np.ndarray, budgets, *, gamma: float, action: np.ndarray | None = None,
+    mdp,
+    score: np.ndarray,
+    budgets,
+    *,
+    gamma: float,
+    action: np.ndarray | None = None,
     iters: int = 40,
-) -> dict[float, dict]:  # fmt: skip
+) -> dict[float, dict]:
     """Per budget, the threshold on ``score`` (one per internal state of ``mdp``;
     NaN where there is nothing to decide) at which the thresholded policy makes
     ``budget`` expert calls per episode on ``mdp``, evaluated as a policy
@@ -250,8 +255,14 @@ def usage_thresholds(
         t = max(t, t_prev)
         t_prev = t
         if n_lv == 0:
-            out[b] = {"threshold": 1.0, "tie_weight": 0.0, "usage": 0.0, "model_usage": 0.0,
-                      "success": float("nan"), "fallback": 0.0}  # fmt: skip
+            out[b] = {
+                "threshold": 1.0,
+                "tie_weight": 0.0,
+                "usage": 0.0,
+                "model_usage": 0.0,
+                "success": float("nan"),
+                "fallback": 0.0,
+            }
             continue
         usage(t)
         v, fb = cache[t]
@@ -323,9 +334,14 @@ class _Net:
         from helpdp.models.encoder import predict_proba
 
         return predict_proba(
-            self.net, self.encoder, seqs, batch_size=self.batch_size, device=self.device,
-            progress=desc is not None, desc=desc or "helper",
-        )  # fmt: skip
+            self.net,
+            self.encoder,
+            seqs,
+            batch_size=self.batch_size,
+            device=self.device,
+            progress=desc is not None,
+            desc=desc or "helper",
+        )
 
 
 def _model_config(node) -> HelperModelConfig:
@@ -455,9 +471,17 @@ def _fit_metrics(m: _Net, trainer, p_before, p_train, y_train, val, p_val) -> di
 
 
 def _calibrate(
-    m: _Net, cfg, meta: dict, labels: pd.DataFrame, classes: list[str], budgets: list[float],
-    cal_ex: pd.DataFrame, p_cal: np.ndarray, cal_splits: list, metrics: dict,
-) -> tuple[dict, dict]:  # fmt: skip
+    m: _Net,
+    cfg,
+    meta: dict,
+    labels: pd.DataFrame,
+    classes: list[str],
+    budgets: list[float],
+    cal_ex: pd.DataFrame,
+    p_cal: np.ndarray,
+    cal_splits: list,
+    metrics: dict,
+) -> tuple[dict, dict]:
     """Threshold mode: per budget, the help-score threshold and tie weight (``calibration``
     usage or help_rate) picked on ``cal_ex`` (the calibration examples, in ``cal_splits``;
     ``p_cal`` their class probabilities); the calibration metrics go into ``metrics``."""
@@ -473,11 +497,13 @@ def _calibrate(
     if cfg.calibration == "usage":
         cal_tasks = sorted(cal_ex["task_id"].unique())
         calib = calibrate_on_data(
-            _calibration_dataset(meta), cal_tasks, budgets,
+            _calibration_dataset(meta),
+            cal_tasks,
+            budgets,
             lambda texts, depths: m.proba(
                 m.encoder([helper_input(t, d, header) for t, d in zip(texts, depths)])
             ),
-        )  # fmt: skip
+        )
         thresholds = {b: c["threshold"] for b, c in calib.items()}
         tie_weights = {b: c["tie_weight"] for b, c in calib.items()}
         metrics["calibration_usage"] = calib
@@ -501,10 +527,18 @@ def _calibrate(
 
 
 def _helper_meta(
-    cfg, mcfg: HelperModelConfig, meta: dict, m: _Net, classes: list[str], budgets: list[float],
-    thresholds: dict | None, tie_weights: dict | None, threshold_split: list | None,
-    metrics: dict, t0: float,
-) -> dict:  # fmt: skip
+    cfg,
+    mcfg: HelperModelConfig,
+    meta: dict,
+    m: _Net,
+    classes: list[str],
+    budgets: list[float],
+    thresholds: dict | None,
+    tie_weights: dict | None,
+    threshold_split: list | None,
+    metrics: dict,
+    t0: float,
+) -> dict:
     """The contents of helper.json."""
     from omegaconf import OmegaConf
 
@@ -616,9 +650,18 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out, stage=None) -> dict
         )
     metrics["warnings"] = fit_warnings(metrics)
     helper_meta = _helper_meta(
-        cfg, mcfg, meta, m, classes, budgets, thresholds, tie_weights, threshold_split,
-        metrics, t0,
-    )  # fmt: skip
+        cfg,
+        mcfg,
+        meta,
+        m,
+        classes,
+        budgets,
+        thresholds,
+        tie_weights,
+        threshold_split,
+        metrics,
+        t0,
+    )
     stage(STAGES[4])
     _save(m, helper_meta, Path(out))
     return helper_meta

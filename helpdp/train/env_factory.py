@@ -160,8 +160,13 @@ class AWMToolEnvironment:
             self.episode_id, name, idx, f"{name}/{idx}", "train", f.seed, (0.0,), entropy
         )
         first = self.env.reset(idx, episode_id=str(self.episode_id))
-        self.view = EpisodeView(spec, render_observation(first.task), [t.name for t in self.env.tools],
-                                sc.solutions.get(idx), [])  # fmt: skip
+        self.view = EpisodeView(
+            spec,
+            render_observation(first.task),
+            [t.name for t in self.env.tools],
+            sc.solutions.get(idx),
+            [],
+        )
         f.gate.expert[self.episode_id] = True
         self.errors = self.blind = self.recovery = 0
         self.result = None
@@ -179,8 +184,15 @@ class AWMToolEnvironment:
             return f.denied_text
         t = len(view.history)
         last = view.history[-1].failure if view.history else None
-        state = StateView(0, view.spec.task_id, t, self.env.trajectory_text(),
-                          episode_id=self.episode_id, last_failure=last, errors=self.errors)  # fmt: skip
+        state = StateView(
+            0,
+            view.spec.task_id,
+            t,
+            self.env.trajectory_text(),
+            episode_id=self.episode_id,
+            last_failure=last,
+            errors=self.errors,
+        )
         try:
             action = int(f.gate.decide([state])[0])
         except RuntimeError:  # the policy failed: nohelp (Gate kept its error)
@@ -227,16 +239,21 @@ class AWMToolEnvironment:
         except Exception as e:  # noqa: BLE001 - the runtime failed: a broken episode
             from collect.awm.episode import StepResult
 
-            result = StepResult(f"Error: server error ({type(e).__name__})", None, True,
-                                {"outcome": "server_error", "valid": False})  # fmt: skip
+            result = StepResult(
+                f"Error: server error ({type(e).__name__})",
+                None,
+                True,
+                {"outcome": "server_error", "valid": False},
+            )
         self.result = result
         info = result.info
         if (info.get("action") or {}).get("kind") in WORLD_OUTPUT_KINDS:  # the world's text
             result.observation = render_observation(result.observation or "")
         if info.get("failure") is not None:
             self.errors += 1
-        self._turn(0, None, info.get("action") or {}, result.observation or "", text,
-                   info.get("failure"))  # fmt: skip
+        self._turn(
+            0, None, info.get("action") or {}, result.observation or "", text, info.get("failure")
+        )
         if result.done:
             self.ended = True
         return result
@@ -317,8 +334,9 @@ class AWMEnvironmentFactory:
                 methods[m.__name__] = m
         self.skipped_tools[name] = skipped
         cls_name = "AWM_" + re.sub(r"\W", "_", name)
-        return type(cls_name, (AWMToolEnvironment,), {**methods, "factory": self,
-                                                      "scenario_name": name})  # fmt: skip
+        return type(
+            cls_name, (AWMToolEnvironment,), {**methods, "factory": self, "scenario_name": name}
+        )
 
     def environments(self) -> Any:
         """TRL's ``environment_factory``: the class of the one scenario, or ``{scenario:
@@ -333,8 +351,11 @@ class AWMEnvironmentFactory:
         out = []
         for name, idx in tasks:
             text = render_observation(self.pool.scenario(name).task(int(idx)).text)
-            row = {"prompt": [{"role": "user", "content": text}], "scenario": name,
-                   "task_idx": int(idx)}  # fmt: skip
+            row = {
+                "prompt": [{"role": "user", "content": text}],
+                "scenario": name,
+                "task_idx": int(idx),
+            }
             if len(self.classes) > 1:
                 row["environment"] = name
             out.append(row)

@@ -142,8 +142,16 @@ class TokenActor:
     name = "grpo"
     needs_solutions = False
 
-    def __init__(self, backend, tokenizer, *, max_turn_tokens=512, max_completion=4096,
-                 chat_template_kwargs=None, stop_after_call=True):  # fmt: skip
+    def __init__(
+        self,
+        backend,
+        tokenizer,
+        *,
+        max_turn_tokens=512,
+        max_completion=4096,
+        chat_template_kwargs=None,
+        stop_after_call=True,
+    ):
         self.backend = backend
         self.tok = tokenizer
         self.max_turn_tokens = int(max_turn_tokens)
@@ -384,11 +392,26 @@ class AWMRollout:
     ``out/episodes.jsonl`` when ``out`` is set.
     """
 
-    def __init__(self, pool, interventions, lookup: dict, actor_factory, policy, schedule: SplitSchedule, *,
-                 design="agent", max_per_episode=None, max_per_batch=None,
-                 denied_text="The expert is not available now; continue on your own.",
-                 max_completion=4096, seed=0, num_generations=None, out=None, threads=None,
-                 log_metric=None):  # fmt: skip
+    def __init__(
+        self,
+        pool,
+        interventions,
+        lookup: dict,
+        actor_factory,
+        policy,
+        schedule: SplitSchedule,
+        *,
+        design="agent",
+        max_per_episode=None,
+        max_per_batch=None,
+        denied_text="The expert is not available now; continue on your own.",
+        max_completion=4096,
+        seed=0,
+        num_generations=None,
+        out=None,
+        threads=None,
+        log_metric=None,
+    ):
         self.pool = pool
         self.timings = Timings()
         self.interventions = [_TimedIntervention(iv, self.timings) for iv in interventions]
@@ -498,8 +521,9 @@ class AWMRollout:
         self.episodes += len(specs)
         self.last_logs = logs
         out = self._output(logs, flags)
-        stats = self._stats(logs, flags, wall, actor.seconds - gen0, actor.turns - turns0,
-                            phases, work, counts)  # fmt: skip
+        stats = self._stats(
+            logs, flags, wall, actor.seconds - gen0, actor.turns - turns0, phases, work, counts
+        )
         valid = [lg for lg in logs if lg.episode["outcome"] != "server_error"]
         self.schedule.observe([lg.episode["format_errors"] > 0 for lg in valid])
         self._write(logs, flags)
