@@ -123,6 +123,10 @@ class _Worker:
         self.interventions = build_interventions(cfg.interventions)
         design = stage2_design(cfg.stage2, cfg.schedule.seed)  # stage 2: it decides
         if design is not None:
+            if help_policy is not None:
+                raise ValueError(
+                    "stage2.base and a help policy exclude each other: stage 2 is its own policy"
+                )
             help_policy = design
         self.ctx = RunContext(
             self.pool,

@@ -301,3 +301,19 @@ def test_capped_design_on_the_simulated_real_agent(tmp_path):
     for name, value in (("SR", truth["success"].mean()), ("U", truth["expert_calls"].mean())):
         _, lo, hi = est.get("wdr", name)
         assert lo <= value <= hi, (name, lo, value, hi)
+
+
+def test_an_evaluation_of_stage2_data_runs_the_policies_not_the_design(runs, tmp_path):
+    """``helpdp.evaluate`` re-aims the data's own collection config: a stage-2 dataset's
+    design must not come with it (it would replace every evaluated policy), and the
+    collector refuses a help policy beside a stage-2 design rather than drop one."""
+    from helpdp.evaluate.config import EvaluateConfig
+    from helpdp.evaluate.harness import recorded_config, rerun_config
+
+    recorded = recorded_config(load_dataset(runs["s2"]).manifest)
+    assert recorded.stage2.base == "never"
+    assert rerun_config(recorded, EvaluateConfig(), 1).stage2.base is None
+    cfg = collect_config([f"out={tmp_path / 'both'}", *COMMON, *STAGE2])
+    with pytest.raises(ValueError, match="stage2.base and a help policy exclude each other"):
+        collect(cfg, help_policy=build_policy("always"))
+    assert not (tmp_path / "both" / "episodes.parquet").exists()

@@ -62,7 +62,7 @@ from collect import collector  # collector.collect: patchable in tests
 from collect import config as collect_config
 from collect.awm.dataset import AWMDataset
 from collect.awm.sandbox import COMMAND_ERRORS
-from collect.schedule import SplitConfig, split_tasks
+from collect.schedule import SplitConfig, Stage2Config, split_tasks
 from collect.shards import PlanMismatch
 from collect.worlds import WORLDS_DIR, is_shipped_label
 from helpdp.budget import SearchResult, policy_frame, search_budget, write_result
@@ -302,7 +302,8 @@ def rerun_config(
     recorded: collect_config.CollectConfig, cfg: EvaluateConfig, n_interventions: int
 ) -> collect_config.CollectConfig:
     """The data's collection config re-aimed at the evaluation: fresh seeds, no random
-    help, one worker in this process, no policy of its own; each run sets its ``out`` and
+    help (neither the grid's nor a stage-2 design's: the policy evaluated decides every
+    state), one worker in this process, no policy of its own; each run sets its ``out`` and
     split (:func:`_run_config`). A run resumes its own shards (an interrupted evaluation
     goes on); a run directory of another plan is started over by the caller."""
     sched = recorded.schedule
@@ -322,6 +323,7 @@ def rerun_config(
         keep_shards=True,
         progress=False,
         policy=None,
+        stage2=Stage2Config(),
         schedule=sched,
         executor=executor,
     )
