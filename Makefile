@@ -80,7 +80,7 @@ real-actor: $(VENV)/.full
 	$(BIN)/pip install -q -e '.[real]'
 	$(BIN)/python -m collect.realmodel
 
-# the fastest CPU runtime for the real actor (docs/evaluation/real-actor.md, "The runtime for the
+# the fastest CPU runtime for the real actor (docs/real-actor.md, "The runtime for the
 # long collection"): llama-cpp-python's OpenAI server, built from its sdist in a venv of its own
 # (never in .venv); GGML_NATIVE=OFF with the AVX2 kernels named, so the build does not tune to
 # (and crash in the AMX kernels of) the building CPU. About 7 minutes of CPU.

@@ -13,7 +13,7 @@ Runs a real collection (the demo worlds, the oracle) in this process with the ac
 wrapped in a timer, and prints: the model's load time; per turn the prompt tokens, the
 tokens actually computed (the rest come from the episode's KV cache), the generated
 tokens and the seconds (median, p90, by turn index); per episode the seconds and turns.
-Timings depend on the machine and its load: the numbers in docs/evaluation/real-actor.md
+Timings depend on the machine and its load: the numbers in docs/results/real-actor.md
 say which machine and load they were measured under.
 
 ``--openai BASE_URL`` times an OpenAI-compatible server instead of the in-process

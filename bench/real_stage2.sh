@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stage 2 of the two-stage design on the real model (docs/evaluation/real-actor.md,
+# Stage 2 of the two-stage design on the real model (docs/real-actor.md,
 # "Stage 2 on the real model"): help at turn 0, and at the trigger states (after a repeated
 # call, a failed call, an unknown tool, and at turn 2) with probability 0.5 at the first 2
 # trigger states of an episode (stage2.max_randomised=2; the base after), on the shipped

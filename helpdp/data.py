@@ -298,7 +298,7 @@ def _prefetch_kernels() -> threading.Thread:
     thread, on a two-task dataset of five states, while the caller reads the Parquet
     files (pyarrow and llvmlite release the GIL): a process's first load no longer
     waits for them after its read (measured at 10^7 transitions: see
-    docs/benchmarks.md). Started once per process; returns the thread."""
+    docs/results/benchmarks.md). Started once per process; returns the thread."""
     with _PREFETCH:
         if not _prefetched:
             t = threading.Thread(target=_tiny_load, name="helpdp-prefetch", daemon=True)

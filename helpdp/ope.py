@@ -36,7 +36,7 @@ steps, and episodes sharing the task's control-variate cells, are not independen
   ``(k - 1)/k sum (theta_(-j) - mean)^2``). Why the refit: the tasks' estimates share
   the pooled model's coarse cells, so their errors are correlated (+0.03 to +0.08 for
   ``wdr``) and the spread of the tasks' own estimates misses that common error (``wdr``
-  covered 0.78 with it, 0.90 or more with the jackknife: docs/evaluation/ope.md,
+  covered 0.78 with it, 0.90 or more with the jackknife: docs/results/ope.md,
   ``bench/ope_coverage.py``). For the IS family (no model) the jackknife of a mean is
   exactly the t interval of the tasks. The percentile bootstrap of the tasks is too
   narrow with 10-12 tasks; bootstrap-t was worse still (measured). ``per_task``'s

@@ -85,16 +85,16 @@ __all__ = [
 ]
 
 #: why ``select`` does not offer an estimator: its 95% intervals did not reach 0.90
-#: coverage on HelpWorld at the shipped designs (bench/ope_coverage.py, docs/evaluation/ope.md)
+#: coverage on HelpWorld at the shipped designs (bench/ope_coverage.py, docs/results/ope.md)
 REFUSED = {
     "is": "trajectory IS: its heavy-tailed weights leave the 95% intervals at 0.69 coverage "
-    "(U, dSR) with 3 seeds and 0.81 with 10 on HelpWorld (docs/evaluation/ope.md); use wdr or dr",
+    "(U, dSR) with 3 seeds and 0.81 with 10 on HelpWorld (docs/results/ope.md); use wdr or dr",
     "pdis": "per-decision IS: 95% intervals at 0.62 coverage (dU) with 3 seeds and 0.83 with "
-    "10 on HelpWorld (docs/evaluation/ope.md); use wdr or dr",
+    "10 on HelpWorld (docs/results/ope.md); use wdr or dr",
     "snis": "self-normalised IS is biased upwards where few episodes agree (coverage of SR "
-    "0.35 with 3 seeds, 0.57 with 10 on HelpWorld, docs/evaluation/ope.md); use wdr or dr",
+    "0.35 with 3 seeds, 0.57 with 10 on HelpWorld, docs/results/ope.md); use wdr or dr",
     "dm": "the model alone has no data correction (coverage of SR 0.30 with 3 seeds, 0.36 "
-    "with 10 on HelpWorld, docs/evaluation/ope.md); use wdr or dr",
+    "with 10 on HelpWorld, docs/results/ope.md); use wdr or dr",
 }
 #: the estimators ``select`` offers
 SELECT_ESTIMATORS = tuple(e for e in ESTIMATORS if e not in REFUSED)
@@ -143,7 +143,7 @@ class SelectConfig:
         "wdr",
         "OPE estimator that values candidates (SELECT_ESTIMATORS: those whose intervals covered "
         "on HelpWorld, bench/ope_coverage.py); wdr: narrower and steadier than dr where few "
-        "episodes agree with a rule (docs/evaluation/ope.md)",
+        "episodes agree with a rule (docs/results/ope.md)",
     )
     n_boot: int = _f(
         300, "bootstrap replicates of each estimate's interval (fewer tasks than min_tasks)"
@@ -173,7 +173,7 @@ class SelectConfig:
         0.0,
         "choose on SR - pessimism x the interval's half-width (0: the point estimate; 1: "
         "its lower bound, which passes over candidates valued on few agreeing episodes: "
-        "measured, 1 lost 0.017-0.034 to 0 on an unseen world family, docs/evaluation/ope.md)",
+        "measured, 1 lost 0.017-0.034 to 0 on an unseen world family, docs/results/ope.md)",
     )
     keep_reference: bool = _f(
         True,

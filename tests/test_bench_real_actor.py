@@ -1,5 +1,5 @@
 """bench/real_actor.py --eval-report: the table the real-actor evaluation is reported with
-(docs/evaluation/real-actor.md), on results written by hand."""
+(docs/real-actor.md), on results written by hand."""
 
 import importlib.util
 import sys

@@ -7,7 +7,7 @@ shipped interval (``unit="task"``: Student-t with the delete-one-task jackknife,
 control variate refitted without the task) covers SR, U and the paired differences from
 the turn-0 rule for ``dr`` and ``wdr``; the t interval of the tasks' own estimates
 (the model held fixed) and the within-stratum bootstrap shipped until 2026-11-28 do not. The
-full table (200 collections, 3 and 10 seeds) is in docs/evaluation/ope.md.
+full table (200 collections, 3 and 10 seeds) is in docs/results/ope.md.
 """
 
 from __future__ import annotations

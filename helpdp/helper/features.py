@@ -4,7 +4,7 @@ The helper's encoder keeps only the first ``head_tokens`` and the last tokens of
 state's text (``helper.max_length``). On the demo worlds a state's text runs to
 ~1 000 tokens and a turn's tool call and reply take ~100, so with MiniLM's 256
 tokens the latest expert message is inside the window in only 26 / 20 / 15% of
-the states one / two / three turns after it (docs/results.md, run 4), while the DP's
+the states one / two / three turns after it (docs/results/README.md, run 4), while the DP's
 ``db_help`` labels depend on exactly that age. ``state_header`` states, at the
 front of the input where the encoder always keeps it, what the full text says but
 the window loses: the turn, how many actor turns ago the latest expert message

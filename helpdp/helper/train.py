@@ -39,7 +39,7 @@ LM PRM shares: AdamW, linear schedule with warm-up, progress bars) on ``HelperNe
 class-weighted soft cross-entropy (``class_weighting=balanced``: help labels are
 a minority). Against the DP's noisy labels, ``example_weight=visits`` weights each
 state by its visits in the data and ``min_visits`` drops states seen too rarely
-(docs/results.md, run 3: the helper then fits mostly the well-estimated early states).
+(docs/results/README.md, run 3: the helper then fits mostly the well-estimated early states).
 The directory written is a transformers checkpoint (``config.json``, ``model.safetensors``,
 the tokenizer: :mod:`helpdp.models.hf_helper`) with ``helper.json`` (backbone, classes,
 mode, budgets, thresholds, label source, metrics) and the model card ``README.md``

@@ -20,7 +20,7 @@ and 0.32.0 (the two versions tried, with TRL 1.16) that fails twice:
 
 :func:`patch_vllm_cpu` applies both (a no-op for what the installed vLLM does not
 have). It is called by ``helpdp.train`` when ``grpo.use_vllm`` runs on a CPU, never on
-a GPU. Measured in docs/evaluation/real-actor.md.
+a GPU. Measured in docs/results/real-actor.md.
 """
 
 from __future__ import annotations
