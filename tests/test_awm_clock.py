@@ -233,3 +233,23 @@ def test_awm_style_world_keeps_its_ids_and_its_policy_finds_them(tmp_path):
     line = evaluation_line(policy, pd.read_parquet(ev / "episodes.parquet"), steps)
     assert f"coverage {coverage(policy, steps):.1%}" in line
     assert coverage(policy, steps) >= steps["t"].eq(0).mean()  # every first decision is known
+
+
+def test_the_preloaded_library_is_found_by_its_real_path(tmp_path, monkeypatch):
+    """A venv reached through a symlink (a CI cache): the sandbox mounts real paths only,
+    so the LD_PRELOAD path the workers get must be the library's resolved path."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    real = faketime_library()
+    package = real.parents[3]  # .../libfaketime (vendor/libfaketime/src/libfaketime.so.1)
+    (tmp_path / "cache").symlink_to(package.parent, target_is_directory=True)
+    linked = tmp_path / "cache" / package.name
+    assert (linked / "vendor/libfaketime/src/libfaketime.so.1").is_file()
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name: SimpleNamespace(submodule_search_locations=[str(linked)]),
+    )
+    found = faketime_library()
+    assert found == real and found == found.resolve() and tmp_path not in found.parents

@@ -54,8 +54,8 @@ class Server:
             target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
         )
         self.thread.start()
-        deadline = time.time() + 20
-        while not self.server.started and time.time() < deadline:
+        deadline = time.monotonic() + 20
+        while not self.server.started and time.monotonic() < deadline:
             time.sleep(0.02)
         assert self.server.started
 

@@ -25,8 +25,8 @@ def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
         start_new_session=True,
     )
     shards, family, done = out / "shards", set(), 0
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
         family |= _descendants(proc.pid)
         done = len([p for p in shards.glob("0*") if p.is_dir()]) if shards.exists() else 0
         if done >= 3:
@@ -46,8 +46,8 @@ def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
     assert m and m.group(2) == str(shards), lines[0]
     kept = int(m.group(1))
     assert 3 <= kept < 28 and kept == len([p for p in shards.glob("0*") if p.is_dir()])
-    deadline = time.time() + 20
-    while time.time() < deadline and any(alive(p) for p in family):
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(alive(p) for p in family):
         time.sleep(0.2)
     assert not [p for p in family if alive(p)]
 

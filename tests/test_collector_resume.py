@@ -58,10 +58,10 @@ def test_sigkill_midway_then_resume_gives_identical_tables(tmp_path):
         _command(crashed, work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     shards = crashed / "shards"
-    deadline = time.time() + 120
+    deadline = time.monotonic() + 120
     family: set[int] = set()
     done = 0
-    while time.time() < deadline and proc.poll() is None:
+    while time.monotonic() < deadline and proc.poll() is None:
         family |= _descendants(proc.pid)
         done = len([p for p in shards.glob("0*") if p.is_dir()]) if shards.exists() else 0
         if done >= 4:
@@ -73,8 +73,8 @@ def test_sigkill_midway_then_resume_gives_identical_tables(tmp_path):
     assert 4 <= done < total, f"not killed midway: {done}/{total} shards"
     assert not (crashed / "manifest.json").exists()
     # the pool workers and their sandboxes go away with the killed run
-    deadline = time.time() + 20
-    while time.time() < deadline and any(alive(p) for p in family):
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(alive(p) for p in family):
         time.sleep(0.2)
     assert not [p for p in family if alive(p)]
 

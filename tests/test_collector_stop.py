@@ -73,8 +73,8 @@ def test_ctrl_c_with_busy_workers_ends_in_seconds_and_resumes_identically(tmp_pa
     )
     shards, family = stopped / "shards", set()
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
             family |= _descendants(proc.pid)
             if shards.exists() and any(p.is_dir() for p in shards.glob("0*")):
                 break  # one shard written: both workers are in the middle of the next ones
@@ -98,8 +98,8 @@ def test_ctrl_c_with_busy_workers_ends_in_seconds_and_resumes_identically(tmp_pa
     assert m and m.group(2) == str(shards), lines[0]
     kept = int(m.group(1))
     assert 1 <= kept < 6
-    deadline = time.time() + 20
-    while time.time() < deadline and any(alive(p) for p in family):
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(alive(p) for p in family):
         time.sleep(0.2)
     assert not [p for p in family if alive(p)]
 

@@ -41,8 +41,8 @@ def test_a_watched_process_exits_when_its_parent_is_killed():
         assert alive(pid)  # watching, parent alive: keeps running
         os.kill(middle.pid, signal.SIGKILL)
         middle.wait()
-        deadline = time.time() + 10
-        while time.time() < deadline and alive(pid):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and alive(pid):
             time.sleep(0.05)
         assert not alive(pid)
     finally:

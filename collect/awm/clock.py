@@ -74,6 +74,9 @@ def faketime_library() -> Path:
             "the project's env extra); or pass clock=real"
         )
     lib = Path(list(spec.submodule_search_locations)[0]) / "vendor/libfaketime/src/libfaketime.so.1"
+    # resolved: the sandbox mounts real paths only, so a venv reached through a symlink
+    # (a CI cache) would hand the workers an LD_PRELOAD path that is not there
+    lib = lib.resolve()
     if not lib.is_file():
         raise RuntimeError(f"libfaketime is installed but {lib} is missing; reinstall it")
     return lib
