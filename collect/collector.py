@@ -320,9 +320,9 @@ def _run(
     def on_result(res: ShardResult) -> None:
         if res.blobs:
             if res.index in partial:
-                store.fill(res.index, res.blobs, res.lost)
+                store.fill(res.index, res.blobs, res.lost, res.criteria_tokens)
             else:
-                store.write(res.index, res.blobs, res.lost)
+                store.write(res.index, res.blobs, res.lost, res.criteria_tokens)
         counts["reruns"] += res.reruns
         counts["capacity_retries"] += res.capacity_retries
         counts["lost_error"] = counts["lost_error"] or res.lost_error

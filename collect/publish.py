@@ -324,6 +324,9 @@ def publish(
             "shard is run again)"
         ) from None
     summary = summarize(tables)
+    criteria = sum(store.criteria_tokens(i) for i in range(n_shards))
+    if criteria:  # an expert_llm's criteria: the expert's tokens outside the episodes'
+        summary["expert_criteria_tokens"] = criteria
     out = Path(cfg.out)
     if not summary["counted_episodes"]:
         outcomes = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())

@@ -66,7 +66,9 @@ __all__ = [
     "Turn",
     "TurnReply",
     "TurnRequest",
+    "WORLD_FAILURE_KINDS",
     "call_matches",
+    "environment_error",
     "episode_tables",
     "reference_progress",
     "run_episodes",
@@ -223,6 +225,21 @@ class EpisodeLog:
     episode: dict[str, Any]
 
 
+#: ``kind`` of an environment exception that is the world's own fault (its app does not
+#: load or compile, its data breaks the build's limits; ``collect.awm.sandbox.SandboxError``):
+#: the same on every attempt, so the episode is recorded as a ``server_error``, not rerun
+#: and lost as a failure of the runtime (``collect.worker.RUNTIME_FAILURES``)
+WORLD_FAILURE_KINDS = ("load_error", "syntax_error", "build_limit")
+
+
+def environment_error(what: str, e: BaseException) -> str:
+    """An episode's error text for an exception of its environment: ``world <what>: ...``
+    when the world is at fault (:data:`WORLD_FAILURE_KINDS`), else ``environment <what>:
+    ...`` (a runtime failure: a crashed or timed-out worker, a lost server)."""
+    who = "world" if getattr(e, "kind", None) in WORLD_FAILURE_KINDS else "environment"
+    return f"{who} {what}: {e!r}"[:2000]
+
+
 class EpisodeRunner:
     """Runs one scheduled episode on an environment of ``ctx.pool``; see the module doc."""
 
@@ -267,7 +284,7 @@ class EpisodeRunner:
             reset = self.env.reset(spec.task_idx, episode_id=str(spec.episode_id))
             digest = self._digest() if self.ctx.keys.needs_digest else None
         except Exception as e:  # noqa: BLE001 - the environment failed: record it
-            self.error = f"environment failed to start: {e!r}"[:2000]
+            self.error = environment_error("failed to start", e)
             self._env_broken = True
             self._finish_without_steps()
             return
@@ -370,7 +387,7 @@ class EpisodeRunner:
             digest = self._digest() if self.ctx.keys.needs_digest else None
         except Exception as e:  # noqa: BLE001 - the environment failed: record it
             self._env_broken = True
-            self.error = f"environment step failed: {e!r}"[:2000]
+            self.error = environment_error("step failed", e)
             self._end_on_error(action, help_, t)
             return
         info = result.info

@@ -281,14 +281,20 @@ class ShardStore:
         """Remove shard ``index`` (to run it again)."""
         shutil.rmtree(self.path(index), ignore_errors=True)
 
-    def write(self, index: int, blobs: dict[str, bytes], lost: list[int] | None = None) -> bool:
+    def write(
+        self,
+        index: int,
+        blobs: dict[str, bytes],
+        lost: list[int] | None = None,
+        criteria_tokens: int = 0,
+    ) -> bool:
         """Write one shard atomically, with its :data:`META` (``lost``: ids of its
-        episodes lost to the runtime, not in ``blobs``); False when it already exists
-        (nothing written)."""
+        episodes lost to the runtime, not in ``blobs``; ``criteria_tokens``: the expert's
+        tokens its run spent outside any episode); False when it already exists."""
         final = self.path(index)
         if final.exists():
             return False
-        tmp = self._staged(index, blobs, lost)
+        tmp = self._staged(index, blobs, lost, criteria_tokens)
         try:
             try:
                 os.rename(tmp, final)
@@ -302,7 +308,13 @@ class ShardStore:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
 
-    def fill(self, index: int, blobs: dict[str, bytes], lost: list[int] | None = None) -> None:
+    def fill(
+        self,
+        index: int,
+        blobs: dict[str, bytes],
+        lost: list[int] | None = None,
+        criteria_tokens: int = 0,
+    ) -> None:
         """Merge the rows of a rerun of shard ``index``'s lost episodes (``blobs``) into
         it; ``lost``: those still lost. The shard is replaced by two renames (a crash
         between them leaves it missing: the next run runs it in full)."""
@@ -312,18 +324,32 @@ class ShardStore:
             old = pq.read_table(final / f"{name}.parquet")
             new = pq.read_table(io.BytesIO(blobs[name]))
             merged[name] = table_bytes(pa.concat_tables([old, new.cast(old.schema)]))
-        tmp = self._staged(index, merged, lost)
+        tmp = self._staged(index, merged, lost, self.criteria_tokens(index) + criteria_tokens)
         old_dir = self.dir / f".tmp-old-{index:06d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             os.rename(final, old_dir)
-            os.rename(tmp, final)
-            fsync_dir(self.dir)
+            try:
+                os.rename(tmp, final)
+            except BaseException:  # the merged shard did not land: the old one goes back
+                os.rename(old_dir, final)
+                raise
         finally:
-            for leftover in (tmp, old_dir):
-                if leftover.exists():
-                    shutil.rmtree(leftover, ignore_errors=True)
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        fsync_dir(self.dir)
+        shutil.rmtree(old_dir, ignore_errors=True)
 
-    def _staged(self, index: int, blobs: dict[str, bytes], lost: list[int] | None) -> Path:
+    def criteria_tokens(self, index: int) -> int:
+        """The expert's tokens the runs of written shard ``index`` spent outside any
+        episode (an ``expert_llm``'s criteria, once per task and process); 0 if unknown."""
+        try:
+            return int(json.loads((self.path(index) / META).read_text()).get("criteria_tokens", 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0
+
+    def _staged(
+        self, index: int, blobs: dict[str, bytes], lost: list[int] | None, criteria_tokens: int = 0
+    ) -> Path:
         """A complete shard directory under a temporary name (files, meta, fsynced)."""
         outcomes = pq.read_table(io.BytesIO(blobs["episodes"]), columns=["outcome"])
         meta: dict[str, Any] = {
@@ -333,6 +359,8 @@ class ShardStore:
         }
         if lost:
             meta["lost"] = sorted(int(i) for i in lost)
+        if criteria_tokens:
+            meta["criteria_tokens"] = int(criteria_tokens)
         tmp = self.dir / f".tmp-{index:06d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:

@@ -71,6 +71,7 @@ class ShardResult:
     lost_error: str = ""  # the first lost episode's error
     reruns: int = 0  # episodes run again after a runtime failure
     capacity_retries: int = 0  # pauses for a session while the server was at capacity
+    criteria_tokens: int = 0  # the expert's tokens spent outside any episode (criteria)
 
 
 def _text_renderer(text: TextConfig) -> TextRenderer:
@@ -195,6 +196,7 @@ def run_shard(
         close_workers()
         worker = _WORKERS[key] = _Worker(task.config, actor, help_policy)
     waits = getattr(worker.pool, "capacity_retries", 0)
+    spent = sum(iv.criteria_tokens for iv in worker.interventions)
 
     def kept(log: Any) -> None:
         if on_episode is not None and not runtime_failed(log):
@@ -233,4 +235,5 @@ def run_shard(
         lost_error=str(lost_logs[0].episode["error"])[:300] if lost_logs else "",
         reruns=reruns,
         capacity_retries=getattr(worker.pool, "capacity_retries", 0) - waits,
+        criteria_tokens=sum(iv.criteria_tokens for iv in worker.interventions) - spent,
     )

@@ -189,6 +189,9 @@ def test_expert_llm_over_its_own_endpoint(tmp_path, scripted_actor, scripted_exp
         assert part in user
     assert "list_workflows" in user  # tool schemas
     assert (ep["expert_tokens"] > 0).sum() == 2
+    # the criteria (2 requests of 100 + 10 tokens) are the collection's, not an episode's
+    assert ds.manifest["source"]["summary"]["expert_criteria_tokens"] == 220
+    assert ep["expert_tokens"].sum() == 110 * len(plans)
     # after the two calls the budget is spent: later turns take nohelp
     st = ds.steps.merge(ep[["episode_id", "trigger_p"]], on="episode_id")
     assert (st[st.trigger_p == 1.0].groupby("episode_id")["action"].sum() == 2).all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from collect.awm.app import build_scenario_database
@@ -342,3 +343,49 @@ def test_cpu_time_limit_kills_a_spinning_verifier(tmp_path):
         assert outcome.status == "cpu" and "CPU time limit exceeded (RLIMIT_CPU)" in outcome.message
         assert outcome.seconds < 10
         assert pool.run(GOOD_VERIFIER, initial_db=db, final_db=db).ok
+
+
+def test_a_world_whose_app_does_not_load_is_recorded_not_lost(tmp_path):
+    """The app fails to load on every attempt (the world's fault, not the runtime's): the
+    collection records its episodes as server_error and publishes, rather than rerunning
+    them and exiting 2 on every rerun."""
+    from collect.collector import collect, collect_config
+    from collect.rollout import environment_error
+    from collect.worker import runtime_failed
+    from collect.worlds import WORLDS_DIR
+
+    broken = _write_world(tmp_path / "broken", "import subprocess\n" + HOSTILE_APP)
+    data = tmp_path / "data"  # the shipped worlds, and hostile_1 beside them
+    data.mkdir()
+    for src in WORLDS_DIR.glob("*.jsonl"):
+        extra = broken / src.name
+        text = src.read_text() + (extra.read_text() if extra.is_file() else "")
+        (data / src.name).write_text(text)
+    (data / "clock.txt").write_text((WORLDS_DIR / "clock.txt").read_text())
+    with open(data / "gen_solutions.jsonl", "a") as f:  # the simulated actor's references
+        for i in range(2):
+            f.write(json.dumps({"scenario": "hostile_1", "task_idx": i, "calls": []}) + "\n")
+    cfg = collect_config(
+        [
+            f"out={tmp_path / 'out'}",
+            f"worlds={data}",
+            "schedule.scenarios=[hostile_1,smart_home_1]",
+            "schedule.max_tasks=2",
+            "schedule.probabilities=[0.0]",
+            "schedule.seeds=[0]",
+            "executor.workers=1",
+            "executor.episode_retries=2",
+            "progress=false",
+            f"env.work_root={tmp_path / 'scratch'}",
+        ]
+    )
+    result = collect(cfg)
+    ep = pd.read_parquet(tmp_path / "out" / "episodes.parquet").set_index("scenario")
+    assert result.episodes == 4
+    assert (ep.loc["hostile_1", "outcome"] == "server_error").all()
+    assert ep.loc["hostile_1", "error"].str.startswith("world failed to start: SandboxError(").all()
+    assert (ep.loc["smart_home_1", "outcome"] != "server_error").all()
+    # a runtime's failure keeps its wording (rerun, and lost if it stays)
+    crashed = environment_error("failed to start", SandboxError("crashed", "worker exited"))
+    log = type("Log", (), {"episode": {"outcome": "server_error", "error": crashed}})
+    assert runtime_failed(log)

@@ -150,3 +150,30 @@ def test_nothing_to_publish_is_one_error_and_keeps_the_shards(first, tmp_path):
         "when the same command is rerun)"
     )
     assert _tables(out) == before and all(store.present(i) for i in range(4))
+
+
+def test_a_fill_that_cannot_land_keeps_the_finished_shard(first, tmp_path, monkeypatch):
+    """fill() swaps a shard for its merge with a rerun's rows by two renames; when the
+    second fails (a full disk, another process), the finished shard goes back in place."""
+    import os
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(first / "ref", out)
+    store = ShardStore(out)
+    before = {t: (store.path(0) / f"{t}.parquet").read_bytes() for t in TABLES}
+    real, calls = os.rename, []
+
+    def rename(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(OSError, match="No space left"):
+        store.fill(0, before, [])
+    monkeypatch.setattr(os, "rename", real)
+    assert {t: (store.path(0) / f"{t}.parquet").read_bytes() for t in TABLES} == before
+    assert store.problem(0) is None and store.done(0)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".tmp")) == []

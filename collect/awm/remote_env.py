@@ -743,7 +743,7 @@ class OpenEnvPool(ServedScenarios):
                 limit = min(self.capacity_wait_s, BUSY_WAIT_S) if busy else self.capacity_wait_s
                 if not is_capacity_error(e) or waited >= limit:
                     raise
-                step = min(pause, self.capacity_wait_s - waited)
+                step = min(pause, limit - waited)
                 with self._lock:
                     self.capacity_retries += 1
                 time.sleep(step)
