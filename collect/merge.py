@@ -110,7 +110,15 @@ IDENTITY = {
     "chat_template_kwargs": {},
     "max_prompt_tokens": 0,
     "sampler": {},
+    "sampler_order": "",
 }
+#: where the temperature applies relative to the truncations (top-k, top-p), by actor kind:
+#: transformers and vLLM scale the logits first, a llama.cpp server (collect.realserve, the
+#: openai actor) truncates first and scales last, so with a temperature other than 0 and 1
+#: and top_p < 1 the same settings sample different distributions (the nucleus is cut on
+#: other probabilities). An openai actor's server is taken to be llama.cpp's.
+SAMPLER_ORDER = {"hf": "temperature first", "vllm": "temperature first"}
+SERVER_ORDER = "truncation first (llama.cpp server)"
 #: what the hf actor's sampler is beyond temperature and top-p, in llama.cpp's names:
 #: transformers' generate defaults (top-k 50, no repetition penalty, no min-p), which an
 #: openai actor must send as ``actor.sampler`` to be the same model (a server's own
@@ -134,6 +142,9 @@ def actor_identity(actor: Any) -> dict | None:
     ident = {k: actor.get(k, default) for k, default in IDENTITY.items()}
     if actor.get("kind") == "hf":
         ident["sampler"] = HF_SAMPLER
+    t, top_p = ident["temperature"], ident["top_p"]
+    if t not in (None, 0, 0.0, 1, 1.0) and top_p is not None and float(top_p) < 1.0:
+        ident["sampler_order"] = SAMPLER_ORDER.get(str(actor.get("kind")), SERVER_ORDER)
     if not ident["model_sha256"] and actor.get("kind") == "hf" and actor.get("gguf"):
         from collect.realmodel import MODELS
 

@@ -236,16 +236,18 @@ def _runtimes(tmp_path, actor_a, actor_b):
 
 
 def test_two_runtimes_of_one_model_merge_and_each_part_keeps_its_runtime(tmp_path):
-    a, b = _runtimes(tmp_path, HF, LLAMA)
+    """top_p 1: the order of temperature and truncation cannot matter, one model."""
+    hf, llama = {**HF, "top_p": 1.0}, {**LLAMA, "top_p": 1.0}
+    a, b = _runtimes(tmp_path, hf, llama)
     m = load_dataset(merge_collections([a, b], tmp_path / "merged"))
     assert len(m.episodes) == 630
     parts = m.manifest["source"]["merged_from"]
     assert [p["actor"]["kind"] for p in parts] == ["hf", "openai"]
     assert parts[1]["actor"]["base_url"] == "http://127.0.0.1:8011/v1"
-    assert m.manifest["source"]["config"]["actor"] == HF  # the first source's, as before
+    assert m.manifest["source"]["config"]["actor"] == hf  # the first source's, as before
     # an hf actor on the make-real-actor model without model_sha256 has the pin
-    unpinned = {**HF, "model_sha256": ""}
-    a2, b2 = _runtimes(tmp_path / "unpinned", LLAMA, unpinned)
+    unpinned = {**hf, "model_sha256": ""}
+    a2, b2 = _runtimes(tmp_path / "unpinned", llama, unpinned)
     assert len(load_dataset(merge_collections([a2, b2], tmp_path / "m2")).episodes) == 630
 
 
@@ -261,6 +263,7 @@ def test_two_runtimes_of_one_model_merge_and_each_part_keeps_its_runtime(tmp_pat
         ({"sampler": {}}, "actor.sampler.frequency_penalty"),  # the server's own defaults
         ({"sampler": {**LLAMA["sampler"], "repeat_penalty": 1.1}}, "actor.sampler.repeat_penalty"),
         ({"model_sha256": ""}, "actor.base_url"),  # no sha256: compared whole
+        ({}, "actor.sampler_order"),  # T 0.7, top-p 0.8: llama.cpp cuts before it scales
     ],
 )
 def test_another_model_or_sampling_is_refused_naming_the_field(tmp_path, change, field):
@@ -271,7 +274,7 @@ def test_another_model_or_sampling_is_refused_naming_the_field(tmp_path, change,
 
 
 def test_another_actor_name_is_refused(tmp_path):
-    a, b = _runtimes(tmp_path, HF, LLAMA)
+    a, b = _runtimes(tmp_path, {**HF, "top_p": 1.0}, {**LLAMA, "top_p": 1.0})
     man = json.loads((b / "manifest.json").read_text())
     man["source"]["actor"] = "another-model"
     (b / "manifest.json").write_text(json.dumps(man))
@@ -282,7 +285,7 @@ def test_another_actor_name_is_refused(tmp_path):
 def test_a_field_only_one_source_records_is_listed_not_compared(tmp_path):
     """A config field the code added after a source was collected (only one manifest has
     it) is not a difference: it is listed under the source's ``unchecked``."""
-    a, b = _runtimes(tmp_path, HF, LLAMA)
+    a, b = _runtimes(tmp_path, {**HF, "top_p": 1.0}, {**LLAMA, "top_p": 1.0})
     man = json.loads((b / "manifest.json").read_text())
     man["source"]["config"]["env"]["a_newer_option"] = 64  # a newer collector's option
     (b / "manifest.json").write_text(json.dumps(man))
