@@ -316,6 +316,11 @@ def check_actor(config: ActorConfig) -> None:
         return
     if config.kind in SIMULATED_KINDS:
         return
+    if config.kind == "hf" and getattr(config, "model_sha256", ""):
+        raise ValueError(
+            "actor.model_sha256 is checked only with actor.gguf (the file it pins): an hf "
+            "actor on actor.model loads that checkpoint, whose sha256 nothing checks"
+        )
     if not getattr(config, "model", ""):
         raise ValueError(f"actor.model is required for the {config.kind} actor")
     if config.kind == "openai" and not config.base_url:

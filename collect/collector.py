@@ -250,7 +250,7 @@ def _fit_sessions(cfg: CollectConfig, n_tasks: int, inline: bool) -> ExecutorCon
     ex = cfg.executor
     if cfg.runtime != "openenv":
         return ex
-    cap, source = int(ex.max_sessions), "executor.max_sessions"
+    cap, source, held = int(ex.max_sessions), "executor.max_sessions", 0
     if not cap:
         from collect.awm.remote_env import server_capacity
 
@@ -258,6 +258,9 @@ def _fit_sessions(cfg: CollectConfig, n_tasks: int, inline: bool) -> ExecutorCon
         if info is None:
             return ex
         cap, source = int(info["max_sessions"]), f"the server's max_sessions at {cfg.env_url}"
+        held = int(info.get("active_sessions") or 0)
+        if held:  # another client's sessions: ours get what is free, and may still wait
+            cap, source = max(1, cap - held), f"{source} less {held} held by other clients"
     if ex.kind == "ray":  # how many tasks run at once is Ray's: the batch alone is cut
         batch = min(ex.batch_size, cap)
         if batch != ex.batch_size:
@@ -268,7 +271,11 @@ def _fit_sessions(cfg: CollectConfig, n_tasks: int, inline: bool) -> ExecutorCon
     batch = min(ex.batch_size, max(1, cap // workers))
     if (workers, batch) != (asked, ex.batch_size):
         _say(f"collect: {batch} episodes in flight x {workers} worker(s): {source} is {cap}")
-    return dataclasses.replace(ex, workers=workers, batch_size=batch, max_sessions=cap)
+    # max_sessions tells the workers their sessions alone are within the cap (a wait for a
+    # session cannot deadlock): not so while another client holds some (0: not known)
+    return dataclasses.replace(
+        ex, workers=workers, batch_size=batch, max_sessions=0 if held else cap
+    )
 
 
 def _say(line: str) -> None:

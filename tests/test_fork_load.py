@@ -89,6 +89,8 @@ def test_only_modules_of_the_runtime_packages_are_preloadable():
     assert not preloadable("sqlalchemy.testing.plugin", roots)  # test code
     assert not preloadable("fastapi.tests", roots)
     assert not preloadable("pydantic._internal._config", roots)  # private
+    assert not preloadable("pydantic.mypy", roots)  # a type checker's plugin
+    assert not preloadable("anyio.pytest_plugin", roots)  # a test runner's
     assert not preloadable("email.__main__", roots)
     assert not preloadable("email..x", roots)
 

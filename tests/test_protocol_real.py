@@ -134,6 +134,9 @@ def test_call_format_is_a_named_actor_option_strict_by_default():
         )
     with pytest.raises(ValueError, match="unknown model 'nope'"):
         check_actor(actor_config({"kind": "hf", "gguf": "nope"}))
+    # a pin on a checkpoint it does not check (collect.merge would trust it as the gguf's)
+    with pytest.raises(ValueError, match="actor.model_sha256 is checked only with actor.gguf"):
+        check_actor(actor_config({"kind": "hf", "model": "m", "model_sha256": "0" * 64}))
     lenient = build_actor(
         {
             "kind": "openai",

@@ -255,6 +255,25 @@ def test_the_collector_fits_its_sessions_to_the_cap_and_its_workers_know_it(tmp_
     assert not _within_cap(unknown.executor)
 
 
+def test_sessions_another_client_holds_are_not_ours(tmp_path, monkeypatch):
+    """Two collections on one server: the second fits to what is free, and its workers do
+    not take themselves to be within the cap (a wait for a session could be the other's)."""
+    import collect.awm.remote_env as remote
+
+    monkeypatch.setattr(
+        remote, "server_capacity", lambda *a, **k: {"max_sessions": 16, "active_sessions": 10}
+    )
+    base = [f"out={tmp_path}", "runtime=openenv", "env_url=http://127.0.0.1:9"]
+    cfg = collect_config([*base, "executor.workers=2", "executor.batch_size=8"])
+    ex = _fit_sessions(cfg, 100, inline=False)
+    assert (ex.workers, ex.batch_size) == (2, 3) and not _within_cap(ex)
+    monkeypatch.setattr(
+        remote, "server_capacity", lambda *a, **k: {"max_sessions": 16, "active_sessions": 0}
+    )
+    ex = _fit_sessions(cfg, 100, inline=False)
+    assert (ex.workers, ex.batch_size, ex.max_sessions) == (2, 8, 16) and _within_cap(ex)
+
+
 def test_the_server_url_is_not_the_collections_identity(tmp_path):
     """A resume may reach the same server at another port: env_url is in neither the
     fingerprint nor the recorded config (the manifest's source.runtime keeps it)."""

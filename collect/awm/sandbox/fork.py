@@ -233,11 +233,16 @@ def imported_names(tree: ast.Module) -> list[str]:
 
 def preloadable(name: str, roots: frozenset[str]) -> bool:
     """Whether the template may import ``name``: a module of one of ``roots``, with no
-    private (``_``) or test part (their import may run code meant for other uses)."""
+    private (``_``), test or tool-plugin part (their import may run code meant for other
+    uses, or pull a type checker or test runner into every child)."""
     parts = name.split(".")
     if parts[0] not in roots or not all(p.isidentifier() for p in parts):
         return False
-    return not any(p.startswith("_") or p in ("test", "tests", "testing") for p in parts)
+    return not any(p.startswith("_") or p in _NOT_PRELOADED for p in parts)
+
+
+#: module name parts the template never preloads: tests, type-checker and test-runner plugins
+_NOT_PRELOADED = ("test", "tests", "testing", "mypy", "pytest_plugin")
 
 
 def _preload(t: Template, tree: ast.Module) -> None:

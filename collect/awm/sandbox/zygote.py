@@ -125,7 +125,9 @@ class AppZygote:
             except OSError as e:
                 raise SandboxError("crashed", f"{worker.name}: cannot hand over pipes: {e}") from e
             payload = {"child": child, "hello": nonce, "code": code, "module": module}
-            reply = worker.request("spawn", payload)
+            # ending the last child, compiling and preloading the app's imports is a start's
+            # work: the start's timeout, not one call's (a cold import on a busy host)
+            reply = worker.request("spawn", payload, timeout=self.limits.start_timeout_s)
         except BaseException:
             for fd in (req_w, resp_r):
                 os.close(fd)
