@@ -31,11 +31,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from helpdp.contract import build_manifest
 from helpdp.data import from_frames
 from helpdp.ope import Logged, load_logged
 from helpdp.policies import StateView, TriggerRandomised, TurnZero, TurnZeroThen, action_probs
-from helpdp.synthetic import HelpWorld
+from helpdp.synthetic import HelpWorld, world_dataset
 
 PROBS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 Z = 1.959964 + 0.841621  # two-sided 5% test at 80% power
@@ -129,37 +128,15 @@ def collect_design(
 
 
 def _dataset(states, trans, eps, steps):
-    states_df = pd.DataFrame(
-        list(states.values()),
-        columns=["state_id", "task_id", "depth", "is_start", "terminal", "success"],
-    ).astype({"depth": "int32"})
-    states_df["text"] = ""
-    tr = pd.DataFrame(
-        [(k[0], k[1], k[2], c) for k, c in trans.items()],
-        columns=["state_id", "action", "next_state_id", "count"],
-    ).astype({"action": "int8", "count": "int64"})
-    ep = pd.DataFrame(
+    return world_dataset(
+        states,
+        trans,
         eps,
-        columns=[
-            "episode_id",
-            "task_id",
-            "split",
-            "seed",
-            "trigger_p",
-            "steps",
-            "success",
-            "expert_calls",
-            "design",
-        ],
-    )
-    st = pd.DataFrame(
         steps,
-        columns=["episode_id", "t", "state_id", "action", "next_state_id", "failure", "p_help"],
-    ).astype({"t": "int32", "action": "int8"})
-    manifest = build_manifest(
-        ["nohelp", "expert"], gamma=1.0, source={"generator": "bench.two_stage"}
+        "bench.two_stage",
+        episode_extra=["design"],
+        step_extra=["p_help"],
     )
-    return from_frames(manifest, states_df, tr, None, episodes=ep, steps=st)
 
 
 def join(*datasets):

@@ -431,33 +431,38 @@ class HelpWorld:
                             break
                         t, lh, f, sid = t + 1, nlh, failed_now, nxt
                     eps.append((eid, f"toy/{task}", split, s, float(p), t + 1, success, calls))
-        states_df = pd.DataFrame(
-            list(states.values()),
-            columns=["state_id", "task_id", "depth", "is_start", "terminal", "success"],
-        )
-        states_df["text"] = ""
-        states_df = states_df.astype({"depth": "int32"})
-        tr = pd.DataFrame(
-            [(k[0], k[1], k[2], c) for k, c in trans.items()],
-            columns=["state_id", "action", "next_state_id", "count"],
-        ).astype({"action": "int8", "count": "int64"})
-        ep = pd.DataFrame(
-            eps,
-            columns=[
-                "episode_id",
-                "task_id",
-                "split",
-                "seed",
-                "trigger_p",
-                "steps",
-                "success",
-                "expert_calls",
-            ],
-        )
-        st = pd.DataFrame(
-            steps, columns=["episode_id", "t", "state_id", "action", "next_state_id", "failure"]
-        ).astype({"t": "int32", "action": "int8"})
-        manifest = build_manifest(
-            ["nohelp", "expert"], gamma=1.0, source={"generator": "helpdp.synthetic.HelpWorld"}
-        )
-        return from_frames(manifest, states_df, tr, None, episodes=ep, steps=st)
+        return world_dataset(states, trans, eps, steps, "helpdp.synthetic.HelpWorld")
+
+
+STATE_COLUMNS = ("state_id", "task_id", "depth", "is_start", "terminal", "success")
+EPISODE_COLUMNS = (
+    "episode_id",
+    "task_id",
+    "split",
+    "seed",
+    "trigger_p",
+    "steps",
+    "success",
+    "expert_calls",
+)
+STEP_COLUMNS = ("episode_id", "t", "state_id", "action", "next_state_id", "failure")
+
+
+def world_dataset(states, trans, eps, steps, generator: str, *, episode_extra=(), step_extra=()):
+    """A simulated world's rows as a dataset: ``states`` {id: (state_id, task_id, depth,
+    is_start, terminal, success)}, ``trans`` {(state, action, next): count}, ``eps``
+    (episode_id, task_id, split, seed, trigger_p, steps, success, expert_calls, *episode_extra)
+    and ``steps`` (episode_id, t, state_id, action, next_state_id, failure, *step_extra)
+    tuples; ``generator`` goes into the manifest's source."""
+    states_df = pd.DataFrame(list(states.values()), columns=list(STATE_COLUMNS))
+    states_df["text"] = ""
+    states_df = states_df.astype({"depth": "int32"})
+    tr = pd.DataFrame(
+        [(k[0], k[1], k[2], c) for k, c in trans.items()],
+        columns=["state_id", "action", "next_state_id", "count"],
+    ).astype({"action": "int8", "count": "int64"})
+    ep = pd.DataFrame(eps, columns=[*EPISODE_COLUMNS, *episode_extra])
+    st = pd.DataFrame(steps, columns=[*STEP_COLUMNS, *step_extra])
+    st = st.astype({"t": "int32", "action": "int8"})
+    manifest = build_manifest(["nohelp", "expert"], gamma=1.0, source={"generator": generator})
+    return from_frames(manifest, states_df, tr, None, episodes=ep, steps=st)
