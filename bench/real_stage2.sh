@@ -2,10 +2,14 @@
 # Stage 2 of the two-stage design on the real model (docs/real-actor.md,
 # "Stage 2 on the real model"): help at turn 0, and at the trigger states (after a repeated
 # call, a failed call, an unknown tool, and at turn 2) with probability 0.5 at the first 2
-# trigger states of an episode (stage2.max_randomised=2; the base after), on the shipped
-# grid's schedule (schedule.tasks=[0..6], train split), under llama.cpp (collect.realserve,
-# 2 slots x 1 thread: the most episodes per CPU-second, bench/runtimes.py). Resumable: rerun
-# the same command; finished shards are kept, the rest run.
+# trigger states of an episode (stage2.max_randomised=2; the base after), under llama.cpp
+# (collect.realserve, 2 slots x 1 thread: the most episodes per CPU-second,
+# bench/runtimes.py), on the five train tasks where the model succeeds at least
+# sometimes (a pilot of 402 episodes on 11 train tasks, docs/results/real-actor.md: the
+# other seven never succeeded under llama.cpp, so they carry nothing on which help is
+# better), 100 seeds each. Shards run seed by seed across the tasks (executor.order=seed),
+# so a run stopped part way is balanced. Resumable: rerun the same command; finished
+# shards are kept (and committed: they are the data, one file set per episode).
 #
 #   nohup nice -n 10 bash bench/real_stage2.sh >> outputs/real-stage2.log 2>&1 &
 #
@@ -14,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-OUT=helpdp/data/real-actor-stage2-k2
+OUT=helpdp/data/real-actor-stage2
 pids=()
 cleanup() {
     kill "${pids[@]}" 2>/dev/null || true
@@ -38,7 +42,8 @@ EOF
 "$PY" -m collect out="$OUT" collect/actor=qwen_coder_0_5b_llamacpp \
     stage2.base=turn0 'stage2.events=[repeat,failed,unknown_tool,turn:2]' stage2.q=0.5 \
     stage2.max_randomised=2 \
-    'schedule.tasks=[0,1,2,3,4,5,6]' 'schedule.splits=[train]' schedule.seeds=100:140 \
+    'schedule.scenarios=[e_commerce_admin_1,smart_home_1]' 'schedule.tasks=[0,1,2]' \
+    'schedule.splits=[train]' schedule.seeds=100:200 executor.order=seed \
     progress=false &
 pids+=($!)
 wait "${pids[1]}"

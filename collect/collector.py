@@ -38,7 +38,7 @@ from typing import Any
 from collect.awm.clock import WorldClock
 from collect.awm.verification import Verification
 from collect.config import CollectConfig, as_config, collect_config, validate, worlds_dir
-from collect.executors import ExecutorConfig, execute, resolve_workers
+from collect.executors import ExecutorConfig, execute, resolve_workers, run_order
 from collect.plan import plan_shards
 from collect.publish import check_out, publish
 from collect.shards import OutputLock, ShardStore
@@ -345,7 +345,10 @@ def _run(
     try:
         execute(
             run_shard,
-            [ShardTask(i, specs(i), run_cfg, plan.fingerprint) for i in todo],
+            [
+                ShardTask(i, specs(i), run_cfg, plan.fingerprint)
+                for i in run_order(todo, shards, cfg.executor.order)
+            ],
             executor,
             on_result,
             inline_kwargs={"actor": actor, "help_policy": help_policy, "on_episode": on_episode},

@@ -23,7 +23,7 @@ from collect.actors import (
 from collect.awm.clock import clock_field
 from collect.awm.env import EnvConfig
 from collect.awm.sandbox import check_isolation
-from collect.executors import ExecutorConfig
+from collect.executors import ORDERS, ExecutorConfig
 from collect.interventions import INTERVENTION_KINDS, InterventionConfig
 from collect.schedule import ScheduleConfig, SplitConfig, Stage2Config, stage2_design
 from collect.scratch import scratch_root
@@ -226,6 +226,8 @@ def validate(cfg: CollectConfig) -> None:
         raise ValueError(f"gamma must lie in (0, 1], got {cfg.gamma}")
     if cfg.executor.batch_size < 1:
         raise ValueError("executor.batch_size must be >= 1")
+    if cfg.executor.order not in ORDERS:
+        raise ValueError(f"executor.order must be one of {ORDERS}, got {cfg.executor.order!r}")
     for key in RUN_ONLY_EXECUTOR_FIELDS:
         if not float(getattr(cfg.executor, key)) >= 0:
             raise ValueError(f"executor.{key} must be >= 0, got {getattr(cfg.executor, key)}")

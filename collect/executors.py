@@ -35,7 +35,15 @@ from typing import Any
 from collect.awm.sandbox.parentwatch import watch_parent
 from helpdp.cliconf import doc_field as _f
 
-__all__ = ["EXECUTOR_KINDS", "STOP_GRACE_S", "ExecutorConfig", "execute", "resolve_workers"]
+__all__ = [
+    "EXECUTOR_KINDS",
+    "ORDERS",
+    "STOP_GRACE_S",
+    "ExecutorConfig",
+    "execute",
+    "resolve_workers",
+    "run_order",
+]
 
 EXECUTOR_KINDS = ("local", "ray")
 
@@ -58,6 +66,13 @@ class ExecutorConfig:
     )
     batch_size: int = _f(
         1, "episodes one worker advances in lock step (one batched actor call per turn)"
+    )
+    order: str = _f(
+        "plan",
+        "the order the shards run in (their content and ids do not change): plan (task by "
+        "task, seed by seed within a task) | seed (every task's shards of the first seed, then "
+        "the next seed's: a collection stopped part way holds about as many episodes of each "
+        "task; for shard_size 1 and long runs that span sessions)",
     )
     episode_retries: int = _f(
         2,
@@ -83,6 +98,19 @@ class ExecutorConfig:
     ray_num_cpus: float = _f(1.0, "ray: CPUs reserved per shard task")
     ray_num_gpus: float = _f(0.0, "ray: GPUs reserved per shard task (vllm/hf actors on GPU)")
     ray_max_retries: int = _f(2, "ray: retries of a shard task whose worker died")
+
+
+ORDERS = ("plan", "seed")
+
+
+def run_order(todo: list[int], shards: list[list[Any]], order: str) -> list[int]:
+    """The shards ``todo`` in the order they run (:attr:`ExecutorConfig.order`): as
+    planned, or by the smallest seed a shard holds (ties in plan order)."""
+    if order not in ORDERS:
+        raise ValueError(f"executor.order: unknown order {order!r} (one of {ORDERS})")
+    if order == "plan":
+        return list(todo)
+    return sorted(todo, key=lambda i: (min(s.seed for s in shards[i]), i))
 
 
 def resolve_workers(config: ExecutorConfig, n_tasks: int) -> int:

@@ -11,7 +11,12 @@ from typing import Any
 
 from collect.awm.dataset import AWMDataset
 from collect.config import CollectConfig, source_config, worlds_dir
-from collect.schedule import EpisodeSpec, build_schedule, shard_episodes, stage2_design
+from collect.schedule import (
+    EpisodeSpec,
+    build_schedule,
+    shard_episodes,
+    stage2_design,
+)
 from collect.worlds import is_shipped_label
 
 __all__ = ["ShardPlan", "fingerprint_config", "plan_episodes", "plan_shards", "runnable_tasks"]
@@ -57,7 +62,14 @@ def plan_episodes(cfg: CollectConfig) -> list[EpisodeSpec]:
     """Every episode the collection runs (see :func:`collect.schedule.build_schedule`)."""
     tasks, _ = runnable_tasks(cfg)
     design = stage2_design(cfg.stage2, cfg.schedule.seed)
-    return build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split, design)
+    return build_schedule(
+        tasks,
+        len(cfg.interventions),
+        cfg.schedule,
+        cfg.split,
+        design,
+        AWMDataset(worlds_dir(cfg)).task_pool(),
+    )
 
 
 def fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
@@ -111,7 +123,14 @@ def plan_shards(cfg: CollectConfig, help_policy_name: str | None = None) -> Shar
     design = stage2_design(cfg.stage2, cfg.schedule.seed)
     if design is not None and help_policy_name is not None:
         raise ValueError("stage2.base and a help policy exclude each other")
-    specs = build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split, design)
+    specs = build_schedule(
+        tasks,
+        len(cfg.interventions),
+        cfg.schedule,
+        cfg.split,
+        design,
+        AWMDataset(worlds_dir(cfg)).task_pool(),
+    )
     if not specs:
         raise ValueError(
             f"the schedule is empty (no task in schedule.splits={cfg.schedule.splits})"

@@ -247,10 +247,14 @@ def build_schedule(
     schedule: ScheduleConfig,
     split: SplitConfig,
     design: TriggerRandomised | None = None,
+    pool: Sequence[str] | None = None,
 ) -> list[EpisodeSpec]:
     """Every episode of a collection, in a fixed order (task, probability entry, seed).
 
     ``tasks``: ``(scenario, task_idx)`` pairs (already filtered to what can run).
+    ``pool``: the ids of every task of the worlds, whatever the schedule runs, which the
+    split ranks (:func:`split_tasks`), so that a task's split never depends on which other
+    tasks a collection runs (None: ``tasks`` are the whole pool).
     Episode ids and seeds depend only on (schedule.seed, task, probability vector,
     seed), never on the position in the list. With a stage-2 ``design``
     (:func:`stage2_design`) one episode per (task, seed) instead, whose ``trigger_p`` is
@@ -274,7 +278,10 @@ def build_schedule(
     if bad:
         raise ValueError(f"schedule.splits: unknown split {bad[0]!r} (one of {SPLITS})")
     ids = [task_id(s, i) for s, i in tasks]
-    splits = split_tasks(ids, split)
+    splits = split_tasks(list(pool) if pool is not None else ids, split)
+    missing = [t for t in ids if t not in splits]
+    if missing:
+        raise ValueError(f"task {missing[0]!r} is not in the pool of tasks the split ranks")
     specs = []
     for (scenario, idx), tid in zip(tasks, ids):
         if splits[tid] not in schedule.splits:

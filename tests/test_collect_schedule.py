@@ -156,3 +156,21 @@ def test_the_grid_records_no_stage2_and_stage2_records_its_design():
         "events": ["repeat", "failed", "unknown_tool"],
         "q": 0.3,
     }
+
+
+def test_a_tasks_split_does_not_depend_on_which_tasks_run():
+    """The split ranks the whole pool of the worlds' tasks: a schedule that runs a few of
+    them puts each where the full schedule does (ranked among the selected tasks alone,
+    ``beta_1/2`` would move from train to validation here)."""
+    pool = [f"{s}/{i}" for s, i in TASKS]
+    full = {s.task_id: s.split for s in build_schedule(TASKS, 1, ScheduleConfig(), SplitConfig())}
+    few = TASKS[5:8]
+    alone = {s.task_id: s.split for s in build_schedule(few, 1, ScheduleConfig(), SplitConfig())}
+    pooled = {
+        s.task_id: s.split
+        for s in build_schedule(few, 1, ScheduleConfig(), SplitConfig(), None, pool)
+    }
+    assert pooled == {t: full[t] for t in pooled}
+    assert alone != pooled  # the old rule: the split moved with the selection
+    with pytest.raises(ValueError, match="task 'alpha_1/0' is not in the pool"):
+        build_schedule(TASKS[:1], 1, ScheduleConfig(), SplitConfig(), None, pool[5:])

@@ -331,6 +331,12 @@ class AWMDataset:
         """Scenario names in order of first appearance (files in :data:`FILES` order)."""
         return list(self._order)
 
+    def task_pool(self) -> list[str]:
+        """The id (``scenario/idx``) of every task of every scenario, runnable or not: what
+        the train/validation/test split ranks (``collect.schedule.split_tasks``), so that a
+        task's split never depends on which tasks a collection or a training run selects."""
+        return [f"{n}/{i}" for n in self._order for i in range(self.get(n).n_tasks)]
+
     def __contains__(self, name: str) -> bool:
         return normalize_scenario_name(name) in self._refs
 

@@ -82,7 +82,9 @@ def training_tasks(cfg: TrainConfig, pool: Any) -> list[tuple[str, int]]:
             if need_solution and i not in sc.solutions:
                 continue
             tasks.append((name, i))
-    splits = split_tasks([task_id(n, i) for n, i in tasks], SplitConfig())
+    # the split ranks every task of the worlds, so a task is in the split the collection
+    # and the evaluation put it in, whatever is selected here
+    splits = split_tasks(data.task_pool(), SplitConfig())
     wanted = set(cfg.tasks.splits)
     return [(n, i) for n, i in tasks if splits[task_id(n, i)] in wanted]
 
