@@ -9,11 +9,14 @@ the modules they name; ``python -m collect --help`` lists them all.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from collect.actors import (
+    ACTOR_CONFIGS,
     ActorConfig,
     SimulatedActorConfig,
     actor_config,
@@ -38,6 +41,7 @@ __all__ = [
     "TextConfig",
     "as_config",
     "collect_config",
+    "config_differences",
     "schema_node",
     "source_config",
     "validate",
@@ -206,6 +210,67 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
     elif d["stage2"].get("max_randomised") is None:
         d["stage2"].pop("max_randomised", None)  # K = null: recorded as before K existed
     return d
+
+
+@dataclass(frozen=True)
+class _Named:
+    """The schema of a dict of named configs (``interventions``): the names are the
+    user's (free-form), each value is a ``value``."""
+
+    value: type
+
+
+@functools.cache
+def _hints(schema: type) -> dict[str, Any]:
+    return typing.get_type_hints(schema)
+
+
+def _field_schema(schema: type, name: str, a: Any, b: Any) -> type | _Named | None:
+    """The schema of the values ``a`` and ``b`` two configs record for field ``name``
+    of the config class ``schema``: a config class, :class:`_Named`, or None (free-form:
+    a dict, list or ``Any`` value, or a field this code does not declare)."""
+    tp = _hints(schema).get(name)
+    if issubclass(schema, CollectConfig) and name == "actor":  # the class of its kind
+        kinds = {v.get("kind") if isinstance(v, dict) else None for v in (a, b)}
+        return ACTOR_CONFIGS.get(kinds.pop()) if len(kinds) == 1 else None
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is dict and args and dataclasses.is_dataclass(args[-1]):
+        return _Named(args[-1])
+    return tp if isinstance(tp, type) and dataclasses.is_dataclass(tp) else None
+
+
+def config_differences(
+    a: Any,
+    b: Any,
+    schema: type | _Named | None = CollectConfig,
+    where: str = "",
+    absent: list[str] | None = None,
+) -> list[str]:
+    """The fields where two recorded configs (:func:`source_config`; ``schema`` the config
+    class they are, None: free-form values) differ, as dotted paths.
+
+    With ``absent``, a field of a config class that only one of the two records (a code
+    version added or removed it) is appended there instead of being a difference: the
+    collector's resume rule (collect.publish) and what collect.merge lists as unchecked.
+    Only a config class's own fields are: below a free-form value (a dict, list or
+    ``Any`` field: a policy, a tokenizer, chat-template arguments, sampler options, the
+    names of the interventions) a key only one records is a difference, like any other."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return [] if a == b else [where]
+    declared = isinstance(schema, type)  # the keys are a config class's fields
+    out: list[str] = []
+    for k in sorted(set(a) | set(b), key=str):
+        path = f"{where}.{k}" if where else str(k)
+        if (k in a) != (k in b):
+            (absent if declared and absent is not None else out).append(path)
+            continue
+        sub: type | _Named | None = None
+        if isinstance(schema, _Named):
+            sub = schema.value
+        elif isinstance(schema, type):
+            sub = _field_schema(schema, k, a[k], b[k])
+        out += config_differences(a[k], b[k], sub, path, absent)
+    return out
 
 
 def schema_node() -> CollectConfig:

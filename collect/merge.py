@@ -45,7 +45,9 @@ import pandas as pd
 import pyarrow as pa
 
 from collect.awm.wire import RemoteMessageError, bounded_json
+from collect.config import config_differences
 from collect.publish import summarize
+from collect.schedule import ScheduleConfig
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 from helpdp.data import DatasetError, load_dataset, write_dataset
@@ -74,21 +76,6 @@ class MergeConfig:
     sources: list = _f([], "dataset directories to merge (at least two), in this order")
     out: str = _f("", "directory of the merged dataset")
     overwrite: bool = _f(False, "replace the dataset files of an existing out")
-
-
-def _differences(a: Any, b: Any, where: str = "", absent: list | None = None) -> list[str]:
-    """The fields where ``a`` and ``b`` differ; with ``absent``, a field only one of two
-    configs records (the code added or removed it since: the collector's own resume rule,
-    collect.publish) is appended there instead of being a difference."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for k in sorted(set(a) | set(b)):
-            if absent is not None and (k in a) != (k in b):
-                absent.append(f"{where}.{k}".lstrip("."))
-                continue
-            out += _differences(a.get(k), b.get(k), f"{where}.{k}", absent)
-        return out
-    return [] if a == b else [where.lstrip(".")]
 
 
 def _union(values: list) -> list | None:
@@ -159,8 +146,8 @@ def _actor_differences(actor: Any, actor0: Any) -> list[str]:
     :data:`IDENTITY` default); else every field that differs or only one records."""
     ident, ident0 = actor_identity(actor), actor_identity(actor0)
     if ident is None or ident0 is None:
-        return _differences(actor, actor0, "actor")
-    return [f"actor.{d}" for d in _differences(ident, ident0)]
+        return config_differences({"actor": actor}, {"actor": actor0})
+    return config_differences(ident, ident0, None, "actor")
 
 
 def _check_same_experiment(names: list[str], manifests: list[dict]) -> dict[str, list[str]]:
@@ -186,15 +173,16 @@ def _check_same_experiment(names: list[str], manifests: list[dict]) -> dict[str,
         if _stage2(m) or _stage2(first):
             skip += ("probabilities",)  # stage 2 draws at trigger states, not on the grid
         actor = src.get("config", {}).get("actor")
-        absent: list[str] = []
+        absent: list[str] = []  # declared fields only one records (collect.config)
         diff = _actor_differences(actor, src0.get("config", {}).get("actor"))
-        diff += _differences(conf, conf0, "", absent) + [
-            f"schedule.{d}"
-            for d in _differences(
-                {k: v for k, v in sched.items() if k not in skip},
-                {k: v for k, v in sched0.items() if k not in skip},
-            )
-        ]
+        diff += config_differences(conf, conf0, absent=absent)
+        diff += config_differences(
+            {k: v for k, v in sched.items() if k not in skip},
+            {k: v for k, v in sched0.items() if k not in skip},
+            ScheduleConfig,
+            "schedule",
+            absent,
+        )
         keys = ("generator", "state_key", "actor")
         diff += [f"source.{k}" for k in keys if src.get(k) != src0.get(k)]
         if diff:

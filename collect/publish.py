@@ -28,7 +28,7 @@ from collect.actors import actor_name
 from collect.awm.clock import WorldClock
 from collect.awm.env import EnvConfig
 from collect.awm.sandbox import describe
-from collect.config import CollectConfig, source_config
+from collect.config import CollectConfig, config_differences, source_config
 from collect.shards import TABLES, PlanMismatch, ShardStore, aggregate
 from helpdp.contract import DATASET_FILES, MANIFEST_FILE, build_manifest, fsync_dir
 from helpdp.data import write_dataset
@@ -191,14 +191,6 @@ def manifest(
     )
 
 
-def _differ(old: Any, new: Any, where: str = "") -> list[str]:
-    """The fields where two recorded configs differ (fields only one has are skipped:
-    the code added or removed them)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in old if k in new for d in _differ(old[k], new[k], f"{where}.{k}")]
-    return [] if old == new else [where.lstrip(".")]
-
-
 def _collect_manifest(out: Path) -> dict[str, Any] | None:
     """``out/manifest.json`` when a collection wrote it."""
     try:
@@ -229,7 +221,8 @@ def check_out(cfg: CollectConfig) -> None:
             "kept)"
         )
     now = json.loads(json.dumps(source_config(cfg), default=str))
-    differ = _differ(man["source"].get("config") or {}, now)
+    # a config field only one of the two records was added or removed by the code since
+    differ = config_differences(man["source"].get("config") or {}, now, absent=[])
     if differ:
         raise PlanMismatch(
             f"{out} holds a dataset of another collection (config differs in: "

@@ -2,7 +2,9 @@
 directory of its own (``helpdp-collect-<pid>-<random>``, a fresh ``mkdtemp``) under a
 scratch root, and removes the directories of dead workers it finds there.
 
-Only ``env.work_root`` of the collection's config matters here.
+Only ``env.work_root`` of the collection's config matters here. Another owner of
+scratch directories (``python -m helpdp.train``: ``helpdp-train-<pid>-<random>``) names
+its own prefix, so that each sweep removes only what its own kind of process wrote.
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ def scratch_root(work_root: str | None) -> Path:
     return root
 
 
-def make_scratch_dir(root: Path) -> Path:
+def make_scratch_dir(root: Path, prefix: str = SCRATCH_PREFIX) -> Path:
     """This process's fresh private directory under ``root`` (0700, ours, a new name:
-    nobody else can plant or swap databases there)."""
-    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root))
+    nobody else can plant or swap databases there), ``<prefix><pid>-<random>``."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -62,21 +64,22 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_scratch(root: Path) -> int:
+def sweep_scratch(root: Path, prefix: str = SCRATCH_PREFIX) -> int:
     """Remove the scratch directories of dead workers under ``root`` (killed runs, Ray
-    workers stopped without cleanup); returns how many were removed. Only directories
+    workers stopped without cleanup): those :func:`make_scratch_dir` named with
+    ``prefix`` whose process is gone; returns how many were removed. Only directories
     that are ours alone are touched (never a symlink or another user's entry). Never
     raises: removal cannot recurse (:func:`~collect.awm.sandbox.rmtree.remove_tree`),
     and a tree it cannot remove (beyond its budgets, a mount point) is renamed
     ``helpdp-stale-...``, reported once on stderr, and skipped from then on."""
     removed = 0
     try:
-        entries = list(root.glob(f"{SCRATCH_PREFIX}*-*")) if root.is_dir() else []
+        entries = list(root.glob(f"{prefix}*-*")) if root.is_dir() else []
     except OSError:
         return 0
     for d in entries:
         try:
-            pid = int(d.name[len(SCRATCH_PREFIX) :].split("-")[0])
+            pid = int(d.name[len(prefix) :].split("-")[0])
             if private_dir_problem(os.lstat(d), shared=True):
                 continue
         except (ValueError, OSError):
@@ -91,7 +94,7 @@ def sweep_scratch(root: Path) -> int:
         with contextlib.suppress(OSError):
             os.rename(d, stale)
         print(
-            f"collect: warning: a dead worker's scratch directory could not be removed "
+            f"helpdp: warning: a dead process's scratch directory could not be removed "
             f"({gone.error}); left as {stale if stale.exists() else d}, skipped from now on",
             file=sys.stderr,
         )

@@ -296,3 +296,90 @@ def test_a_field_only_one_source_records_is_listed_not_compared(tmp_path):
     (b / "manifest.json").write_text(json.dumps(man))
     with pytest.raises(DatasetError, match=r"differs from part-a's in env\.max_turns: "):
         merge_collections([a, b], tmp_path / "m2")
+
+
+def _edit_both(tmp_path, edit_a, edit_b):
+    """The demo's halves with ``edit_a(config)`` and ``edit_b(config)`` applied to the
+    ``source.config`` of part-a's and part-b's manifests."""
+    _, (a, b) = _halves(tmp_path)
+    for path, edit in ((a, edit_a), (b, edit_b)):
+        man = json.loads((path / "manifest.json").read_text())
+        edit(man["source"]["config"])
+        (path / "manifest.json").write_text(json.dumps(man))
+    return a, b
+
+
+def _hint(c):
+    c["interventions"]["hint"] = dict(c["interventions"]["oracle"])
+
+
+def _tokenizer(revision):
+    def edit(c):
+        c["text"]["tokenizer"] = {"name": "Qwen/Qwen3-0.6B", **revision}
+
+    return edit
+
+
+def _policy(extra):
+    def edit(c):
+        c["policy"] = {"dir": "runs/search", **extra}
+
+    return edit
+
+
+def _max_calls(limits):
+    def edit(c):
+        c["interventions"]["oracle"]["max_calls"] = limits
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit_a", "edit_b", "field"),
+    [
+        (lambda c: None, _hint, "interventions.hint"),  # another intervention, by name
+        (_tokenizer({}), _tokenizer({"revision": "main"}), "text.tokenizer.revision"),
+        (_policy({"budget": 1.0}), _policy({}), "policy.budget"),
+        (_max_calls({"blind": 2}), _max_calls({}), "interventions.oracle.max_calls.blind"),
+    ],
+    ids=["intervention", "tokenizer", "policy", "max_calls"],
+)
+def test_a_key_only_one_source_records_in_a_free_form_value_is_refused(
+    tmp_path, edit_a, edit_b, field
+):
+    """Within a free-form value (a dict in a field declared dict or Any) a key one source
+    has and the other lacks is a difference: only a config class's own fields, which
+    code versions add and remove, are listed as unchecked."""
+    a, b = _edit_both(tmp_path, edit_a, edit_b)
+    with pytest.raises(DatasetError) as e:
+        merge_collections([a, b], tmp_path / "merged")
+    assert str(e.value) == (
+        f"part-b/manifest.json: source.config differs from part-a's in {field}: not the same "
+        "experiment (only the tasks, splits, seeds and the runtime of one model (same weights "
+        "sha256, sampling, turn format) may differ)"
+    )
+    assert not (tmp_path / "merged").exists()
+
+
+def test_declared_fields_only_one_source_records_are_unchecked_at_every_depth(tmp_path):
+    """A field of a config class (the collection's, an intervention's, the schedule's)
+    that one source's code did not record merges, listed under ``unchecked``."""
+
+    def older(c):  # a collector before these fields existed
+        del c["env"]["max_idle_envs"], c["interventions"]["oracle"]["error_turns"]
+        del c["schedule"]["seed"]
+
+    def newer(c):  # a text option this one's code no longer records
+        del c["text"]["max_tokens"]
+
+    a, b = _edit_both(tmp_path, newer, older)
+    m = load_dataset(merge_collections([a, b], tmp_path / "merged"))
+    parts = m.manifest["source"]["merged_from"]
+    assert "unchecked" not in parts[0]
+    assert parts[1]["unchecked"] == [
+        "env.max_idle_envs",
+        "interventions.oracle.error_turns",
+        "text.max_tokens",
+        "schedule.seed",
+    ]
+    assert len(m.episodes) == 630

@@ -30,6 +30,7 @@ from typing import Any
 from collect.awm.rewards import build_rewards
 from collect.interventions import build_interventions
 from collect.schedule import SplitConfig, split_tasks, stable_int64, task_id
+from collect.scratch import make_scratch_dir, sweep_scratch
 from helpdp.models.lora import LoRAConfig
 from helpdp.train.config import GRPOSettings, ModelConfig, TrainConfig
 from helpdp.train.envs import build_pool
@@ -49,6 +50,7 @@ __all__ = [
     "build_trainer",
     "find_checkpoint",
     "log_dir",
+    "scratch_dir",
     "train",
     "training_tasks",
 ]
@@ -462,12 +464,27 @@ def _number(text: str) -> Any:
             return text
 
 
+#: a rank's scratch directory (its environments' databases) in the system's temporary
+#: directory: ``helpdp-train-<pid>-<random>`` (:func:`collect.scratch.make_scratch_dir`)
+TRAIN_SCRATCH_PREFIX = "helpdp-train-"
+
+
+def scratch_dir() -> Path:
+    """A fresh scratch directory of this rank, removed by :func:`train` at its end; the
+    ones of ranks killed before theirs (SIGKILL runs no cleanup) are removed here first:
+    only directories named by this code whose process is dead (another rank's or run's
+    that is still running is kept), ours alone (never a symlink or another user's)."""
+    root = Path(tempfile.gettempdir())
+    sweep_scratch(root, TRAIN_SCRATCH_PREFIX)
+    return make_scratch_dir(root, TRAIN_SCRATCH_PREFIX)
+
+
 def train(cfg: TrainConfig, **kw) -> dict[str, Any]:
     """Train (or resume: ``cfg.resume``); returns a summary (also written to
     ``train.json`` of this rank's :func:`log_dir`)."""
     t0 = time.perf_counter()
     checkpoint = find_checkpoint(cfg)
-    scratch = tempfile.mkdtemp(prefix="helpdp-train-")
+    scratch = str(scratch_dir())
     ckpt_dir = Path(cfg.out) / "checkpoints"
     ckpt_existed = ckpt_dir.exists()
     trainer = pool = None
