@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 import tempfile
@@ -245,7 +246,7 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     import dataclasses
 
     from collect.awm.clock import WorldClock
-    from collect.config import worlds_dir
+    from collect.config import config_differences, worlds_dir
     from collect.plan import fingerprint_config, plan_episodes, runnable_tasks
     from collect.publish import manifest, summarize
     from collect.schedule import shard_episodes
@@ -262,12 +263,8 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     plan = json.loads((store.dir / "plan.json").read_text())
     now = json.loads(json.dumps(fingerprint_config(cfg), default=str))
 
-    def differ(old, new, where=""):  # fields only one side has (code changed) are skipped
-        if isinstance(old, dict) and isinstance(new, dict):
-            return [d for k in old if k in new for d in differ(old[k], new[k], f"{where}.{k}")]
-        return [] if old == new else [where.lstrip(".")]
-
-    bad = differ(plan["config"], now)
+    # a declared field only one side records was added or removed by the code since
+    bad = config_differences(plan["config"], now, absent=[])
     if bad:
         raise SystemExit(f"{store.dir}: shards of another collection (differs in {bad})")
     done = [i for i in range(len(shards)) if store.done(i)]
@@ -285,8 +282,10 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     man["source"]["partial"] = {
         "episodes": sum(len(shards[i]) for i in done),
         "planned_episodes": len(specs),
-        "resume": "python -m collect "
-        + " ".join("out=DIR" if o.startswith("out=") else o for o in overrides),
+        "resume": shlex.join(
+            ["python", "-m", "collect"]
+            + ["out=DIR" if o.startswith("out=") else o for o in overrides]
+        ),
     }
     write_dataset(
         Path(dest),

@@ -117,3 +117,34 @@ def test_runtimes_rate_after_start_and_the_table():
     assert "| A | 4 | 360 | 40.0 | 1.00x | 50.0 | 1.00x | 200 | 1.00x | 9.5 |" in text
     assert "| B | 4 | 120 | 120.0 | 3.00x | — | — | 50 | 4.00x | 10.0 |" in text
     assert "| A | 2.50 | 0.250 | 0.50 | final 3, format_error 1 | 40 |" in text
+
+
+def test_publish_partial_writes_the_finished_shards_with_a_resume_command(tmp_path):
+    """A collection stopped part way: its finished shards as a dataset that loads, the
+    manifest saying how many of the plan's episodes it holds and the command that resumes
+    it (quoted for a shell); shards of another collection are refused."""
+    import shlex
+
+    from collector_helpers import run_cli, small_args
+
+    from collect.shards import ShardStore
+    from helpdp.data import load_dataset
+
+    bench = _bench()
+    out, work = tmp_path / "run", tmp_path / "work"
+    r = run_cli(out, work, "keep_shards=true")
+    assert r.returncode == 0, r.stderr[-2000:]
+    store = ShardStore(out)
+    store.discard(1)
+    store.discard(3)  # as if the run had stopped before these two
+    args = small_args(out, work, "keep_shards=true")
+    partial = bench.publish_partial(str(tmp_path / "partial"), args)
+    assert partial["episodes"] == 2 and partial["planned_episodes"] == 4
+    resume = shlex.split(partial["resume"])
+    assert resume[:4] == ["python", "-m", "collect", "out=DIR"]
+    assert resume[4:] == [a for a in args if not a.startswith("out=")]
+    data = load_dataset(tmp_path / "partial")
+    assert data.manifest["source"]["partial"] == partial
+    assert len(data.episodes) == 2
+    with pytest.raises(SystemExit, match="shards of another collection"):
+        bench.publish_partial(str(tmp_path / "other"), [*args, "schedule.seed=7"])
