@@ -447,7 +447,8 @@ class OpenAIActor:
                 extra_body=dict(self.config.sampler) or None,
             )
         except Exception as e:  # noqa: BLE001 - reported per episode as a server error
-            return TurnReply("", error=f"{type(e).__name__}: {e}"[:2000])
+            full = bool(getattr(e, "context_full", False))  # EndpointError: truncated
+            return TurnReply("", error=f"{type(e).__name__}: {e}"[:2000], context_full=full)
         text = _cut_after_call(r.text) if self.config.stop_after_tool_call else r.text
         return TurnReply(text, r.prompt_tokens, r.completion_tokens)
 
@@ -534,6 +535,7 @@ class HFActor:
                 0,
                 error=f"context window: the prompt has {n_prompt} tokens, the model's window "
                 f"is {self.window}",
+                context_full=True,
             )
         return None
 

@@ -74,7 +74,7 @@ __all__ = [
     "run_episodes",
 ]
 
-END_REASONS = ("final", "format_error", "max_turns", "server_error")
+END_REASONS = ("final", "format_error", "max_turns", "context_full", "server_error")
 
 
 # ---------------------------------------------------------------------------
@@ -376,14 +376,16 @@ class EpisodeRunner:
         action, help_ = self.pending
         self.pending = None
         t = len(self.history)
-        if reply.error is not None:
+        if reply.error is not None and not reply.context_full:
             self.error = f"actor failed: {reply.error}"[:2000]
             self._end_on_error(action, help_, t)
             return
         self.prompt_tokens += reply.prompt_tokens
         self.completion_tokens += reply.completion_tokens
         try:
-            result = self.env.step(reply.text)
+            # a prompt past the context window ends the episode there (the agent's end,
+            # verified as at max_turns); else the turn is the environment's next step
+            result = self.env.truncate() if reply.context_full else self.env.step(reply.text)
             digest = self._digest() if self.ctx.keys.needs_digest else None
         except Exception as e:  # noqa: BLE001 - the environment failed: record it
             self._env_broken = True
@@ -421,6 +423,9 @@ class EpisodeRunner:
                 self.end_reason = "format_error"
             elif parsed.get("kind") == "final":
                 self.end_reason = "final"
+            elif info.get("context_full"):
+                self.end_reason = "context_full"
+                self.error = str(reply.error or "")[:2000]
             else:
                 self.end_reason = "max_turns" if info.get("truncated") else "final"
             if observation:

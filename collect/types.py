@@ -95,12 +95,16 @@ class TurnRequest:
 
 @dataclass
 class TurnReply:
-    """The actor's turn text; ``error`` when the actor could not produce one."""
+    """The actor's turn text; ``error`` when the actor could not produce one.
+    ``context_full``: it could not because the prompt does not fit the model's context
+    window (``error`` says so): the agent's own end, not a failure of its runtime, so the
+    episode is truncated there and its world verified, as at ``env.max_turns``."""
 
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    context_full: bool = False
 
 
 @runtime_checkable

@@ -330,6 +330,23 @@ def test_turn_limit_ends_and_verifies(shop):
         shop.config.max_turns = 30
 
 
+def test_a_full_context_truncates_and_verifies_without_a_turn(shop):
+    """The actor's prompt no longer fits its window: the episode ends there, its world
+    verified as it stands (as at max_turns), no turn counted; then it is over."""
+    shop.reset(0)
+    assert not shop.step(call("add_item", {"name": "gadget"})).done
+    end = shop.truncate()
+    assert end.done and end.reward == 1.0 and end.observation == ""
+    assert end.info["outcome"] == "complete" and end.info["valid"]
+    assert end.info["truncated"] and end.info["context_full"] and end.info["turns"] == 1
+    assert end.info["action"] == {"kind": "context_full"}
+    with pytest.raises(RuntimeError, match="episode is over"):
+        shop.truncate()
+    shop.reset(0)
+    end = shop.truncate()  # nothing done: verified, not complete
+    assert end.info["outcome"] != "complete" and end.info["valid"] and end.info["turns"] == 0
+
+
 def test_ask_expert_is_returned_as_its_own_action(shop):
     shop.reset(0)
     result = shop.step(call(None, {"question": "Which name?"}, name="ask_expert"))

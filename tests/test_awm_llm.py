@@ -328,3 +328,47 @@ def test_criteria_made_once_per_task_and_never_an_episodes_tokens():
     assert sent.count(CRITERIA_SYSTEM) == 1 and len(sent) == 5
     assert [h.tokens for h in out] == [110] * 4
     assert iv.criteria_tokens == 1050
+
+
+@pytest.mark.parametrize(
+    "status, body, full",
+    [
+        # llama.cpp's server (llama-cpp-python) and OpenAI/vLLM word it so
+        (
+            400,
+            '{"error":{"message":"This model\'s maximum context length is 32768 tokens. However,'
+            ' you requested 34044 tokens","type":"invalid_request_error","param":"messages",'
+            '"code":"context_length_exceeded"}}',
+            True,
+        ),
+        (400, '{"object":"error","message":"This model\'s maximum context length is 4096"}', True),
+        (400, '{"error":{"message":"bad temperature","code":"invalid_value"}}', False),
+        (422, '{"error":{"code":"context_length_exceeded"}}', False),
+    ],
+)
+def test_a_prompt_past_the_window_is_told_apart_from_other_refusals(status, body, full):
+    """An endpoint that refuses a prompt for its length: ``EndpointError.context_full``,
+    and the openai actor's reply says so (the episode is the agent's to end, verified),
+    where any other refusal stays an error of the runtime."""
+    import httpx2
+
+    from collect.actors import OpenAIActor, OpenAIActorConfig
+
+    def handler(request):
+        return httpx2.Response(status, text=body, headers={"content-type": "application/json"})
+
+    cfg = EndpointConfig(base_url="http://test/v1", model="m", api_key_env="HELPDP_NO_KEY")
+    client = ChatClient(cfg, transport=httpx2.MockTransport(handler))
+    with pytest.raises(EndpointError) as e:
+        client.complete([{"role": "user", "content": "hi"}], temperature=0.0, max_tokens=4)
+    assert e.value.context_full is full and str(e.value).startswith(f"HTTP {status}: ")
+    client.close()
+    actor = OpenAIActor(
+        OpenAIActorConfig(base_url="http://test/v1", model="m", api_key_env="HELPDP_NO_KEY"),
+        transport=httpx2.MockTransport(handler),
+    )
+    from collect.types import TurnRequest
+
+    (reply,) = actor.generate([TurnRequest([{"role": "user", "content": "hi"}], 0, None)])
+    assert reply.context_full is full and reply.error.startswith("EndpointError: HTTP")
+    actor.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from collect.actors import SimulatedActor
-from collect.awm.protocol import parse_turn
+from collect.awm.protocol import format_call_tool, parse_turn
 from collect.interventions import InterventionConfig, Oracle
 from collect.rollout import RunContext, TextRenderer, TurnReply, episode_tables, run_episodes
 from collect.schedule import ScheduleConfig, SplitConfig, build_schedule
@@ -97,6 +97,20 @@ class FakeEnv:
 
     def verify(self, answer=None):
         return type("V", (), {"outcome": "others"})()
+
+    def truncate(self):
+        ok = self.calls == [c["tool_name"] for c in self.scenario.solutions[self.task_idx].calls]
+        info = {
+            "action": {"kind": "context_full"},
+            "failure": None,
+            "format_error": False,
+            "truncated": True,
+            "context_full": True,
+            "outcome": "complete" if ok else "others",
+            "valid": True,
+            "verification": {"mode": "code"},
+        }
+        return Step("", 1.0 if ok else 0.0, True, info)
 
     def close(self):
         self.closed = True
@@ -229,3 +243,35 @@ def test_bad_configs_are_refused_before_any_work(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
         collect(cfg)
     assert not (tmp_path / "ds" / "shards").exists()
+
+
+@pytest.mark.parametrize("after", [2, 1])
+def test_a_full_context_ends_the_episode_as_the_agents_end_verified(after):
+    """A prompt past the model's window (``TurnReply.context_full``) is the agent's end,
+    not its runtime's: the episode is truncated there and its world verified (valid,
+    ``end_reason`` context_full, the error kept), never a server error that reruns."""
+
+    calls = [
+        format_call_tool("get_item", {"item_id": 1}),
+        format_call_tool("update_item", {"item_id": 1, "status": "done"}),
+    ]
+
+    class FillsUp:  # the reference calls, then a prompt that does not fit
+        name = "fills-up"
+
+        def generate(self, requests):
+            return [
+                TurnReply(calls[r.view.turn], 10, 5)
+                if r.view.turn < after
+                else TurnReply("", 33852, 0, error="HTTP 400: too long", context_full=True)
+                for r in requests
+            ]
+
+    logs = run_episodes(_specs((0.0,), seeds=(0,)), FillsUp(), _ctx(FakePool()))
+    for lg in logs:
+        ep = lg.episode
+        assert ep["end_reason"] == "context_full" and ep["valid"]
+        assert ep["error"] == "HTTP 400: too long"
+        assert ep["outcome"] == ("complete" if after == 2 else "others")
+        assert ep["success"] == (after == 2) and ep["steps"] == after + 1 == len(lg.steps)
+        assert lg.steps[-1]["kind"] == "context_full" and lg.states[-1]["terminal"]

@@ -182,6 +182,39 @@ def test_remote_runtime_episode_matches_local(server, tmp_path, monkeypatch):
         assert [s.info.get("failure") for s in rraw][:3] == [None, "unknown_tool", "unknown_tool"]
 
 
+def test_a_full_context_truncates_the_remote_episode_as_the_local_one(
+    server, tmp_path, monkeypatch
+):
+    """``truncate`` (the actor's prompt no longer fits its window) verifies the world as it
+    stands and ends the episode, on an OpenEnv server as in process."""
+    url, _ = server
+    monkeypatch.setenv("HELPDP_TEST_OPENENV_TOKEN", TOKEN)
+    config = EnvConfig(expert_enabled=False, work_root=str(tmp_path / "local"))
+    from collect.awm.protocol import format_call_tool
+
+    with (
+        OpenEnvPool(url, WORLDS_DIR, config, token_env="HELPDP_TEST_OPENENV_TOKEN") as remote,
+        EnvPool(WORLDS_DIR, config, scenarios=SCENARIOS) as local,
+    ):
+        calls = local.scenario("workflow_automation_1").solutions[0].calls
+        ends = {}
+        for name, pool in (("remote", remote), ("local", local)):
+            env = pool.acquire("workflow_automation_1")
+            for done_calls in (calls, []):  # the task done, then nothing done
+                env.reset(0, episode_id="e1")
+                for c in done_calls:
+                    env.step(format_call_tool(c["tool_name"], c["arguments"]))
+                end = env.truncate()
+                keys = ("outcome", "valid", "truncated", "context_full", "turns", "action")
+                ends.setdefault(name, []).append((end.reward, end.done, *map(end.info.get, keys)))
+                with pytest.raises(RuntimeError, match="episode is over"):
+                    env.truncate()
+            pool.release(env)
+    assert ends["remote"] == ends["local"]
+    assert ends["local"][0][:4] == (1.0, True, "complete", True)
+    assert ends["local"][1][2] != "complete" and ends["local"][1][3]
+
+
 TABLES = ("states", "transitions", "episodes", "steps")
 SMALL = [  # a clumsy simulated actor: failed calls, tool errors, format errors
     "actor.simulated.format_error_p=0.3",

@@ -346,6 +346,23 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
                 return self._end(self.verify(None), observation, info)
             return StepResult(observation, None, False, info)
 
+    def truncate(self) -> StepResult:
+        """End the episode before the actor's next turn (its prompt no longer fits the
+        model's context window): the world is verified as it stands, as at
+        ``max_turns``; no turn is counted. ``info``: ``truncated`` and ``context_full``."""
+        with self._lock:
+            if self.done or not self.episode_id:
+                raise RuntimeError("episode is over: call reset() first")
+            info: dict[str, Any] = {
+                "turn": self.turn,
+                "action": {"kind": "context_full"},
+                "failure": None,
+                "format_error": False,
+                "truncated": True,
+                "context_full": True,
+            }
+            return self._end(self.verify(None), "", info)
+
     def _finish(
         self, answer: str, info: dict, started: float, turn_text: str | None, action: Action
     ):

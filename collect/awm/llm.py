@@ -38,7 +38,18 @@ class EndpointConfig:
 
 
 class EndpointError(RuntimeError):
-    """An endpoint failed (after its retries, or at once on a 4xx that is not retried)."""
+    """An endpoint failed (after its retries, or at once on a 4xx that is not retried).
+    ``context_full``: it refused the request because the prompt does not fit the model's
+    context window (HTTP 400 with OpenAI's ``context_length_exceeded``, which vLLM and
+    llama.cpp's server also send, or their "maximum context length" message)."""
+
+    def __init__(self, message: str, *, context_full: bool = False):
+        super().__init__(message)
+        self.context_full = context_full
+
+
+#: how an OpenAI-compatible endpoint words a prompt that does not fit the context window
+CONTEXT_FULL_MARKERS = ("context_length_exceeded", "maximum context length")
 
 
 @dataclass
@@ -103,7 +114,9 @@ class ChatClient:
                 extra_body=extra_body or None,
             )
         except self._openai.APIStatusError as e:
-            raise EndpointError(f"HTTP {e.status_code}: {e.response.text[:500]}") from None
+            body = e.response.text
+            full = e.status_code == 400 and any(m in body for m in CONTEXT_FULL_MARKERS)
+            raise EndpointError(f"HTTP {e.status_code}: {body[:500]}", context_full=full) from None
         except self._openai.APIConnectionError as e:
             raise EndpointError(f"{self.retries + 1} attempts failed; last: {e!r}"[:500]) from None
         try:

@@ -371,6 +371,20 @@ class OpenEnvAWMEnv:
     def step(self, text: str) -> StepResult:
         return self.act(parse_turn(text, expert_enabled=self.config.expert_enabled), text)
 
+    def truncate(self) -> StepResult:
+        """:meth:`collect.awm.env.AWMEnv.truncate`: verified as it stands, then ended."""
+        if self.done or not self.episode_id:
+            raise RuntimeError("episode is over: call reset() first")
+        info: dict[str, Any] = {
+            "turn": self.turn,
+            "action": {"kind": "context_full"},
+            "failure": None,
+            "format_error": False,
+            "truncated": True,
+            "context_full": True,
+        }
+        return self._end(self.verify(None), "", info, close=True)
+
     def act(self, action: Action, turn_text: str | None = None) -> StepResult:
         if self.done or not self.episode_id:
             raise RuntimeError("episode is over: call reset() first")
