@@ -49,9 +49,11 @@ __all__ = [
 ]
 
 
-#: executor fields that change how a run waits for and retries its runtime, never its
-#: tables: not recorded in the manifest
-RUN_ONLY_EXECUTOR_FIELDS = ("episode_retries", "max_sessions", "capacity_wait_s")
+#: executor fields that change how a run waits for and retries its runtime, or the order
+#: its shards run in, never its tables: not recorded in the manifest
+RUN_ONLY_EXECUTOR_FIELDS = ("episode_retries", "max_sessions", "capacity_wait_s", "order")
+#: the numeric ones among them (each >= 0)
+_NON_NEGATIVE_EXECUTOR_FIELDS = ("episode_retries", "max_sessions", "capacity_wait_s")
 
 
 def _default_env() -> EnvConfig:
@@ -293,7 +295,7 @@ def validate(cfg: CollectConfig) -> None:
         raise ValueError("executor.batch_size must be >= 1")
     if cfg.executor.order not in ORDERS:
         raise ValueError(f"executor.order must be one of {ORDERS}, got {cfg.executor.order!r}")
-    for key in RUN_ONLY_EXECUTOR_FIELDS:
+    for key in _NON_NEGATIVE_EXECUTOR_FIELDS:
         if not float(getattr(cfg.executor, key)) >= 0:
             raise ValueError(f"executor.{key} must be >= 0, got {getattr(cfg.executor, key)}")
     check_actor(cfg.actor)
