@@ -3,6 +3,13 @@ repeats to the instruction on a loaded machine, where wall-clock and CPU times d
 
     python bench/dp_callgrind.py                          # 2.2 * 10^6 transitions (tree)
     python bench/dp_callgrind.py --size 1e6 --rules exact --index 32,64 --dir /tmp
+    python bench/dp_callgrind.py --kernel costs --costs 2  # the batched pass, 2 help costs
+
+``--kernel sweep`` (the default) counts ``kernels.backward_pass``, the pass of a serial
+solve, for each ``--rules``; ``--kernel costs`` counts ``parametric.sweep_costs``, the
+batched exact pass of ``solve.solve_costs`` (budget searches), at ``--costs`` help
+costs at once, writing every state's values as ``solve_costs`` does (one call over
+every task: no threads).
 
 The dataset is bench/dp.py's tree shape (``history_trees``), written under ``--dir``
 (never inside the repository) and reused by later runs; the loaded model's kernel arrays
@@ -62,11 +69,35 @@ def _arrays(npz: Path, index: int):
     return Graph(**ints, **rest)
 
 
+def _run_costs(npz: Path, index: int, passes: int, n_costs: int) -> list[float]:
+    """``passes`` + 1 batched passes at ``n_costs`` help costs; CPU seconds as
+    ``_run_passes``."""
+    from helpdp._src import parametric
+    from helpdp._src.bundles import Values
+
+    g = _arrays(npz, index)
+    z = np.load(_task_npz(npz))
+    comp_ptr = z["comp_ptr"].astype(np.int64) if index == 64 else z["comp_ptr"]
+    starts = np.flatnonzero(z["start_weight"] != 0.0)
+    n = g.terminal.shape[0]
+    r = np.linspace(0.1, 0.5, n_costs) if n_costs > 1 else np.array([R])
+    out = Values(np.empty((n_costs, n, 3)), np.empty((n_costs, n), np.int8))
+    start_vals = np.empty((starts.shape[0], n_costs, 3))
+    times = []
+    for _ in range(passes + 1):
+        t = time.process_time()
+        parametric.sweep_costs(comp_ptr, g, r, 1.0, 1e-12, starts, start_vals, out)
+        times.append(time.process_time() - t)
+    return times[1:]
+
+
 def _run_passes(npz: Path, rule: str, index: int, passes: int) -> list[float]:
     """``passes`` + 1 serial passes (the first a warm-up); CPU seconds of the others."""
     from helpdp._src import kernels
     from helpdp._src.bundles import Backup, Values
 
+    if rule.startswith("costs"):  # the batched pass at int(rule[5:]) help costs
+        return _run_costs(npz, index, passes, int(rule[5:]))
     g = _arrays(npz, index)
     n = g.terminal.shape[0]
     p_row = np.linspace(0.2, 0.9, g.sa_action.shape[0]) if rule == "paper" else np.zeros(0)
@@ -81,9 +112,16 @@ def _run_passes(npz: Path, rule: str, index: int, passes: int) -> list[float]:
     return times[1:]
 
 
+def _task_npz(npz: Path) -> Path:
+    """The file beside the kernel arrays ``npz`` with the task layout of its model
+    (``comp_ptr``, ``start_weight``: the batched pass's)."""
+    return npz.with_name(npz.name.replace(".kernel-arrays.npz", ".task-arrays.npz"))
+
+
 def _dataset(size: float, where: Path) -> Path:
     """The tree dataset of ``size`` transitions under ``where`` (written once), and the
-    kernel arrays of its loaded model; returns the arrays' file."""
+    kernel arrays of its loaded model (and its task layout, ``_task_npz``); returns the
+    arrays' file."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from dp import history_trees, write  # the sibling benchmark's generator
 
@@ -91,14 +129,16 @@ def _dataset(size: float, where: Path) -> Path:
 
     path = where / f"helpdp-bench-tree-{size:.3g}"  # bench/dp.py --keep-data's name
     npz = where / f"helpdp-bench-tree-{size:.3g}.kernel-arrays.npz"
-    if not npz.exists():
+    if not npz.exists() or not _task_npz(npz).exists():
         if not (path / "manifest.json").exists():
             write(path, *history_trees(int(size)))
         m = load_dataset(path).mdp
         if m.comp_ptr is None:
             raise ValueError(f"{path}: not laid out by task; the serial pass would read an order")
         keep = ("sa_ptr", "sa_action", "tr_ptr", "tr_next", "tr_prob", "terminal", "success")
-        np.savez(npz, **{k: getattr(m, k) for k in keep})
+        if not npz.exists():
+            np.savez(npz, **{k: getattr(m, k) for k in keep})
+        np.savez(_task_npz(npz), comp_ptr=m.comp_ptr, start_weight=m.start_weight)
     return npz
 
 
@@ -123,7 +163,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--size", type=float, default=2.2e6, help="transitions of the tree dataset")
-    ap.add_argument("--rules", default="exact,paper", help="exact, paper or both")
+    ap.add_argument("--kernel", default="sweep", choices=("sweep", "costs"), help="the pass")
+    ap.add_argument("--rules", default="exact,paper", help="exact, paper or both (sweep)")
+    ap.add_argument("--costs", type=int, default=2, help="help costs of a batched pass (costs)")
     ap.add_argument("--index", default="32", help="index widths: 32 (as loaded), 64, or 32,64")
     ap.add_argument("--passes", type=int, default=1, help="counted passes after the warm-up")
     ap.add_argument("--cpu-repeats", type=int, default=15, help="native passes per CPU median")
@@ -138,8 +180,12 @@ def main() -> None:
         if shutil.which(tool) is None:
             raise SystemExit(f"dp_callgrind: {tool} not found on PATH (install valgrind)")
     rules, widths = args.rules.split(","), [int(w) for w in args.index.split(",")]
-    if set(rules) - set(RULES) or set(widths) - {32, 64}:
-        raise SystemExit(f"dp_callgrind: --rules from {sorted(RULES)}, --index from 32, 64")
+    if set(rules) - set(RULES) or set(widths) - {32, 64} or args.costs < 1:
+        raise SystemExit(
+            f"dp_callgrind: --rules from {sorted(RULES)}, --index from 32, 64, --costs >= 1"
+        )
+    if args.kernel == "costs":
+        rules = [f"costs{args.costs}"]
     npz = _dataset(args.size, Path(args.dir))
     z = np.load(npz)
     n, n_tr = z["terminal"].shape[0], z["tr_next"].shape[0]

@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from helpdp._src.bundles import Pieces, Sources
+from helpdp._src.kernels import _u
 
 
 @njit(cache=True)
@@ -347,7 +348,10 @@ def sweep_costs(comp_ptr, g, r, gamma, tie_tol, starts, start_vals, out):
     Every row's V, S and M sums are formed at every r and the best row's kept (the
     fixed-r kernel sums S and M of the chosen row only: the same sums, in the same
     order), with the fixed-r tie rule, so the results equal K separate solves bit
-    for bit. Writes ``out`` (a ``bundles.Values``): ``val[k]`` ((n, 3): V, S, M per
+    for bit. A state's first row is taken unscored (the fixed-r rule: q > -inf), so
+    a state with one row is written without a comparison; indices are unsigned
+    (``kernels._u``: no negative-index test at every access). Writes ``out`` (a
+    ``bundles.Values``): ``val[k]`` ((n, 3): V, S, M per
     state) and ``action[k]`` ((n,) int8, -1 where no action applies), a (K, n, 3) and
     a (K, n) array; with n = 0 nothing is written per state (the pass then costs no
     memory per state and r). Always writes ``start_vals[i, k]`` (V, S, M of state
@@ -368,83 +372,78 @@ def sweep_costs(comp_ptr, g, r, gamma, tie_tol, starts, start_vals, out):
     acc_v = np.empty(n_k)
     acc_s = np.empty(n_k)
     acc_m = np.empty(n_k)
-    o_s = n_k
-    o_m = 2 * n_k
     i_start = 0
     for c in range(comp_ptr.shape[0] - 1):
-        lo = comp_ptr[c]
-        hi = comp_ptr[c + 1]
+        lo = comp_ptr[_u(c)]
+        hi = comp_ptr[_u(c + 1)]
         for s in range(hi - 1, lo - 1, -1):
-            ls = s - lo
-            j0 = sa_ptr[s]
-            j1 = sa_ptr[s + 1]
-            if terminal[s] or j0 == j1:
-                v = 1.0 if success[s] else 0.0
+            ls = _u(s - lo)
+            j0 = sa_ptr[_u(s)]
+            j1 = sa_ptr[_u(s + 1)]
+            if terminal[_u(s)] or j0 == j1:
+                v = 1.0 if success[_u(s)] else 0.0
                 for k in range(n_k):
-                    buf[ls, k] = v
-                    buf[ls, o_s + k] = v
-                    buf[ls, o_m + k] = 0.0
-                    buf_a[ls, k] = -1
+                    buf[ls, _u(k)] = v
+                    buf[ls, _u(n_k + k)] = v
+                    buf[ls, _u(2 * n_k + k)] = 0.0
+                    buf_a[ls, _u(k)] = -1
                 if write:
                     for k in range(n_k):
-                        vals[k, s, 0] = v
-                        vals[k, s, 1] = v
-                        vals[k, s, 2] = 0.0
-                        actions[k, s] = -1
+                        vals[_u(k), _u(s), 0] = v
+                        vals[_u(k), _u(s), 1] = v
+                        vals[_u(k), _u(s), 2] = 0.0
+                        actions[_u(k), _u(s)] = -1
                 continue
             for j in range(j0, j1):
-                a = sa_action[j]
+                a = sa_action[_u(j)]
                 cost_on = a > 0
                 own = 1.0 if a == 1 else 0.0
                 first = j == j0  # the first row is taken (the fixed-r rule: q > -inf)
-                t0 = tr_ptr[j]
-                t1 = tr_ptr[j + 1]
-                p = tr_prob[t0]
-                nx = tr_next[t0] - lo
-                if t1 - t0 == 1:  # one successor (most rows of a history tree): one loop
+                t0 = tr_ptr[_u(j)]
+                t1 = tr_ptr[_u(j + 1)]
+                p = tr_prob[_u(t0)]
+                nx = _u(tr_next[_u(t0)] - lo)
+                if t1 - t0 > 1:  # 0.0 + p * x: the fixed-r sum's first step
                     for k in range(n_k):
-                        q = -(r[k] if cost_on else 0.0) + gamma * (0.0 + p * buf[nx, k])
-                        s_val = gamma * (0.0 + p * buf[nx, o_s + k])
-                        m_val = gamma * (0.0 + p * buf[nx, o_m + k])
-                        m_val = m_val + own if own != 0.0 else m_val
-                        take = first or q > buf[ls, k] + tie_tol
-                        buf[ls, k] = q if take else buf[ls, k]
-                        buf[ls, o_s + k] = s_val if take else buf[ls, o_s + k]
-                        buf[ls, o_m + k] = m_val if take else buf[ls, o_m + k]
-                        buf_a[ls, k] = a if take else buf_a[ls, k]
-                    continue
-                for k in range(n_k):  # 0.0 + p * x: the fixed-r sum's first step
-                    acc_v[k] = 0.0 + p * buf[nx, k]
-                    acc_s[k] = 0.0 + p * buf[nx, o_s + k]
-                    acc_m[k] = 0.0 + p * buf[nx, o_m + k]
-                for t in range(t0 + 1, t1):
-                    p = tr_prob[t]
-                    nx = tr_next[t] - lo
-                    for k in range(n_k):
-                        acc_v[k] += p * buf[nx, k]
-                        acc_s[k] += p * buf[nx, o_s + k]
-                        acc_m[k] += p * buf[nx, o_m + k]
+                        acc_v[_u(k)] = 0.0 + p * buf[nx, _u(k)]
+                        acc_s[_u(k)] = 0.0 + p * buf[nx, _u(n_k + k)]
+                        acc_m[_u(k)] = 0.0 + p * buf[nx, _u(2 * n_k + k)]
+                    for t in range(t0 + 1, t1):
+                        p = tr_prob[_u(t)]
+                        nx = _u(tr_next[_u(t)] - lo)
+                        for k in range(n_k):
+                            acc_v[_u(k)] += p * buf[nx, _u(k)]
+                            acc_s[_u(k)] += p * buf[nx, _u(n_k + k)]
+                            acc_m[_u(k)] += p * buf[nx, _u(2 * n_k + k)]
                 for k in range(n_k):
-                    q = -(r[k] if cost_on else 0.0) + gamma * acc_v[k]
-                    m_val = gamma * acc_m[k]
+                    ks = _u(n_k + k)
+                    km = _u(2 * n_k + k)
+                    if t1 - t0 == 1:  # one successor (most rows of a history tree)
+                        q = -(r[_u(k)] if cost_on else 0.0) + gamma * (0.0 + p * buf[nx, _u(k)])
+                        s_val = gamma * (0.0 + p * buf[nx, ks])
+                        m_val = gamma * (0.0 + p * buf[nx, km])
+                    else:
+                        q = -(r[_u(k)] if cost_on else 0.0) + gamma * acc_v[_u(k)]
+                        s_val = gamma * acc_s[_u(k)]
+                        m_val = gamma * acc_m[_u(k)]
                     m_val = m_val + own if own != 0.0 else m_val
-                    take = first or q > buf[ls, k] + tie_tol
-                    buf[ls, k] = q if take else buf[ls, k]
-                    buf[ls, o_s + k] = gamma * acc_s[k] if take else buf[ls, o_s + k]
-                    buf[ls, o_m + k] = m_val if take else buf[ls, o_m + k]
-                    buf_a[ls, k] = a if take else buf_a[ls, k]
+                    take = first or q > buf[ls, _u(k)] + tie_tol
+                    buf[ls, _u(k)] = q if take else buf[ls, _u(k)]
+                    buf[ls, ks] = s_val if take else buf[ls, ks]
+                    buf[ls, km] = m_val if take else buf[ls, km]
+                    buf_a[ls, _u(k)] = a if take else buf_a[ls, _u(k)]
             if write:
                 for k in range(n_k):  # out as soon as final (the block is in cache now)
-                    vals[k, s, 0] = buf[ls, k]
-                    vals[k, s, 1] = buf[ls, o_s + k]
-                    vals[k, s, 2] = buf[ls, o_m + k]
-                    actions[k, s] = buf_a[ls, k]
-        while i_start < starts.shape[0] and starts[i_start] < hi:  # this task's starts
-            ls = starts[i_start] - lo
+                    vals[_u(k), _u(s), 0] = buf[ls, _u(k)]
+                    vals[_u(k), _u(s), 1] = buf[ls, _u(n_k + k)]
+                    vals[_u(k), _u(s), 2] = buf[ls, _u(2 * n_k + k)]
+                    actions[_u(k), _u(s)] = buf_a[ls, _u(k)]
+        while i_start < starts.shape[0] and starts[_u(i_start)] < hi:  # this task's starts
+            ls = _u(starts[_u(i_start)] - lo)
             for k in range(n_k):
-                start_vals[i_start, k, 0] = buf[ls, k]
-                start_vals[i_start, k, 1] = buf[ls, o_s + k]
-                start_vals[i_start, k, 2] = buf[ls, o_m + k]
+                start_vals[_u(i_start), _u(k), 0] = buf[ls, _u(k)]
+                start_vals[_u(i_start), _u(k), 1] = buf[ls, _u(n_k + k)]
+                start_vals[_u(i_start), _u(k), 2] = buf[ls, _u(2 * n_k + k)]
             i_start += 1
     return 0
 
