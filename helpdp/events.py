@@ -1,15 +1,17 @@
 """Turn events: what each logged turn of the actor was, from the steps table.
 
 Every step of ``steps.parquet`` (docs/data-format.md) is one turn of the actor. The
-collector logs ``kind`` (``call_tool | list_tools | final | invalid``; ``ask_expert`` and ``error``
-in training rollouts), ``tool_name``, ``failure`` (``unknown_tool |
+collector logs ``kind`` (``call_tool | list_tools | final | invalid``; ``context_full``: the
+actor's prompt no longer fit its context window, the episode ended there; ``ask_expert`` and
+``error`` in training rollouts), ``tool_name``, ``failure`` (``unknown_tool |
 unknown_meta_function | invalid_json | malformed_tag | untagged_call | tool_error |
 invalid_arguments | server_error``, ``collect/awm/protocol.py``; null when the turn
 worked), ``format_error`` and, from the
 collector of 2026-11-28 on, ``args_sha`` (:func:`args_sha` of the call's arguments).
 :func:`classify_steps` turns these into ONE class per turn, first match wins:
 
-``stop``          the actor gave its final answer (``kind == "final"``);
+``stop``          the actor gave its final answer (``kind == "final"``), or its prompt
+                  filled its context window (``kind == "context_full"``: the episode ended);
 ``format_error``  the reply was not a well-formed turn: ``format_error`` is true, the
                   failure is ``invalid_json``, ``malformed_tag``, ``untagged_call`` or
                   ``unknown_meta_function``, or the kind is ``invalid``/``error``
@@ -62,7 +64,7 @@ __all__ = [
 ]
 
 TURN_CLASSES = ("working", "failed", "unknown_tool", "format_error", "stop")
-KINDS = ("call_tool", "list_tools", "final", "invalid", "ask_expert", "error")
+KINDS = ("call_tool", "list_tools", "final", "invalid", "ask_expert", "error", "context_full")
 CALL_KINDS = ("call_tool", "list_tools")
 FAILURES = (
     "unknown_tool",
@@ -114,7 +116,7 @@ def classify_turn(kind, failure=None, format_error=False) -> str:
     failure = None if _is_null(failure) else str(failure)
     if failure is not None and failure not in FAILURES:
         raise ValueError(f"failure {failure!r} is not one of {FAILURES} or null")
-    if kind == "final":
+    if kind in ("final", "context_full"):
         return "stop"
     if bool(format_error) or failure in _FORMAT_FAILURES:
         return "format_error"

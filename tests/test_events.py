@@ -64,6 +64,8 @@ def test_each_class_by_hand():
         classify_turn("invalid") == "format_error"
         and classify_turn("call_tool", None, True) == "format_error"
     )
+    # a prompt past the context window ended the episode (collect.rollout): the agent's stop
+    assert classify_turn("context_full") == "stop"
 
 
 def test_args_sha_separates_calls_and_order_and_episodes_do_not_matter():
