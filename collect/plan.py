@@ -58,18 +58,17 @@ def runnable_tasks(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str]
     return tasks, skipped
 
 
+def _schedule(cfg: CollectConfig, tasks, design) -> list[EpisodeSpec]:
+    """The episodes of ``tasks``, each in the split the whole worlds' task pool gives it."""
+    pool = AWMDataset(worlds_dir(cfg)).task_pool()
+    return build_schedule(tasks, len(cfg.interventions), cfg.schedule, cfg.split, design, pool)
+
+
 def plan_episodes(cfg: CollectConfig) -> list[EpisodeSpec]:
     """Every episode the collection runs (see :func:`collect.schedule.build_schedule`)."""
     tasks, _ = runnable_tasks(cfg)
     design = stage2_design(cfg.stage2, cfg.schedule.seed)
-    return build_schedule(
-        tasks,
-        len(cfg.interventions),
-        cfg.schedule,
-        cfg.split,
-        design,
-        AWMDataset(worlds_dir(cfg)).task_pool(),
-    )
+    return _schedule(cfg, tasks, design)
 
 
 def fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
@@ -123,14 +122,7 @@ def plan_shards(cfg: CollectConfig, help_policy_name: str | None = None) -> Shar
     design = stage2_design(cfg.stage2, cfg.schedule.seed)
     if design is not None and help_policy_name is not None:
         raise ValueError("stage2.base and a help policy exclude each other")
-    specs = build_schedule(
-        tasks,
-        len(cfg.interventions),
-        cfg.schedule,
-        cfg.split,
-        design,
-        AWMDataset(worlds_dir(cfg)).task_pool(),
-    )
+    specs = _schedule(cfg, tasks, design)
     if not specs:
         raise ValueError(
             f"the schedule is empty (no task in schedule.splits={cfg.schedule.splits})"

@@ -48,7 +48,7 @@ from collect.awm.app import AppLifecycle, build_scenario_database, is_shipped_ap
 from collect.awm.clock import WorldClock
 from collect.awm.database import BuildReport
 from collect.awm.dataset import AWMDataset, Scenario, ServedScenarios
-from collect.awm.episode import EpisodeRecord, ResetResult, StepResult
+from collect.awm.episode import EpisodeRecord, ResetResult, StepResult, truncation_info
 from collect.awm.protocol import (
     Action,
     Failure,
@@ -353,14 +353,7 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
         with self._lock:
             if self.done or not self.episode_id:
                 raise RuntimeError("episode is over: call reset() first")
-            info: dict[str, Any] = {
-                "turn": self.turn,
-                "action": {"kind": "context_full"},
-                "failure": None,
-                "format_error": False,
-                "truncated": True,
-                "context_full": True,
-            }
+            info = truncation_info(self.turn)
             return self._end(self.verify(None), "", info)
 
     def _finish(

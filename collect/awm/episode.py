@@ -98,6 +98,19 @@ def trajectory_text(trajectory: list[dict[str, Any]], final_answer: str | None =
     return "\n".join(lines)
 
 
+def truncation_info(turn: int) -> dict[str, Any]:
+    """The ``info`` of an episode ended before the actor's next turn because its prompt no
+    longer fits the model's context window (``truncate`` of either runtime)."""
+    return {
+        "turn": turn,
+        "action": {"kind": "context_full"},
+        "failure": None,
+        "format_error": False,
+        "truncated": True,
+        "context_full": True,
+    }
+
+
 class EpisodeRecord:
     """The bookkeeping of an :class:`~collect.awm.env.AWMEnv`'s episode (part of the
     environment)."""

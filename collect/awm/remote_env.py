@@ -47,7 +47,13 @@ from typing import Any
 
 from collect.awm.dataset import AWMDataset, Scenario, ServedScenarios
 from collect.awm.env import EnvConfig
-from collect.awm.episode import ResetResult, StepResult, episode_state, trajectory_text
+from collect.awm.episode import (
+    ResetResult,
+    StepResult,
+    episode_state,
+    trajectory_text,
+    truncation_info,
+)
 from collect.awm.protocol import Action, Failure, parse_turn, system_prompt
 from collect.awm.rewards import episode_reward
 from collect.awm.tools import (
@@ -375,14 +381,7 @@ class OpenEnvAWMEnv:
         """:meth:`collect.awm.env.AWMEnv.truncate`: verified as it stands, then ended."""
         if self.done or not self.episode_id:
             raise RuntimeError("episode is over: call reset() first")
-        info: dict[str, Any] = {
-            "turn": self.turn,
-            "action": {"kind": "context_full"},
-            "failure": None,
-            "format_error": False,
-            "truncated": True,
-            "context_full": True,
-        }
+        info = truncation_info(self.turn)
         return self._end(self.verify(None), "", info, close=True)
 
     def act(self, action: Action, turn_text: str | None = None) -> StepResult:
