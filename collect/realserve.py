@@ -200,11 +200,14 @@ def _front(config: ServeConfig) -> ThreadingHTTPServer:
         protocol_version = "HTTP/1.1"
 
         def _send(self, status: int, data: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client left (stopped, timed out): no one to tell
 
         def do_GET(self):  # /v1/models and the like: any slot answers
             status, data = _request(config.host, config.port + 1, "GET", self.path, None, 60)

@@ -464,3 +464,29 @@ def test_evaluate_hands_the_collector_a_typed_config_and_prints_what_it_wrote(
     assert pol.search["budget"] == 1.0 and (tmp_path / "dp_search" / "search.json").is_file()
     printed = capsys.readouterr().out
     assert res.report == (tmp_path / "report.md").read_text() and res.report in printed
+
+
+def test_a_skipped_table_at_an_unreachable_budget_does_not_stop_the_evaluation(
+    tmp_path, monkeypatch
+):
+    """Data where some states were only ever observed with help (stage 2's turn 0) have
+    no DP table below that usage: skipped, the table is left out and the other policies
+    run; asked for, the error says how to skip it."""
+    import helpdp.evaluate.harness as harness
+    from helpdp import InfeasibleBudget, demo_dataset_path, load_dataset
+    from helpdp.evaluate import EvaluateConfig
+    from helpdp.evaluate.report import report
+
+    def infeasible(*a, **k):
+        raise InfeasibleBudget("budget 1 is below the least expert usage any policy reaches")
+
+    monkeypatch.setattr(harness, "_dp_table", infeasible)
+    ds = load_dataset(demo_dataset_path())
+    cfg = EvaluateConfig(budget=1.0, random_p=[], skip=["dp table (budget 1)"])
+    pols, table, _ = harness._policies(cfg, ds, [], tmp_path)
+    assert table is None and "dp table (budget 1)" not in {p.name for p in pols}
+    assert {"never", "always", "rule: turn 0"} <= {p.name for p in pols}
+    summary = pd.DataFrame(columns=["split"])
+    assert "no policy of the data reaches this budget" in report(summary, [], None, cfg, 1.0, 0)
+    with pytest.raises(ValueError, match=r"skip=\['dp table \(budget 1\)'\]"):
+        harness._policies(EvaluateConfig(budget=1.0, random_p=[]), ds, [], tmp_path)

@@ -211,3 +211,25 @@ def test_with_sha256_names_the_file_in_each_model_entry():
     got = json.loads(realserve.with_sha256(b'{"data": [{"id": "a"}, {"id": "b"}]}', "ab12"))
     assert got == {"data": [{"id": "a", "sha256": "ab12"}, {"id": "b", "sha256": "ab12"}]}
     assert realserve.with_sha256(b"not json", "ab12") == b"not json"
+
+
+def test_a_client_that_left_is_not_an_error():
+    """A client that stops (a killed collection, a timed-out turn) before its reply is
+    written: the front drops the reply and closes the connection, with no traceback."""
+
+    class Gone:
+        def write(self, data):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    server = realserve._front(ServeConfig(port=_free_ports(1)))
+    try:
+        handler = object.__new__(server.RequestHandlerClass)
+        handler.wfile, handler.request_version, handler.requestline = Gone(), "HTTP/1.1", "POST /"
+        handler.close_connection = False
+        handler._send(200, b"{}")
+        assert handler.close_connection
+    finally:
+        server.server_close()

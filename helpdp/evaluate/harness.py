@@ -65,7 +65,13 @@ from collect.awm.sandbox import COMMAND_ERRORS
 from collect.schedule import SplitConfig, Stage2Config, split_tasks
 from collect.shards import PlanMismatch
 from collect.worlds import WORLDS_DIR, is_shipped_label
-from helpdp.budget import SearchResult, policy_frame, search_budget, write_result
+from helpdp.budget import (
+    InfeasibleBudget,
+    SearchResult,
+    policy_frame,
+    search_budget,
+    write_result,
+)
 from helpdp.cliconf import parse_budgets, run_app
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
@@ -156,9 +162,10 @@ def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list
 
 def _policies(
     cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path
-) -> tuple[list[HelpPolicy], TablePolicy, dict[str, dict]]:
+) -> tuple[list[HelpPolicy], TablePolicy | None, dict[str, dict]]:
     """``(policies, the DP's table, selected)``: every policy of the evaluation (without
-    ``skip``), the table also when skipped (the report quotes its forecast) and the
+    ``skip``), the table also when skipped (the report quotes its forecast; None when
+    skipped and no policy of the data reaches ``cfg.budget``) and the
     ``selected.json`` record of each policy chosen by ``helpdp.select``, by name."""
 
     prm_pols, fallback = _prm_policies(cfg, ds)
@@ -179,8 +186,17 @@ def _policies(
         *("turns:" + ",".join(map(str, t)) for t in cfg.turn_rules),
     ]
     fixed: list[HelpPolicy] = [build_policy(n, seed=cfg.seed) for n in names]
-    table = _dp_table(cfg, ds, train_tasks, out / "dp_search", table_name, fallback)
-    pols: list[HelpPolicy] = [*(fixed if cfg.baselines else []), table, *prm_pols]
+    try:
+        table = _dp_table(cfg, ds, train_tasks, out / "dp_search", table_name, fallback)
+    except InfeasibleBudget as e:
+        if table_name not in cfg.skip:
+            raise ValueError(f"{e} (skip=['{table_name}'] evaluates the other policies)") from e
+        table = None  # skipped, and no table exists at this budget: the report says so
+    pols: list[HelpPolicy] = [
+        *(fixed if cfg.baselines else []),
+        *([] if table is None else [table]),
+        *prm_pols,
+    ]
     selected = {}
     if cfg.policy_files:
         from helpdp.select import load_policy
@@ -196,7 +212,7 @@ def _policies(
 
         for b in cfg.helper_budgets or [cfg.budget]:
             pols.append(HelperPolicy(cfg.helper_dir, budget=float(b), seed=cfg.seed))
-    unknown = sorted(set(cfg.skip) - {p.name for p in pols})
+    unknown = sorted(set(cfg.skip) - {p.name for p in pols} - {table_name})
     if unknown:
         raise ValueError(f"skip: no policy named {unknown[0]!r}")
     return [p for p in pols if p.name not in set(cfg.skip)], table, selected
@@ -526,7 +542,14 @@ def evaluation(cfg: EvaluateConfig) -> Evaluation:
         ope_df = ope_estimates(ds, by_split, summary, cfg)
         ope_df.to_parquet(out / "ope.parquet", index=False)
     text = (
-        report(summary, comparisons, table.search, cfg, time.perf_counter() - t0, len(train_tasks))
+        report(
+            summary,
+            comparisons,
+            None if table is None else table.search,
+            cfg,
+            time.perf_counter() - t0,
+            len(train_tasks),
+        )
         + headroom_report(rooms)
         + selection_report(selected, summary)
         + ("" if ope_df is None else ope_report(ope_df, cfg.ope_estimator))

@@ -220,20 +220,25 @@ def _fmt_ci(t) -> str:
 def report(
     summary: pd.DataFrame,
     comparisons: list[dict],
-    search: dict,
+    search: dict | None,
     cfg: EvaluateConfig,
     seconds: float,
     n_train: int,
 ) -> str:
     """``report.md``: the tables, with 95% intervals (Wilson for each SR, paired for
-    each difference); ``search``: the DP's search.json fields at ``cfg.budget``."""
+    each difference); ``search``: the DP's search.json fields at ``cfg.budget`` (None: no
+    policy of the data reaches it)."""
+    forecast = (
+        "no policy of the data reaches this budget (states only ever observed with help)"
+        if search is None
+        else f"E[S] = {search['expected_success']:.3f}, E[U] = {search['expected_usage']:.3f}"
+    )
     lines = [
         "# Help policies in the environments",
         "",
         f"Budget {cfg.budget:g}; seeds {cfg.seeds[0]}..{cfg.seeds[-1]} ({len(cfg.seeds)}), one "
         f"episode per (task, seed); every policy on the same pairs. Policies fitted on "
-        f"{n_train} train tasks. The DP forecast at this budget: E[S] = "
-        f"{search['expected_success']:.3f}, E[U] = {search['expected_usage']:.3f}. "
+        f"{n_train} train tasks. The DP forecast at this budget: {forecast}. "
         f"{seconds:.0f} s.",
         "",
     ]
