@@ -348,9 +348,62 @@ def eval_report(dirs: list[str], skip: tuple[str, ...] = ()) -> dict:
                 m, lo, hi = paired_ci(d.to_numpy())
                 cells.append(f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]")
             lines.append(f"| {cell[a]} | " + " | ".join(cells) + " |")
-        lines.append("")
+        lines += ["", *_per_task(by, pols, cell), "", *_power(by, pols, cell, out, split), ""]
     print("\n".join(lines))
     return {f"{s}/{p}": v for (s, p), v in out.items()}
+
+
+def _per_task(by: dict, pols: list[str], cell: dict) -> list[str]:
+    """Successes per task (the pair's ``task#seed``) and policy: where a difference sits."""
+    task = {p: e.index.str.rsplit("#", n=1).str[0] for p, e in by.items()}
+    lines = ["| task | pairs | " + " | ".join(cell[p] for p in pols) + " |"]
+    lines.append("|---" * (len(pols) + 2) + "|")
+    for t in sorted(set(task[pols[0]])):
+        row = [by[p]["success"][task[p] == t] for p in pols]
+        lines.append(
+            f"| {t} | {len(row[0])} | " + " | ".join(f"{int(x.sum())}" for x in row) + " |"
+        )
+    return lines
+
+
+def _power(by: dict, pols: list[str], cell: dict, out: dict, split: str) -> list[str]:
+    """Each policy against "help at turn 0" and against the rules' hull at its own spend
+    (helpdp.evaluate.rule_hull_baseline: an episode-wise mix of never, always and the
+    ``rule: ...`` policies), with the difference 80% power detects from these pairs and
+    the pairs a difference of 0.05 needs (two-sided 5%, pairs independent)."""
+    from helpdp.evaluate.stats import paired_ci, rule_hull_baseline
+    from helpdp.intervals import detectable_difference, pairs_needed
+
+    lines = [
+        "| policy (calls) | against | paired SR difference [95%] | detectable at 80% power "
+        "| pairs for 0.05 |",
+        "|---|---|---|---|---|",
+    ]
+    for p in pols:
+        mine = by[p]["success"].astype(float)
+        rules = {
+            q: by[q]
+            for q in pols
+            if q != p and (q in ("never", "always") or q.startswith("rule: "))
+        }
+        against = []
+        if "rule: turn 0" in by and p != "rule: turn 0":
+            against.append(("rule: turn 0", by["rule: turn 0"]["success"].astype(float)))
+        hull = rule_hull_baseline(float(by[p]["expert_calls"].mean()), rules) if rules else None
+        if hull is not None and hull[1] != "rule: turn 0":
+            against.append((f"the rules' hull at equal spend ({hull[1]})", hull[0]))
+        for name, base in against:
+            d = (mine - base).to_numpy()
+            m, lo, hi = paired_ci(d)
+            sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
+            mde = detectable_difference(sd, len(d))
+            need = pairs_needed(sd, 0.05) if sd > 0 else 0
+            out[(split, f"{p} vs {name}")] = {"d": m, "lo": lo, "hi": hi, "mde": mde, "need": need}
+            lines.append(
+                f"| {cell[p]} ({by[p]['expert_calls'].mean():.2f}) | {name.replace('|', '/')} | "
+                f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {mde:.3f} | {need} |"
+            )
+    return lines
 
 
 def main(argv=None) -> dict:

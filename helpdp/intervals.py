@@ -6,10 +6,11 @@ tasks: :mod:`helpdp.ope`.)"""
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["mean_ci", "wilson"]
+__all__ = ["detectable_difference", "mean_ci", "pairs_needed", "wilson"]
 
 
 def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
@@ -40,3 +41,29 @@ def mean_ci(x, z: float = 1.96) -> tuple[float, float, float]:
     m = float(d.mean())
     half = z * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else float("inf")
     return m, m - half, m + half
+
+
+def _z_sum(power: float, alpha: float) -> float:
+    """z of the two-sided ``alpha`` test plus z of ``power``: 2.80 at 5% and 80%."""
+    return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+
+
+def detectable_difference(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    """The smallest true mean difference that ``n`` independent pairs with standard
+    deviation ``sd`` show at two-sided level ``alpha`` with probability ``power`` (the
+    normal approximation): ``(z_{1-alpha/2} + z_power) sd / sqrt(n)``; inf without pairs.
+
+    >>> round(detectable_difference(0.5, 100), 4)
+    0.1401
+    """
+    return _z_sum(power, alpha) * float(sd) / math.sqrt(n) if n > 0 else float("inf")
+
+
+def pairs_needed(sd: float, delta: float, power: float = 0.8, alpha: float = 0.05) -> int:
+    """Independent pairs with standard deviation ``sd`` that show a true mean difference
+    ``delta`` with probability ``power`` (the inverse of :func:`detectable_difference`).
+
+    >>> pairs_needed(0.5, 0.05)
+    785
+    """
+    return int(math.ceil((_z_sum(power, alpha) * float(sd) / float(delta)) ** 2))

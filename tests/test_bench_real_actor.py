@@ -60,6 +60,27 @@ def test_eval_report_joins_runs_on_their_common_pairs_and_skips_on_request(tmp_p
         bench.eval_report(dirs + [dirs[0]])
 
 
+def test_eval_report_per_task_and_at_equal_spend_with_the_power(tmp_path, capsys):
+    """The policy at 1.5 calls against turn 0 and against the half-and-half mix of turn 0
+    and turns 0,1 (the rules' hull at its spend), by hand; successes per task."""
+    bench = _bench()
+    pairs = ["a#1", "a#2", "b#1", "b#2"]
+    _results(tmp_path / "t0", "rule: turn 0", pairs, [1, 0, 0, 0], 1.0)
+    _results(tmp_path / "t01", "rule: turns 0,1", pairs, [1, 1, 0, 0], 2.0)
+    _results(tmp_path / "sel", "sel", pairs, [1, 1, 1, 0], 1.5)
+    out = bench.eval_report([str(tmp_path / d) for d in ("t0", "t01", "sel")])
+    d = [1 - 1, 1 - 0, 1 - 0, 0 - 0]  # sel - turn 0
+    assert out["test/sel vs rule: turn 0"]["d"] == 0.5
+    sd = pd.Series(d, dtype=float).std()
+    z = 1.959964 + 0.841621
+    assert out["test/sel vs rule: turn 0"]["mde"] == pytest.approx(z * sd / 2, rel=1e-5)
+    assert out["test/sel vs rule: turn 0"]["need"] == int(-(-((z * sd / 0.05) ** 2) // 1))
+    key = "test/sel vs the rules' hull at equal spend (rule: turn 0 / rule: turns 0,1 mixed 0.50/0.50)"
+    assert out[key]["d"] == pytest.approx(0.75 - 0.375)  # mix: 1, 0.5, 0, 0
+    text = capsys.readouterr().out
+    assert "| a | 2 | 1 | 2 | 2 |" in text and "| b | 2 | 0 | 0 | 1 |" in text
+
+
 def _runtimes():
     spec = importlib.util.spec_from_file_location("bench_runtimes", ROOT / "bench" / "runtimes.py")
     mod = importlib.util.module_from_spec(spec)

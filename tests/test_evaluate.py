@@ -352,6 +352,11 @@ def test_tasks_runs_held_out_tasks_outside_the_collections_schedule(tmp_path, mo
     seen.clear()
     evaluate(EvaluateConfig(**{**cfg.__dict__, "tasks": [7], "out": str(tmp_path / "f")}))
     assert seen[0] == ["e_commerce_admin_1/7", "workflow_automation_1/7"]
+    # scenarios: the held-out tasks of other worlds than the collection's (with tasks)
+    seen.clear()
+    new = {"tasks": [0, 1, 2], "scenarios": ["workflow_automation_1", "smart_home_1"]}
+    evaluate(EvaluateConfig(**{**cfg.__dict__, **new, "out": str(tmp_path / "g")}))
+    assert seen[0] == ["smart_home_1/2", "workflow_automation_1/0"]
 
 
 def test_a_real_model_loads_once_per_evaluation_and_each_run_gets_a_fresh_actor(
@@ -490,3 +495,44 @@ def test_a_skipped_table_at_an_unreachable_budget_does_not_stop_the_evaluation(
     assert "no policy of the data reaches this budget" in report(summary, [], None, cfg, 1.0, 0)
     with pytest.raises(ValueError, match=r"skip=\['dp table \(budget 1\)'\]"):
         harness._policies(EvaluateConfig(budget=1.0, random_p=[]), ds, [], tmp_path)
+
+
+def test_the_rules_hull_at_equal_spend_by_hand():
+    """Rules at (U, SR): never (0, 0), turn 0 (1, .5), turns 0,1 (2, .75), always (3, .75):
+    always gains nothing over turns 0,1, so the hull is never - turn 0 - turns 0,1. A
+    policy at 1.5 calls meets the half-and-half mixture of turn 0 and turns 0,1, pair by
+    pair; at exactly 1 call, turn 0 itself; beyond 2 calls, nothing (always buys nothing)."""
+    from helpdp.evaluate import rule_hull_baseline
+
+    frames = {
+        "never": _runs("never", [0, 0, 0, 0], [0, 0, 0, 0]),
+        "rule: turn 0": _runs("rule: turn 0", [1, 1, 0, 0], [1, 1, 1, 1]),
+        "rule: turns 0,1": _runs("rule: turns 0,1", [1, 1, 1, 0], [2, 2, 2, 2]),
+        "always": _runs("always", [1, 1, 1, 0], [3, 3, 3, 3]),
+    }
+    frames = {k: f.set_index("pair") for k, f in frames.items()}
+    base, how = rule_hull_baseline(1.5, frames)
+    assert base.tolist() == [1.0, 1.0, 0.5, 0.0] and how == (
+        "rule: turn 0 / rule: turns 0,1 mixed 0.50/0.50"
+    )
+    base, how = rule_hull_baseline(1.0, frames)
+    assert base.tolist() == [1.0, 1.0, 0.0, 0.0] and how == "rule: turn 0"
+    assert rule_hull_baseline(0.5, frames)[0].tolist() == [0.5, 0.5, 0.0, 0.0]
+    assert rule_hull_baseline(2.5, frames) is None
+    # in compare: the policy at 1.5 calls, succeeding everywhere, is +0.375 over the mix
+    r = pd.concat([f.reset_index() for f in frames.values()])
+    smart = _runs("smart", [1, 1, 1, 1], [1, 2, 1, 2])
+    c = compare(pd.concat([r, smart]), "smart", "test", [])
+    assert c["vs_rules_equal_spend"][0] == pytest.approx(0.375)
+    assert c["rules_equal_spend"].endswith("mixed 0.50/0.50")
+
+
+def test_detectable_difference_and_pairs_needed_invert_each_other():
+    """(1.96 + 0.8416) sd / sqrt(n): sd 0.5, 100 pairs -> 0.140; 0.05 needs 785 pairs."""
+    from helpdp.intervals import detectable_difference, pairs_needed
+
+    z = 1.959964 + 0.841621
+    assert detectable_difference(0.5, 100) == pytest.approx(z * 0.05, rel=1e-5)
+    assert pairs_needed(0.5, 0.05) == 785 and pairs_needed(0.5, 0.14) == 101
+    assert detectable_difference(0.5, pairs_needed(0.5, 0.05)) <= 0.05
+    assert detectable_difference(0.5, 0) == float("inf")

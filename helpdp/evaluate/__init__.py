@@ -25,6 +25,7 @@ from helpdp.evaluate.stats import (
     mix_baseline,
     mix_curve,
     paired_ci,
+    rule_hull_baseline,
     summarize,
     task_mix,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "paired_ci",
     "policies",
     "reuse_key",
+    "rule_hull_baseline",
     "run_evaluate",
     "summarize",
     "task_mix",

@@ -75,6 +75,11 @@ class EvaluateConfig:
         "task indices (within each scenario) to run, e.g. [6,7]: held-out tasks outside the "
         "collection's schedule.tasks; null: the collection's schedule.tasks",
     )
+    scenarios: Any = _f(
+        None,
+        "scenario names to run, e.g. [workflow_automation_1]: held-out tasks in worlds outside "
+        "the collection's schedule.scenarios; null: the collection's schedule.scenarios",
+    )
     reuse: bool = _f(
         True,
         "keep the runs of the baselines (never, always, random, the rules: policies whose fields "

@@ -329,6 +329,7 @@ def rerun_config(
         seeds=[int(s) for s in cfg.seeds],
         max_tasks=cfg.max_tasks,
         tasks=sched.tasks if cfg.tasks is None else [int(t) for t in cfg.tasks],
+        scenarios=sched.scenarios if cfg.scenarios is None else [str(s) for s in cfg.scenarios],
     )
     executor = dataclasses.replace(
         recorded.executor, workers=1, kind="local", batch_size=int(cfg.batch_size)

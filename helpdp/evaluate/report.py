@@ -266,8 +266,8 @@ def report(
             ]
         lines += ["", "Paired differences in SR (95% interval):", ""]
         lines += [
-            "| policy | vs random at equal spend | vs never | vs rule: turn 0 | vs the best task-wise mix of the baselines at equal spend, chosen with hindsight (its calls) |",
-            "|---|---|---|---|---|",
+            "| policy | vs random at equal spend | vs the rules' hull at equal spend | vs never | vs rule: turn 0 | vs the best task-wise mix of the baselines at equal spend, chosen with hindsight (its calls) |",
+            "|---|---|---|---|---|---|",
         ]
         for c in comparisons:
             if c["split"] != split:
@@ -275,6 +275,8 @@ def report(
             lines.append(
                 f"| {c['policy']} (U {c['U']:.2f}) | {_fmt_ci(c.get('vs_random_equal_spend'))} "
                 f"({c.get('random_equal_spend', 'outside the random curve')}) | "
+                f"{_fmt_ci(c.get('vs_rules_equal_spend'))} "
+                f"({c.get('rules_equal_spend', 'outside the rules')}) | "
                 f"{_fmt_ci(c.get('vs never'))} | {_fmt_ci(c.get('vs rule: turn 0'))} | "
                 f"{_fmt_ci(c.get('vs_best_mix_equal_spend'))}"
                 + (f" ({c['best_mix_calls']:.2f})" if "best_mix_calls" in c else "")

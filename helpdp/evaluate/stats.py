@@ -2,7 +2,8 @@
 
 Every policy runs on the same (task, seed) pairs, so differences between policies are
 paired: :func:`paired_ci`, random help interpolated to a policy's own spend
-(:func:`equal_spend_baseline`), the best task-wise mix of the fixed baselines at a
+(:func:`equal_spend_baseline`), the fixed rules' hull at a policy's spend
+(:func:`rule_hull_baseline`), the best task-wise mix of the fixed baselines at a
 spend (:func:`task_mix`, :func:`mix_baseline`, :func:`mix_curve`, :func:`headroom`),
 and the per-policy table (:func:`summarize`) and comparisons (:func:`compare`).
 """
@@ -23,6 +24,7 @@ __all__ = [
     "mix_baseline",
     "mix_curve",
     "paired_ci",
+    "rule_hull_baseline",
     "summarize",
     "task_mix",
 ]
@@ -48,6 +50,45 @@ def equal_spend_baseline(
             lam = (usage - u0) / (u1 - u0)
             base = (1 - lam) * curve[p0][key] + lam * curve[p1][key]
             return base, f"random p={p0:g}/{p1:g} mixed {1 - lam:.2f}/{lam:.2f}"
+    return None
+
+
+def rule_hull_baseline(
+    usage: float, frames: dict[str, pd.DataFrame], key: str = "success"
+) -> tuple[pd.Series, str] | None:
+    """The best episode-wise mixture of fixed rules at realised ``usage``, per pair.
+
+    ``frames``: rule name -> per-pair frame (index: pair, the same pairs) with
+    ``expert_calls`` and ``key``. A mixture that runs rule a on a share 1 - lam of the
+    episodes and rule b on lam spends and succeeds in between, so the rules' upper concave
+    hull of (mean calls, mean ``key``) is what a deployment can buy with them at any spend
+    (the hull is chosen on the same pairs: a baseline slightly in the rules' favour).
+    Returns (per-pair baseline, description), or None when ``usage`` lies outside the
+    hull's range of calls.
+    """
+    pts = sorted(
+        ((float(f["expert_calls"].mean()), float(f[key].mean()), n) for n, f in frames.items()),
+        key=lambda x: (x[0], -x[1]),
+    )
+    hull: list[tuple[float, float, str]] = []
+    for u, v, n in pts:
+        if hull and v <= hull[-1][1]:
+            continue  # costs as much or more, gains nothing
+        while len(hull) >= 2:
+            (u0, v0, _), (u1, v1, _) = hull[-2], hull[-1]
+            if (v1 - v0) * (u - u0) <= (v - v0) * (u1 - u0):
+                hull.pop()  # under the chord
+            else:
+                break
+        hull.append((u, v, n))
+    for u0, _, a in hull:
+        if abs(usage - u0) <= 1e-12:
+            return frames[a][key].astype(float), a
+    for (u0, _, a), (u1, _, b) in zip(hull, hull[1:]):
+        if u0 < usage < u1:
+            lam = (usage - u0) / (u1 - u0)
+            base = (1 - lam) * frames[a][key].astype(float) + lam * frames[b][key].astype(float)
+            return base, f"{a} / {b} mixed {1 - lam:.2f}/{lam:.2f}"
     return None
 
 
@@ -201,9 +242,10 @@ def compare(
     random_p: list[float],
     baselines: list[str] | None = None,
 ) -> dict:
-    """``policy`` against random help at equal spend, never, each rule, and (given
-    ``baselines``) the best task-wise mix of them at its spend, chosen with hindsight
-    (:func:`mix_baseline`), paired."""
+    """``policy`` against random help at equal spend, the rules' hull at equal spend
+    (:func:`rule_hull_baseline`: never, always and the ``rule: ...`` policies), never, each
+    rule, and (given ``baselines``) the best task-wise mix of them at its spend, chosen
+    with hindsight (:func:`mix_baseline`), paired."""
     r = results[results["split"] == split].set_index("pair")
     mine = r[r["policy"] == policy]
     out: dict[str, Any] = {
@@ -219,6 +261,16 @@ def compare(
         base, how = eq
         out["vs_random_equal_spend"] = paired_ci(mine["success"] - base)
         out["random_equal_spend"] = how
+    rules = {
+        n: r[r["policy"] == n].reindex(mine.index)
+        for n in r["policy"].unique()
+        if n != policy and (n in ("never", "always") or n.startswith("rule: "))
+    }
+    hull = rule_hull_baseline(out["U"], rules) if rules else None
+    if hull is not None:
+        base, how = hull
+        out["vs_rules_equal_spend"] = paired_ci(mine["success"].astype(float) - base)
+        out["rules_equal_spend"] = how
     if baselines and policy not in baselines:
         mb = mix_baseline(results, split, out["U"], baselines)
         if mb is not None:
