@@ -28,26 +28,7 @@ if [ ! -f "$DATA/manifest.json" ]; then  # the stage-2 data as far as it goes (i
         'schedule.scenarios=[e_commerce_admin_1,smart_home_1]' 'schedule.tasks=[0,1,2]' \
         'schedule.splits=[train]' "schedule.seeds=[$SEEDS]" executor.order=seed > /dev/null
 fi
-pids=()
-cleanup() {
-    kill "${pids[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM
-"$PY" -m collect.realserve slots=2 threads=1 port=8011 &
-pids+=($!)
-"$PY" - <<'PY'
-import time, urllib.request
-for _ in range(900):
-    try:
-        urllib.request.urlopen("http://127.0.0.1:8011/v1/models", timeout=5).read()
-        break
-    except OSError:
-        time.sleep(1)
-else:
-    raise SystemExit("collect.realserve did not answer on :8011 in 15 minutes")
-PY
+source bench/realserve_up.sh
 for ((i = 0; i < CHUNKS; i++)); do
     s=$((300 + 3 * i))
     dir=$OUT/seeds-$s

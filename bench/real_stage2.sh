@@ -19,26 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 OUT=helpdp/data/real-actor-stage2
-pids=()
-cleanup() {
-    kill "${pids[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM
-"$PY" -m collect.realserve slots=2 threads=1 port=8011 &
-pids+=($!)
-"$PY" - <<'EOF'
-import time, urllib.request
-for _ in range(900):
-    try:
-        urllib.request.urlopen("http://127.0.0.1:8011/v1/models", timeout=5).read()
-        break
-    except OSError:
-        time.sleep(1)
-else:
-    raise SystemExit("collect.realserve did not answer on :8011 in 15 minutes")
-EOF
+source bench/realserve_up.sh
 "$PY" -m collect out="$OUT" collect/actor=qwen_coder_0_5b_llamacpp \
     stage2.base=turn0 'stage2.events=[repeat,failed,unknown_tool,turn:2]' stage2.q=0.5 \
     stage2.max_randomised=2 \
