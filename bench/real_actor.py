@@ -6,7 +6,7 @@
     python bench/real_actor.py --call-format lenient --openai http://127.0.0.1:8011/v1  # a server
     python bench/real_actor.py --analyze helpdp/data/real-actor helpdp/data/demo   # rates
     python bench/real_actor.py --publish-partial DEST OVERRIDES...   # a stopped run's shards
-    python bench/real_actor.py --eval-report EVAL_OUT... [--skip=POLICY]  # evaluate runs, joined
+    python bench/real_actor.py --eval-report EVAL_OUT... [--skip=POLICY] [--pool]  # evaluate runs, joined
     python bench/real_actor.py --call-value helpdp/data/real-actor helpdp/data/demo  # per turn
 
 Runs a real collection (the demo worlds, the oracle) in this process with the actor
@@ -45,7 +45,10 @@ helpdp.evaluate`` runs that split the seeds between processes (each with its own
 different policies on the same pairs may come from different directories (a helper run
 with ``baselines=false`` beside the baselines' runs); only the pairs every policy ran
 are counted, and ``--skip=POLICY`` (repeatable) leaves a policy out, e.g. one that an
-older run evaluated on fewer pairs.
+older run evaluated on fewer pairs. Then the successes per task, and each policy against
+"help at turn 0" and against the rules' hull at its own spend, with the difference these
+pairs detect at 80% power and the pairs a difference of 0.05 needs. ``--pool`` reports
+the splits as one (test and validation: every held-out task).
 """
 
 from __future__ import annotations
@@ -297,13 +300,16 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     return man["source"]["partial"]
 
 
-def eval_report(dirs: list[str], skip: tuple[str, ...] = ()) -> dict:
-    """Joined evaluate runs: SR (Wilson), calls, and paired differences; markdown."""
+def eval_report(dirs: list[str], skip: tuple[str, ...] = (), pool: bool = False) -> dict:
+    """Joined evaluate runs: SR (Wilson), calls, and paired differences; markdown.
+    ``pool``: the splits as one (e.g. test and validation: every held-out task)."""
     import pandas as pd
 
     from helpdp.evaluate.stats import paired_ci
 
     res = pd.concat([pd.read_parquet(Path(d) / "results.parquet") for d in dirs])
+    if pool:
+        res = res.assign(split="+".join(dict.fromkeys(res["split"])))
     unknown = sorted(set(skip) - set(res["policy"]))
     if unknown:
         raise SystemExit(f"--skip={unknown[0]!r}: no such policy in {dirs}")
@@ -395,13 +401,15 @@ def _power(by: dict, pols: list[str], cell: dict, out: dict, split: str) -> list
         for name, base in against:
             d = (mine - base).to_numpy()
             m, lo, hi = paired_ci(d)
-            sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
-            mde = detectable_difference(sd, len(d))
-            need = pairs_needed(sd, 0.05) if sd > 0 else 0
+            sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+            # no spread yet (every pair the same): the power is not estimable
+            mde = detectable_difference(sd, len(d)) if sd > 0 else float("nan")
+            need = pairs_needed(sd, 0.05) if sd > 0 else None
             out[(split, f"{p} vs {name}")] = {"d": m, "lo": lo, "hi": hi, "mde": mde, "need": need}
             lines.append(
                 f"| {cell[p]} ({by[p]['expert_calls'].mean():.2f}) | {name.replace('|', '/')} | "
-                f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {mde:.3f} | {need} |"
+                f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                + ("n/a (no spread) | n/a |" if need is None else f"{mde:.3f} | {need} |")
             )
     return lines
 
@@ -411,7 +419,8 @@ def main(argv=None) -> dict:
         argv = sys.argv[1:]
     if argv and argv[0] == "--eval-report":
         skip = tuple(a.removeprefix("--skip=") for a in argv[1:] if a.startswith("--skip="))
-        return eval_report([a for a in argv[1:] if not a.startswith("--skip=")], skip)
+        dirs = [a for a in argv[1:] if not a.startswith("--")]
+        return eval_report(dirs, skip, pool="--pool" in argv[1:])
     if argv and argv[0] == "--call-value":
         report = call_value(argv[1:])
         print(json.dumps(report, indent=1))

@@ -79,6 +79,21 @@ def test_eval_report_per_task_and_at_equal_spend_with_the_power(tmp_path, capsys
     assert out[key]["d"] == pytest.approx(0.75 - 0.375)  # mix: 1, 0.5, 0, 0
     text = capsys.readouterr().out
     assert "| a | 2 | 1 | 2 | 2 |" in text and "| b | 2 | 0 | 0 | 1 |" in text
+    # no spread (turns 0,1 and turn 0 agree on the pairs of task a): no power to quote
+    _results(tmp_path / "t0b", "rule: turn 0", pairs[:2], [1, 0], 1.0)
+    _results(tmp_path / "t01b", "rule: turns 0,1", pairs[:2], [1, 0], 2.0)
+    out = bench.eval_report([str(tmp_path / d) for d in ("t0b", "t01b")])
+    assert out["test/rule: turns 0,1 vs rule: turn 0"]["need"] is None
+    assert "| +0.000 [+0.000, +0.000] | n/a (no spread) | n/a |" in capsys.readouterr().out
+    # --pool: the splits as one
+    frame = pd.read_parquet(tmp_path / "t0b" / "results.parquet")
+    frame.assign(split="validation", pair=["c#1", "c#2"]).to_parquet(tmp_path / "t0b" / "v.parquet")
+    v = tmp_path / "v"
+    v.mkdir()
+    (tmp_path / "t0b" / "v.parquet").rename(v / "results.parquet")
+    out = bench.eval_report([str(tmp_path / "t0b"), str(v)], pool=True)
+    assert out["test+validation/rule: turn 0"]["SR"] == 0.5
+    assert "4 paired (task, seed) episodes" in capsys.readouterr().out
 
 
 def _runtimes():
