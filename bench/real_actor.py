@@ -307,6 +307,9 @@ def eval_report(dirs: list[str], skip: tuple[str, ...] = (), pool: bool = False)
 
     from helpdp.evaluate.stats import paired_ci
 
+    missing = [d for d in dirs if not (Path(d) / "results.parquet").is_file()]
+    if missing:
+        raise SystemExit(f"{missing[0]}: not an evaluate out directory (no results.parquet)")
     res = pd.concat([pd.read_parquet(Path(d) / "results.parquet") for d in dirs])
     if pool:
         res = res.assign(split="+".join(dict.fromkeys(res["split"])))

@@ -56,6 +56,8 @@ def test_eval_report_joins_runs_on_their_common_pairs_and_skips_on_request(tmp_p
     assert "| helper | +0.250 [" in text and "| rule |  | -0.250 [" in text
     with pytest.raises(SystemExit, match="no such policy"):
         bench.eval_report(dirs, skip=("nope",))
+    with pytest.raises(SystemExit, match="not an evaluate out directory"):
+        bench.eval_report(dirs + [str(tmp_path / "rule" / "results.parquet")])
     with pytest.raises(SystemExit, match="in two runs"):
         bench.eval_report(dirs + [dirs[0]])
 
