@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -207,3 +208,22 @@ def test_spec_policies_in_selected_json(tmp_path):
         select(None, SelectConfig(event_rules=["turn0", "turn0+after:loops"]), 1.0)
     with pytest.raises(ValueError, match=r"event_rules\[1\]: 'turn_zero' repeats"):
         select(None, SelectConfig(event_rules=["turn0", "turn_zero"]), 1.0)
+
+
+def test_the_shipped_stage2_data_selects_at_budgets_1_and_2(tmp_path, capsys):
+    """The real model's stage-2 data (406 of 500 episodes, 5 train tasks, turn 0 always
+    helped): the DP has no policy below its usage at budget 1 (the rungs are skipped, not
+    an error), the turn-0 rule is kept there, and at budget 2 the episode bootstrap (5 <
+    min_tasks tasks) picks "turns 0,3" with its difference all in the model's part
+    (docs/results/real-actor.md, 2026-11-29, later)."""
+    from helpdp.select import run_select
+
+    data = Path(__file__).resolve().parents[1] / "helpdp" / "data" / "real-actor-stage2-partial"
+    cfg = SelectConfig(data=str(data), budget=[1.0, 2.0], n_boot=200, out=str(tmp_path))
+    b1, b2 = run_select(cfg)
+    out = capsys.readouterr().out
+    assert "rung turn_event: skipped (budget 1.0 is below the least expert usage" in out
+    assert b1["policy_name"] == "rule: turns 0" and b1["ope"]["U"] == pytest.approx(1.0)
+    assert b2["policy_name"] == "rule: turns 0,3"
+    chosen = next(c for c in b2["candidates"] if c["candidate"] == "rule: turns 0,3")
+    assert chosen["dSR_model"] > 0.15 and abs(chosen["dSR_data"]) < 0.05
