@@ -10,7 +10,10 @@
 # the first chunk without a report (a stopped chunk resumes its baselines' shards).
 #
 #   nohup nice -n 10 bash bench/real_heldout.sh [CHUNKS] >> outputs/real-heldout.log 2>&1 &
-#   python bench/real_actor.py --eval-report outputs/real-heldout/seeds-*   # the joined table
+#   python bench/real_actor.py --eval-report outputs/real-heldout/seeds-*/ --pool  # joined
+#
+# `kill PID` (the script's) stops the chunk running and the servers; the finished chunks
+# are kept (a chunk without results.parquet is not finished: leave it out of the report).
 #
 # Needs `make real-actor llama-server` and the stage-2 shards (helpdp/data/real-actor-stage2).
 set -euo pipefail
@@ -37,6 +40,8 @@ for ((i = 0; i < CHUNKS; i++)); do
         'tasks=[0,1,2]' 'splits=[test,validation]' "seeds=[$s,$((s + 1)),$((s + 2))]" budget=2 \
         'random_p=[]' 'turn_rules=[[0,1],[0,3]]' ope=false batch_size=2 progress=false \
         "skip=['never','random episodes p=0.5','rule: after failure','rule: turn 0 + after failure','dp table (budget 2)']" \
-        out="$dir" > "$dir.log" 2>&1 || { echo "chunk $s failed: $dir.log"; exit 1; }
+        out="$dir" > "$dir.log" 2>&1 &
+    pids+=($!)  # in the background, waited on: a kill of the script stops it at once
+    wait "${pids[-1]}" || { echo "chunk $s failed: $dir.log"; exit 1; }
     echo "chunk $s done"
 done
