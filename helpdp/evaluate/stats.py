@@ -53,6 +53,23 @@ def equal_spend_baseline(
     return None
 
 
+def _upper_hull(points) -> list[tuple[float, float, str]]:
+    """The upper concave hull of ``(calls, value, name)`` points sorted by calls, then by
+    value descending: the points no mixture of two others beats at their calls."""
+    hull: list[tuple[float, float, str]] = []
+    for u, v, n in points:
+        if hull and v <= hull[-1][1]:
+            continue  # costs as much or more, gains nothing
+        while len(hull) >= 2:
+            (u0, v0, _), (u1, v1, _) = hull[-2], hull[-1]
+            if (v1 - v0) * (u - u0) <= (v - v0) * (u1 - u0):
+                hull.pop()  # under the chord: never on the hull
+            else:
+                break
+        hull.append((float(u), float(v), str(n)))
+    return hull
+
+
 def rule_hull_baseline(
     usage: float, frames: dict[str, pd.DataFrame], key: str = "success"
 ) -> tuple[pd.Series, str] | None:
@@ -70,17 +87,7 @@ def rule_hull_baseline(
         ((float(f["expert_calls"].mean()), float(f[key].mean()), n) for n, f in frames.items()),
         key=lambda x: (x[0], -x[1]),
     )
-    hull: list[tuple[float, float, str]] = []
-    for u, v, n in pts:
-        if hull and v <= hull[-1][1]:
-            continue  # costs as much or more, gains nothing
-        while len(hull) >= 2:
-            (u0, v0, _), (u1, v1, _) = hull[-2], hull[-1]
-            if (v1 - v0) * (u - u0) <= (v - v0) * (u1 - u0):
-                hull.pop()  # under the chord
-            else:
-                break
-        hull.append((u, v, n))
+    hull = _upper_hull(pts)
     for u0, _, a in hull:
         if abs(usage - u0) <= 1e-12:
             return frames[a][key].astype(float), a
@@ -107,17 +114,7 @@ def task_mix(points: pd.DataFrame, budget: float) -> dict[str, dict[str, float]]
         g = g.sort_values(["U", "SR"], ascending=[True, False]).drop_duplicates("U")
         if len(g) == 0 or g["U"].iloc[0] > 1e-12:
             raise ValueError(f"task_mix: task {task} has no zero-call policy (never)")
-        hull: list[tuple[float, float, str]] = []
-        for u, sr, pol in zip(g["U"], g["SR"], g["policy"]):
-            if hull and sr <= hull[-1][1]:
-                continue  # costs more, gains nothing
-            while len(hull) >= 2:
-                (u0, s0, _), (u1, s1, _) = hull[-2], hull[-1]
-                if (s1 - s0) * (u - u0) <= (sr - s0) * (u1 - u0):
-                    hull.pop()  # under the chord: never on the hull
-                else:
-                    break
-            hull.append((float(u), float(sr), str(pol)))
+        hull = _upper_hull(zip(g["U"], g["SR"], g["policy"]))
         hulls[task] = hull
         for i in range(1, len(hull)):
             du, ds = hull[i][0] - hull[i - 1][0], hull[i][1] - hull[i - 1][1]
