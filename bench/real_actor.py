@@ -380,7 +380,7 @@ def _power(by: dict, pols: list[str], cell: dict, out: dict, split: str) -> list
     (helpdp.evaluate.rule_hull_baseline: an episode-wise mix of never, always and the
     ``rule: ...`` policies), with the difference 80% power detects from these pairs and
     the pairs a difference of 0.05 needs (two-sided 5%, pairs independent)."""
-    from helpdp.evaluate.stats import paired_ci, rule_hull_baseline
+    from helpdp.evaluate.stats import is_rule, paired_ci, rule_hull_baseline
     from helpdp.intervals import detectable_difference, pairs_needed
 
     lines = [
@@ -390,11 +390,7 @@ def _power(by: dict, pols: list[str], cell: dict, out: dict, split: str) -> list
     ]
     for p in pols:
         mine = by[p]["success"].astype(float)
-        rules = {
-            q: by[q]
-            for q in pols
-            if q != p and (q in ("never", "always") or q.startswith("rule: "))
-        }
+        rules = {q: by[q] for q in pols if q != p and is_rule(q)}
         against = []
         if "rule: turn 0" in by and p != "rule: turn 0":
             against.append(("rule: turn 0", by["rule: turn 0"]["success"].astype(float)))

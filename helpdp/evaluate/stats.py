@@ -21,6 +21,7 @@ __all__ = [
     "compare",
     "equal_spend_baseline",
     "headroom",
+    "is_rule",
     "mix_baseline",
     "mix_curve",
     "paired_ci",
@@ -51,6 +52,12 @@ def equal_spend_baseline(
             base = (1 - lam) * curve[p0][key] + lam * curve[p1][key]
             return base, f"random p={p0:g}/{p1:g} mixed {1 - lam:.2f}/{lam:.2f}"
     return None
+
+
+def is_rule(name: str) -> bool:
+    """A fixed rule's policy name (never, always, ``rule: ...``): what
+    :func:`rule_hull_baseline` mixes."""
+    return name in ("never", "always") or name.startswith("rule: ")
 
 
 def _upper_hull(points) -> list[tuple[float, float, str]]:
@@ -261,7 +268,7 @@ def compare(
     rules = {
         n: r[r["policy"] == n].reindex(mine.index)
         for n in r["policy"].unique()
-        if n != policy and (n in ("never", "always") or n.startswith("rule: "))
+        if n != policy and is_rule(n)
     }
     hull = rule_hull_baseline(out["U"], rules) if rules else None
     if hull is not None:
