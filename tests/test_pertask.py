@@ -200,3 +200,28 @@ def test_free_cpus_reads_the_instantaneous_runnable_count(monkeypatch, tmp_path)
     assert solve_mod.free_cpus(2) is None
     monkeypatch.setattr(solve_mod, "LOADAVG", str(tmp_path / "absent"))
     assert solve_mod.free_cpus(2) is None
+
+
+@pytest.mark.parametrize("path", ["serial", "tasks", "levels"])
+def test_a_solve_reuses_only_arrays_nothing_holds(path):
+    """A solve writes into the previous solve's arrays once nothing holds them (the
+    same numbers as into new ones, whatever they held), and never into arrays a
+    Solution or a view of its arrays still holds."""
+    m = from_frames(*random_tasks(5, n_tasks=12)).mdp
+    ref = solve(m, 0.1, gamma=1.0, parallel=path)
+    ref_vals, ref_act = ref.values.copy(), ref.action.copy()
+    other = solve(m, 0.3, gamma=1.0, parallel=path)  # ref is held: new arrays
+    assert other.values is not ref.values and other.action is not ref.action
+    assert np.array_equal(ref.values, ref_vals) and np.array_equal(ref.action, ref_act)
+    other_id = id(other.values)
+    other.values[:] = np.nan  # what a reused array held must not matter
+    other.action[:] = 7
+    del other
+    again = solve(m, 0.1, gamma=1.0, parallel=path)
+    assert id(again.values) == other_id  # reused
+    assert np.array_equal(again.values, ref_vals) and np.array_equal(again.action, ref_act)
+    view = again.values[:, 1]  # a view holds the array
+    del again
+    third = solve(m, 0.3, gamma=1.0, parallel=path)
+    assert id(third.values) != other_id
+    assert np.array_equal(view, ref_vals[:, 1])
