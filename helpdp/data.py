@@ -223,7 +223,7 @@ def _read_table(path: Path, name: str, schema: dict[str, str]) -> pd.DataFrame:
     for col in table.column_names:  # keep extra columns (e.g. split, text metadata)
         if col not in cols:
             cols[col] = table.column(col).to_pandas()
-    return pd.DataFrame(cols)
+    return pd.DataFrame(cols, copy=False)  # the columns as read: no copy into blocks
 
 
 def _read_manifest(path: Path) -> dict:
