@@ -40,7 +40,8 @@ average at the time:
 * bandwidth: bytes one solve reads and writes, over the read bandwidth of a large
   numpy copy measured in the same run: the bound, and solve / bound;
 * the unconstrained solvers a user might pick instead, if installed from PyPI
-  (``mdpsolver``, ``pymdptoolbox``), on the layered shape up to --third-party-max.
+  (``mdpsolver``, ``pymdptoolbox``) against ours at the same discount, quiet and
+  busy, up to --third-party-max.
 
 ``--stream N`` writes a tree dataset of N transitions as parts of whole tasks under
 ``--dir`` (kept for reruns; never inside the repository), then traces every
@@ -52,6 +53,7 @@ cluster of 2 worker CPUs, reporting time, peak memory and per-task throughput.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -74,7 +76,7 @@ from helpdp.data import write_dataset
 from helpdp.trace import frontier_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dp_peers import bench_third_party, scipy_vi  # noqa: E402 - the sibling module
+from dp_peers import MISSING, scipy_vi, third_party_solvers  # noqa: E402 - the sibling module
 
 R = 0.3  # fixed help cost for single solves
 DEPTH = 16
@@ -295,7 +297,6 @@ def dataset_dir(size: int, args):
     """A context manager giving the directory of the benchmark's dataset of ``size``
     transitions: generated and written there first (``--keep-data``: under
     ``--dir``, reused by later runs; else a temporary directory)."""
-    import contextlib
 
     @contextlib.contextmanager
     def kept():
@@ -492,17 +493,30 @@ def bench_bandwidth(mdp, args, res: dict, bw: float, size: int) -> None:
         f"{bound * 1e3:.1f} ms -> solve is {t_q / bound:4.2f}x the bandwidth bound"
     )
     res["bound"] = bound
-    if args.shape == "layered" and size <= args.third_party_max:
-        ours99 = median_time(lambda mdp=mdp: solve(mdp, R, gamma=0.99), 5)
-        print(f"ours (gamma 0.99)           {ours99 * 1e3:8.1f} ms")
+    if size <= args.third_party_max:
+        bench_peers(mdp, res)
 
-        def report(name, secs, note="", base=ours99):
-            if secs is None:
-                print(f"{name:<46} {note}")
-            else:
-                print(f"{name:<46} {secs * 1e3:8.1f} ms  -> ours is {secs / base:6.1f}x faster")
 
-        bench_third_party(mdp, R, 0.99, report, t_q)
+def bench_peers(mdp, res: dict) -> None:
+    """The installed third-party solvers (``dp_peers.third_party_solvers``) against
+    ours at the same discount, on the same MDP, quiet and with the two busy loops;
+    each pair interleaved (3 solves each after a warm-up)."""
+    peers = third_party_solvers(mdp, R, 0.99)
+    for name, hint in MISSING.items():
+        if name not in peers:
+            print(f"{name:<46} not installed ({hint})")
+    ours = {g: (lambda g=g: solve(mdp, R, gamma=g)) for g in (1.0, 0.99)}
+    for state in ("quiet", "busy"):
+        ctx = Busy() if state == "busy" else contextlib.nullcontext()
+        with ctx:
+            la = loadavg()
+            for name, (fn, g) in peers.items():
+                t = interleaved_times({"ours": ours[g], name: fn}, 3)
+                res.setdefault("peers", {}).setdefault(state, {})[name] = (t[name], t["ours"])
+                print(
+                    f"[{state}, load average {la}] {name} (gamma {g:g}) {t[name] * 1e3:8.1f} ms, "
+                    f"ours {t['ours'] * 1e3:.1f} ms -> ours is {t[name] / t['ours']:.1f}x faster"
+                )
 
 
 def write_parts_to(root: Path, n_transitions: float, per_part: float, generate: int = 3):
@@ -675,8 +689,8 @@ def main() -> None:
     ap.add_argument(
         "--third-party-max",
         type=float,
-        default=1e6,
-        help="largest size to run third-party solvers on (layered shape)",
+        default=2.2e6,
+        help="largest size to run the third-party solvers on (both shapes)",
     )
     ap.add_argument("--stream", type=float, default=None, help="streamed run: transitions")
     ap.add_argument("--part-size", type=float, default=2.5e6, help="transitions per part")

@@ -4,7 +4,8 @@ iteration, and ``pymdptoolbox`` / ``mdpsolver`` where installed from PyPI."""
 
 from __future__ import annotations
 
-import time
+import contextlib
+import io
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,22 +67,32 @@ def third_party_inputs(mdp, r: float):
     return mats, rewards
 
 
-def bench_third_party(mdp, r: float, gamma: float, report, ours1: float):
+def third_party_solvers(mdp, r: float, gamma: float) -> dict:
+    """The installed peers as ``{name: (solve, gamma)}``: each ``solve()`` runs one
+    solve on inputs built here, once (the build is not timed). ``gamma`` is the
+    discount each runs at: pymdptoolbox at 1 (with gamma < 1 its constructor bounds
+    the iteration count with a Python loop over states, minutes at 10^6; our graphs
+    converge without it), mdpsolver at ``gamma`` (its value iteration needs < 1)."""
     mats, rewards = third_party_inputs(mdp, r)
+    out = {}
     try:
         import mdptoolbox.mdp
 
         # its input check densifies sparse matrices (S x S floats): skip it, the
         # matrices are stochastic by construction
         mdptoolbox.mdp._util.check = lambda P, R: None
-        # gamma = 1: with gamma < 1 its constructor bounds the iteration count with
-        # a Python loop over states (minutes at 10^6); our DAG converges without it
-        t = time.perf_counter()
-        vi = mdptoolbox.mdp.ValueIteration(mats, rewards, 1.0, epsilon=1e-6, max_iter=10_000)
-        vi.run()
-        report("pymdptoolbox ValueIteration (gamma 1)", time.perf_counter() - t, base=ours1)
+
+        def toolbox():
+            # (it prints a convergence warning at gamma 1 on every construction)
+            with contextlib.redirect_stdout(io.StringIO()):
+                vi = mdptoolbox.mdp.ValueIteration(
+                    mats, rewards, 1.0, epsilon=1e-6, max_iter=10_000
+                )
+            vi.run()
+
+        out["pymdptoolbox ValueIteration"] = (toolbox, 1.0)
     except ImportError:
-        report("pymdptoolbox", None, "not installed (pip install pymdptoolbox)")
+        pass
     try:
         import mdpsolver
 
@@ -95,8 +106,18 @@ def bench_third_party(mdp, r: float, gamma: float, report, ours1: float):
         rew = [[int(s), a, float(rewards[s, a])] for s in range(mdp.n_states) for a in (0, 1)]
         m = mdpsolver.model()
         m.mdp(discount=gamma, rewardsElementwise=rew, tranMatElementwise=tran)
-        t = time.perf_counter()
-        m.solve(algorithm="vi", tolerance=1e-6, update="standard", parallel=True)
-        report("mdpsolver value iteration, OpenMP (gamma 0.99)", time.perf_counter() - t)
+        del tran, rew
+
+        def solver():
+            m.solve(algorithm="vi", tolerance=1e-6, update="standard", parallel=True)
+
+        out["mdpsolver value iteration, OpenMP"] = (solver, gamma)
     except ImportError:
-        report("mdpsolver", None, "not installed (pip install mdpsolver)")
+        pass
+    return out
+
+
+MISSING = {
+    "pymdptoolbox ValueIteration": "pip install pymdptoolbox",
+    "mdpsolver value iteration, OpenMP": "pip install mdpsolver",
+}
