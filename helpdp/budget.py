@@ -494,15 +494,18 @@ def search_budgets(
     r_star = list(dict.fromkeys(q.r for q in queries))
     means = dict(zip(r_star, map(tuple, cost_means(mdp, r_star, gamma=gamma, tie_tol=tie_tol))))
     per_batch = max(1, SWEEP_BATCH_BYTES // (2 * 25 * mdp.n_states))
-    for i in range(0, len(queries), per_batch):
-        for res in _frontier_batch(mdp, queries[i : i + per_batch], means, tie_tol, kw):
-            if traced:  # the first result's seconds include the trace
-                res.seconds = time.perf_counter() - t0
-                traced = False
-            yield res
-        # hold no result while the next batch is computed: a batch's Solutions share
-        # its blocks of memory, which one live result keeps
-        res = None
+    try:
+        for i in range(0, len(queries), per_batch):
+            for res in _frontier_batch(mdp, queries[i : i + per_batch], means, tie_tol, kw):
+                if traced:  # the first result's seconds include the trace
+                    res.seconds = time.perf_counter() - t0
+                    traced = False
+                yield res
+            # hold no result while the next batch is computed: a batch's Solutions share
+            # its block of memory, which the next batch reuses when no result keeps it
+            res = None
+    finally:
+        mdp.cache.pop("spare_block", None)  # the sweep's block goes with the sweep
     if error is not None:
         raise error
 
@@ -776,7 +779,10 @@ def run_search(cfg) -> list[dict]:
         method=cfg.method,
         **kw,
     )
-    for b, res in zip(budgets, results):
+    # one result at a time, by next() (zip's reused tuple would hold the last result
+    # while the next batch is computed, and with it the block that batch could reuse)
+    for b in budgets:
+        res = next(results)
         where = write_result(ds, res, out / _budget_dir(float(b)) if sweep else out)
         js = res.to_json()
         mix = ""
@@ -788,5 +794,5 @@ def run_search(cfg) -> list[dict]:
         )
         warm = ""
         summaries.append(js)
-        del res  # (written: its batch's memory may go before the next one is computed)
+        del res  # (written: its batch's block is free for the next batch)
     return summaries

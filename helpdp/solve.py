@@ -128,7 +128,6 @@ def solve(
     if mdp.acyclic:
         out = _outputs(mdp, 2 + k)
         _acyclic_pass(mdp, parallel, backup, out)
-        mdp.cache["spare"] = out
         sweeps = 1
     else:
         out = Values(np.zeros((mdp.n_states, 2 + k)), np.full(mdp.n_states, -1, np.int8))
@@ -166,22 +165,32 @@ _UNHELD = _refs(Values(np.zeros(1), np.zeros(1, np.int8)))
 
 
 def _outputs(mdp: MDP, n_col: int) -> Values:
-    """The arrays an acyclic solve writes: the previous solve's, when nothing holds them
-    any more (its ``Solution`` and every view of its arrays are gone), else new ones.
-
-    A pass writes every state's values and action and reads none before (the old
-    values only feed its change measure), so a reused array gives the same numbers
-    as a new one. New memory costs more than the pass's own writes: the kernel
+    """The arrays an acyclic solve writes (``_reused``: the last solve's when nothing
+    holds them any more). New memory costs more than the pass's own writes: the kernel
     faults and zeroes it page by page, and two threads of the per-task pass wait on
     each other's faults (measured at 2.2 M transitions: the per-task pass 7.2 ms into
     a reused array, 14.8 ms into a new one; serial 13.2 and 17.3 ms). A search's
     solves are each dropped before the next, so each reuses the last one's memory;
     the MDP keeps one such set alive between solves (``n x (2 + K)`` float64 and
     ``n`` int8)."""
-    spare = mdp.cache.pop("spare", None)  # one taker, even across threads
-    if spare is not None and spare.val.shape[1] == n_col and _refs(spare) <= _UNHELD:
+    return _reused(mdp, "spare", (mdp.n_states, n_col))
+
+
+def _reused(mdp: MDP, key: str, shape: tuple) -> Values:
+    """Arrays ``val`` (``shape``, float64) and ``action`` (``shape[:-1]``, int8) for a
+    pass that writes every element and reads none before (the old values only feed a
+    solve's change measure): those kept under ``mdp.cache[key]`` by the last call when
+    nothing else holds them (every ``Solution`` and view of them dropped: CPython's
+    reference count), else new ones, which are kept in their place. A kept block of
+    more rows (a batch of more help costs) serves a smaller one by its first rows."""
+    spare = mdp.cache.pop(key, None)  # one taker, even across threads
+    fits = spare is not None and spare.val.shape[1:] == shape[1:]
+    if not fits or spare.val.shape[0] < shape[0] or _refs(spare) > _UNHELD:
+        spare = Values(np.empty(shape), np.empty(shape[:-1], np.int8))
+    mdp.cache[key] = spare
+    if spare.val.shape[0] == shape[0]:
         return spare
-    return Values(np.zeros((mdp.n_states, n_col)), np.full(mdp.n_states, -1, np.int8))
+    return Values(spare.val[: shape[0]], spare.action[: shape[0]])
 
 
 def _batched(mdp: MDP) -> bool:
@@ -202,11 +211,12 @@ def _sweep_costs(mdp: MDP, rs, gamma: float, tie_tol: float, write: bool):
     n = mdp.n_states if write else 0
     for g in range(0, len(rs), group):
         r = np.array(rs[g : g + group], np.float64)
-        vals = np.empty((len(r), n, 3))
-        actions = np.empty((len(r), n), np.int8)
+        # the last batch's block when its Solutions are gone (search_budgets drops it)
+        vals, actions = _reused(mdp, "spare_block", (len(r), n, 3))
         start_vals = np.empty((len(starts), len(r), 3))
         _sweep_parts(mdp, r, float(gamma), float(tie_tol), starts, start_vals, write, vals, actions)
         yield r, parametric.start_means(starts, mdp.start_weight, start_vals), vals, actions
+        del vals, actions  # (held here, they would never be free for the next group)
 
 
 def _sweep_parts(mdp: MDP, r, gamma, tie_tol, starts, start_vals, write, vals, actions) -> None:
@@ -243,7 +253,8 @@ def solve_costs(mdp: MDP, rs, *, gamma: float, tie_tol: float = 1e-12) -> list[S
     The batched pass covers the exact rule with one intervention on an acyclic graph
     laid out by task (``mdp.comp_ptr``); elsewhere this is the loop of solves. K
     Solutions take K * n * 25 bytes, as K solves' do; those of one group are views
-    of one block of memory (freed when the last of them goes).
+    of one block of memory, which the next call on the same MDP writes into once the
+    last of them is gone (``_reused``; ``search_budgets`` lets it go at its end).
     """
     rs = [float(r) for r in rs]
     if not _batched(mdp):
