@@ -244,7 +244,7 @@ def test_an_out_directory_is_claimed_recorded_and_replaced_only_when_asked(tmp_p
 
     out = tmp_path / "o"
     with _claim(out):
-        out.mkdir()
+        out.mkdir(exist_ok=True)
         (out / "a.json").write_text("1")
     assert read_record(out) == {
         "command": "helpdp.search",
@@ -299,6 +299,46 @@ def test_an_empty_out_a_file_and_a_run_that_wrote_nothing(tmp_path):
     assert not (tmp_path / "never").exists()  # no record, no empty directory
     with _claim(None):  # out=null: the command writes no directory
         pass
+
+
+def test_a_run_killed_midway_is_resumed_by_its_rerun(tmp_path):
+    """The record is written before the command runs: a run killed after writing part
+    of its outputs (no cleanup runs on SIGKILL) leaves a record, and its rerun goes on
+    in the same directory instead of being refused as files of unknown origin."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from helpdp.cliconf import read_record
+
+    out = tmp_path / "o"
+    code = textwrap.dedent(
+        f"""
+        import os
+        from omegaconf import OmegaConf
+        from helpdp.cliconf import claim_out
+        cfg = OmegaConf.create({{"out": {str(out)!r}, "budget": 1.0, "quiet": False}})
+        with claim_out("helpdp.search", cfg, config_name="search", overrides=["b=1"]):
+            os.makedirs({str(out)!r}, exist_ok=True)
+            open(os.path.join({str(out)!r}, "part.json"), "w").write("1")
+            os._exit(9)  # killed: no finally runs
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 9, run.stderr
+    assert read_record(out)["config"]["budget"] == 1.0
+    with _claim(out):  # the same config: resumed, not refused
+        (out / "rest.json").write_text("2")
+    assert sorted(p.name for p in out.iterdir()) == [".hydra", "part.json", "rest.json"]
+    with pytest.raises(FileExistsError, match="another helpdp.search config"):
+        with _claim(out, budget=2.0):
+            raise AssertionError("the body must not run")
+    # a run into a directory that exists and is empty, writing nothing: no record left
+    (tmp_path / "empty").mkdir()
+    with _claim(tmp_path / "empty"):
+        pass
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())
 
 
 def test_one_writer_per_out_directory(tmp_path):

@@ -13,10 +13,11 @@
   and the same resolved config (a rerun; afterwards the command says on stderr what it
   replaced), or with ``overwrite=true``; another command's outputs, another config's,
   or files of unknown origin are refused, named, with what to type instead;
-* after the command, ``OUT/.hydra/`` records the run, Hydra's layout: ``config.yaml``
+* before the command runs, ``OUT/.hydra/`` records it, Hydra's layout: ``config.yaml``
   (the resolved config; ``python -m <command> --config-dir OUT/.hydra --config-name
   config`` re-runs it), ``overrides.yaml`` (the command line) and ``job.yaml`` (the
-  command). A run that wrote nothing leaves no record (and no empty directory).
+  command), so a run killed midway is resumed by its rerun, not refused. A run that
+  wrote nothing leaves no record (and no empty directory it created).
 """
 
 from __future__ import annotations
@@ -213,6 +214,19 @@ def _write_record(
     OmegaConf.save(OmegaConf.create(job), rec / "job.yaml")
 
 
+def _drop_record(out: Path, created: bool) -> None:
+    """Remove the record of a run that wrote nothing (the files ``_write_record`` wrote),
+    and ``out`` when this run created it and nothing else is there."""
+    rec = out / RECORD
+    for name in ("config.yaml", "overrides.yaml", "job.yaml"):
+        with contextlib.suppress(FileNotFoundError):
+            (rec / name).unlink()
+    with contextlib.suppress(OSError):  # not empty: files that are not ours stay
+        rec.rmdir()
+        if created:
+            out.rmdir()
+
+
 @contextlib.contextmanager
 def claim_out(
     command: str,
@@ -244,12 +258,18 @@ def claim_out(
         reason = _refusal(command, out, config, list(before)) if before else None
         if reason and not overwrite:
             raise FileExistsError(reason)
+        created = not out.exists()
+        # recorded before the body runs: a run killed midway (SIGKILL, a lost machine)
+        # leaves its record beside its files, so that its rerun resumes them instead of
+        # being refused as files of unknown origin
+        out.mkdir(parents=True, exist_ok=True)
+        _write_record(out, command, config_name, config, overrides)
         try:
             yield
         finally:
             after = _files(out) if out.is_dir() else {}
-            if after:
-                _write_record(out, command, config_name, config, overrides)
+            if not after:
+                _drop_record(out, created)
             replaced = [k for k, v in before.items() if after.get(k) != v]
             if replaced:
                 why = (
