@@ -88,7 +88,10 @@ class SharedStampLocator(caching._CacheLocator):
 def share_stamp(directory: str) -> None:
     """Stamp the numba cache of every function defined in ``directory`` with the digest
     of all its ``.py`` files. Call it before those modules are imported (numba picks a
-    function's locator when it is decorated)."""
+    function's locator when it is decorated). A directory that is not one on disk (a
+    zip import) keeps numba's own stamps."""
+    if not os.path.isdir(directory):
+        return
     _SHARED.add(os.path.abspath(directory))
     if SharedStampLocator not in _IMPL._locator_classes:
         _IMPL._locator_classes.insert(0, SharedStampLocator)
