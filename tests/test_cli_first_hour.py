@@ -305,7 +305,6 @@ def test_a_run_killed_midway_is_resumed_by_its_rerun(tmp_path):
     """The record is written before the command runs: a run killed after writing part
     of its outputs (no cleanup runs on SIGKILL) leaves a record, and its rerun goes on
     in the same directory instead of being refused as files of unknown origin."""
-    import os
     import subprocess
     import sys
     import textwrap
