@@ -21,7 +21,7 @@ import os
 
 from numba.core import caching
 
-# the list numba walks to find a locator (CacheImpl from numba 0.61, _CacheImpl before)
+# the list numba walks to find a locator (CacheImpl in recent numba, _CacheImpl in older)
 _IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl
 
 _SHARED: set[str] = set()
