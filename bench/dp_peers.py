@@ -67,6 +67,10 @@ def third_party_inputs(mdp, r: float):
     return mats, rewards
 
 
+TOOLBOX = "pymdptoolbox ValueIteration"
+MDPSOLVER = "mdpsolver value iteration, OpenMP"
+
+
 def third_party_solvers(mdp, r: float, gamma: float) -> dict:
     """The installed peers as ``{name: (solve, gamma)}``: each ``solve()`` runs one
     solve on inputs built here, once (the build is not timed). ``gamma`` is the
@@ -90,7 +94,7 @@ def third_party_solvers(mdp, r: float, gamma: float) -> dict:
                 )
             vi.run()
 
-        out["pymdptoolbox ValueIteration"] = (toolbox, 1.0)
+        out[TOOLBOX] = (toolbox, 1.0)
     except ImportError:
         pass
     try:
@@ -111,13 +115,10 @@ def third_party_solvers(mdp, r: float, gamma: float) -> dict:
         def solver():
             m.solve(algorithm="vi", tolerance=1e-6, update="standard", parallel=True)
 
-        out["mdpsolver value iteration, OpenMP"] = (solver, gamma)
+        out[MDPSOLVER] = (solver, gamma)
     except ImportError:
         pass
     return out
 
 
-MISSING = {
-    "pymdptoolbox ValueIteration": "pip install pymdptoolbox",
-    "mdpsolver value iteration, OpenMP": "pip install mdpsolver",
-}
+MISSING = {TOOLBOX: "pip install pymdptoolbox", MDPSOLVER: "pip install mdpsolver"}

@@ -214,17 +214,17 @@ def _write_record(
     OmegaConf.save(OmegaConf.create(job), rec / "job.yaml")
 
 
-def _drop_record(out: Path, created: bool) -> None:
+def _drop_record(out: Path, created: list[Path]) -> None:
     """Remove the record of a run that wrote nothing (the files ``_write_record`` wrote),
-    and ``out`` when this run created it and nothing else is there."""
+    and the directories this run created for ``out`` (deepest first) that are empty."""
     rec = out / RECORD
     for name in ("config.yaml", "overrides.yaml", "job.yaml"):
         with contextlib.suppress(FileNotFoundError):
             (rec / name).unlink()
     with contextlib.suppress(OSError):  # not empty: files that are not ours stay
         rec.rmdir()
-        if created:
-            out.rmdir()
+        for d in created:
+            d.rmdir()
 
 
 @contextlib.contextmanager
@@ -258,7 +258,8 @@ def claim_out(
         reason = _refusal(command, out, config, list(before)) if before else None
         if reason and not overwrite:
             raise FileExistsError(reason)
-        created = not out.exists()
+        # the directories this run makes for out= (out and missing parents, deepest first)
+        created = [d for d in (out, *out.parents) if not d.exists()]
         # recorded before the body runs: a run killed midway (SIGKILL, a lost machine)
         # leaves its record beside its files, so that its rerun resumes them instead of
         # being refused as files of unknown origin
