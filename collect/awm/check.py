@@ -52,6 +52,7 @@ from collect.awm.sandbox import (
 )
 from collect.awm.sandbox.rmtree import remove_tree
 from collect.awm.tools import Tool, tools_from_openapi
+from collect.awm.verification import verifier_world
 from collect.worlds import WORLDS_DIR
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
@@ -237,6 +238,7 @@ def check_scenario(
                 final_answer=None,
                 mode=mode,
                 function_name=record.function_name,
+                world=verifier_world(scenario),
             )
             if outcome.status in (
                 "timeout",

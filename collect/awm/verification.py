@@ -11,6 +11,7 @@ the same way (:func:`database_digest`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import inspect
 import threading
 import uuid
@@ -122,6 +123,18 @@ def database_digest(initial_db_path: str, final_db_path: str) -> dict:
 _DIGEST_SOURCE = inspect.getsource(database_digest)
 
 
+def verifier_world(scenario: Any) -> str:
+    """The key under which a scenario's verifier runs share fork servers
+    (:meth:`~collect.awm.sandbox.VerifierPool.run`'s ``world``): its name and a digest of
+    all its verifier sources, so that no other world's (nor a same-named world of another
+    dataset's) runs share a process image with them."""
+    digest = hashlib.sha256()
+    for records in (scenario.verifiers, scenario.sql_verifiers):
+        for idx, record in sorted(records.items()):
+            digest.update(f"{idx}\0{record.code}\0".encode("utf-8", "surrogatepass"))
+    return f"{scenario.name}:{digest.hexdigest()[:16]}"
+
+
 class EpisodeVerifier:
     """Verification of an :class:`~collect.awm.env.AWMEnv`'s episode (part of the
     environment: it uses its scenario, task, app worker, verifier pool and judge)."""
@@ -181,6 +194,7 @@ class EpisodeVerifier:
                     function_name=record.function_name,
                     final_from_worker=True,
                     timeout=min(float(self.config.verifier_sandbox.call_timeout_s), budget),
+                    world=verifier_world(self.scenario),
                 )
             finally:
                 with contextlib.suppress(OSError):
@@ -244,6 +258,7 @@ class EpisodeVerifier:
                     mode="sql",
                     function_name=database_digest.__name__,
                     final_from_worker=True,
+                    world=verifier_world(self.scenario),
                 )
             finally:
                 path.unlink(missing_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import threading
@@ -88,6 +89,11 @@ class VerifierPool:
     ``crashed``) before its answer is run again, once, on another worker (the broken one
     is gone; every idle one passed its fence). A fence that fails is the run's own doing:
     the stream was in step when the run began, so it is not run again.
+
+    One world per worker. A fork server receives each run's code (and its final answer)
+    in its own memory, which its next child inherits; so a worker serves the runs of one
+    ``world`` only (:meth:`run`'s argument; without one, of one verifier source) and is
+    replaced, never reused, when the pool is full and another world needs a worker.
     """
 
     def __init__(
@@ -132,24 +138,42 @@ class VerifierPool:
         worker.start()
         return worker
 
-    def _acquire(self) -> Worker:
+    def _acquire(self, world: str) -> Worker:
+        """An idle worker that served ``world`` only, else a new one (an idle worker of
+        another world is closed to make room)."""
+        evicted = None
         with self._cond:
             while True:
                 if self._closed:
                     raise SandboxError("closed", "verifier pool is closed")
-                if self._idle:
-                    return self._idle.pop()
+                mine = [w for w in self._idle if getattr(w, "world", None) == world]
+                if mine:
+                    self._idle.remove(mine[-1])
+                    return mine[-1]
                 if self._count < self.size:
                     self._count += 1
                     break
+                if self._idle:  # full: another world's idle worker makes room
+                    evicted = self._idle.pop(0)
+                    break
                 self._cond.wait()
+        if evicted is not None:
+            self._discard(evicted)
         try:
-            return self._new_worker()
+            worker = self._new_worker()
         except BaseException:
             with self._cond:
                 self._count -= 1
                 self._cond.notify()
             raise
+        worker.world = world
+        return worker
+
+    def _discard(self, worker: Worker) -> None:
+        worker.close()
+        removal = remove_tree(worker.workdir)
+        if not removal.removed:
+            _log.warning("verifier directory left in place: %s", removal.error)
 
     def _release(self, worker: Worker, healthy: bool) -> None:
         runs = worker.requests // 2  # a verification is two requests: verify, then the fence
@@ -162,10 +186,7 @@ class VerifierPool:
                 self._idle.append(worker)
             self._cond.notify()
         if recycle:
-            worker.close()
-            removal = remove_tree(worker.workdir)
-            if not removal.removed:
-                _log.warning("verifier directory left in place: %s", removal.error)
+            self._discard(worker)
 
     def run(
         self,
@@ -178,6 +199,7 @@ class VerifierPool:
         function_name: str | None = None,
         timeout: float | None = None,
         final_from_worker: bool = False,
+        world: str | None = None,
     ) -> VerifierOutcome:
         """Run ``code``'s verifier function on copies of the two databases.
 
@@ -186,7 +208,8 @@ class VerifierPool:
         "complete"|"others"}``; ``mode='sql'`` calls ``verify_task(initial_db_path,
         final_db_path)`` and returns its dict. ``final_from_worker``: the final
         database was written by an app worker (copied as a regular file only,
-        without following links or blocking).
+        without following links or blocking). ``world``: whose run this is (a worker
+        serves one world's runs only); None: the runs of this ``code`` only.
         """
         if function_name is None:
             function_name = "verify_task_completion" if mode == "code" else "verify_task"
@@ -200,21 +223,23 @@ class VerifierPool:
             "timeout": timeout,
         }
         databases = (Path(initial_db), Path(final_db), final_from_worker)
-        outcome, retry = self._run_once(payload, databases, started)
+        if world is None:
+            world = "code:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
+        outcome, retry = self._run_once(payload, databases, started, world)
         if retry:  # a reused worker broke before answering: maybe an earlier run's doing
             _log.warning("verifier worker broke (%s); the run goes to another", outcome.status)
-            outcome, _ = self._run_once(payload, databases, started)
+            outcome, _ = self._run_once(payload, databases, started, world)
         return outcome
 
     def _run_once(
-        self, payload: dict, databases: tuple[Path, Path, bool], started: float
+        self, payload: dict, databases: tuple[Path, Path, bool], started: float, world: str
     ) -> tuple[VerifierOutcome, bool]:
         """One verification on one worker: (its outcome, whether to try it once more
         elsewhere: the worker had served earlier runs and broke before its answer)."""
         initial_db, final_db, final_from_worker = databases
         timeout = payload["timeout"]
         try:
-            worker = self._acquire()
+            worker = self._acquire(world)
         except SandboxError as e:
             return VerifierOutcome(e.kind, message=e.message), False
         reused = worker.requests > 0
