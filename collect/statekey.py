@@ -54,7 +54,8 @@ _VERSION = "helpdp-collect/1"
 
 
 def canonical_json(obj: Any) -> str:
-    """Compact, key-sorted JSON (non-JSON values by ``str``)."""
+    """Compact, key-sorted JSON (non-JSON values by ``str``); hashed as UTF-8 with
+    ``surrogatepass``: a model's lone surrogate is data, and valid text keeps its bytes."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
@@ -64,7 +65,9 @@ def id_of(digest: bytes) -> int:
 
 
 def _sha(*parts: Any) -> bytes:
-    return hashlib.sha256(canonical_json([_VERSION, *parts]).encode("utf-8")).digest()
+    return hashlib.sha256(
+        canonical_json([_VERSION, *parts]).encode("utf-8", "surrogatepass")
+    ).digest()
 
 
 def canonical_action(action: dict[str, Any], turn_text: str) -> dict[str, Any]:
@@ -107,7 +110,9 @@ class HistoryKeys:
         ``element``: the step's help (action and text), agent action and observation,
         canonical (see :func:`canonical_action`).
         """
-        nxt = hashlib.sha256(chain + canonical_json(element).encode("utf-8")).digest()
+        nxt = hashlib.sha256(
+            chain + canonical_json(element).encode("utf-8", "surrogatepass")
+        ).digest()
         return id_of(nxt), nxt
 
     def terminal(
@@ -120,7 +125,9 @@ class HistoryKeys:
         outcome: str,
         digest: str | None = None,
     ) -> int:
-        last = hashlib.sha256(chain + canonical_json(element).encode("utf-8")).digest()
+        last = hashlib.sha256(
+            chain + canonical_json(element).encode("utf-8", "surrogatepass")
+        ).digest()
         return id_of(_sha("terminal", last.hex(), end_reason, outcome))
 
 

@@ -128,12 +128,37 @@ def _invalid(failure: Failure, message: str, raw: str | None = None) -> Action:
     return Action("invalid", failure=failure, message=message, raw_call=raw)
 
 
+#: the deepest nesting a tool call's JSON may have (a reply is data: deeper is a format
+#: error of that turn, never a recursion error of the collector)
+MAX_CALL_DEPTH = 64
+
+
+def _too_deep(value: Any, limit: int = MAX_CALL_DEPTH) -> bool:
+    """Whether ``value`` nests lists/objects more than ``limit`` deep (no recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            if d >= limit:
+                return True
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 def _loads_json(text: str) -> Any:
+    """A reply's JSON; ValueError when it is not JSON or nests past :data:`MAX_CALL_DEPTH`
+    (a ``RecursionError`` of the decoder included)."""
     text = text.strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
-    return json.loads(text)
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_CALL_DEPTH} levels deep") from None
+    if _too_deep(value):
+        raise ValueError(f"nested more than {MAX_CALL_DEPTH} levels deep")
+    return value
 
 
 _ANY_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.S)
@@ -160,7 +185,9 @@ def _json_objects(text: str, offset: int = 0):
         if text[i] in "{[":
             try:
                 value, end = _DECODER.raw_decode(text, i)
-            except ValueError:
+                if _too_deep(value):
+                    raise ValueError("too deep")
+            except (ValueError, RecursionError):
                 i += 1
                 continue
             yield offset + i, offset + end, value
