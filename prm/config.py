@@ -104,9 +104,11 @@ class ScoreConfig:
     prm_dir: str = _f("???", "PRM directory written by prm.train")
     out: str | None = _f(
         None,
-        "where to write the scores; null: DATA/scores.parquet, inside the dataset folder "
-        "(replacing the one there)",
+        "where to write the scores; null: DATA/scores.parquet, inside the dataset folder; "
+        "an existing file is replaced only if it holds scores of prm.score (overwrite=true "
+        "when they differ)",
     )
+    overwrite: bool = _f(False, "replace an out= file that holds other scores written by prm.score")
     allow_other_actor: bool = _f(
         False, "score a dataset collected with another actor than the PRM's"
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from helpdp import contract, load_dataset
 from helpdp.cliconf import as_config, run_app
@@ -59,6 +60,52 @@ def write_scores(scores: pd.DataFrame, path) -> Path:
     return contract.write_table(contract.conform("scores", table), path)
 
 
+def _describe(scores: pd.DataFrame) -> str:
+    sources = sorted({str(v) for v in scores["source"].unique()})
+    mean = float(scores["p_success"].mean()) if len(scores) else float("nan")
+    return f"source {', '.join(sources)}, {len(scores)} rows, mean p_success {mean:.4f}"
+
+
+def check_replace(out: Path, scores: pd.DataFrame, *, overwrite: bool = False) -> None:
+    """Refuse to write ``scores`` over ``out`` unless ``out`` is absent, holds these very
+    scores (a rerun), or holds other scores of ``prm.score`` and ``overwrite`` is true.
+
+    A file that is not a scores table of ``prm.score`` (the contract's columns, every
+    ``source`` a PRM's) is never replaced, whatever ``overwrite`` says: it is the
+    user's, not ours. The refusal leaves ``out`` as it was."""
+    if not out.exists() and not out.is_symlink():
+        return
+    if out.is_symlink() or not out.is_file():
+        raise FileExistsError(
+            f"out={out}: exists and is not a regular file; prm.score replaces only a "
+            "scores file it wrote (choose another out=)"
+        )
+    try:
+        old = pq.read_table(out).to_pandas()
+    except Exception:  # noqa: BLE001 - any unreadable file is not ours
+        old = None
+    ours = (
+        old is not None
+        and list(old.columns) == list(SCORES_SCHEMA.names)
+        and len(old) > 0
+        and all(str(v).startswith("prm:") for v in old["source"].unique())
+    )
+    if not ours:
+        raise FileExistsError(
+            f"out={out}: exists and is not a scores table written by prm.score; "
+            "it was left as it is (choose another out=)"
+        )
+    new = scores[list(SCORES_SCHEMA.names)].reset_index(drop=True)
+    same = len(old) == len(new) and all(
+        np.array_equal(old[c].to_numpy(), new[c].to_numpy()) for c in SCORES_SCHEMA.names
+    )
+    if not same and not overwrite:
+        raise FileExistsError(
+            f"out={out}: holds other scores ({_describe(old)}; these: {_describe(new)}); "
+            "left as they are: overwrite=true replaces them, out=OTHER.parquet keeps both"
+        )
+
+
 def score(cfg) -> dict:
     """Score ``cfg.data`` with the PRM in ``cfg.prm_dir``; write and re-validate the
     scores; returns a summary (printed, JSON on the last line)."""
@@ -68,6 +115,7 @@ def score(cfg) -> dict:
     prm = load_prm(cfg.prm_dir, device=cfg.device)
     scores = score_dataset(prm, ds, allow_other_actor=cfg.allow_other_actor, progress=cfg.progress)
     out = Path(cfg.out) if cfg.out else Path(cfg.data) / "scores.parquet"
+    check_replace(out, scores, overwrite=cfg.overwrite)
     write_scores(scores, out)
     if out.resolve() == (Path(cfg.data) / "scores.parquet").resolve():
         load_dataset(cfg.data)  # the contract's own check of what was just written
