@@ -41,10 +41,8 @@ cross-fitted OPE estimate and interval, and beside it the in-sample model value 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,13 +61,10 @@ from helpdp.policies import (
     AtTurns,
     HelpPolicy,
     Never,
-    StateView,
     build_policy,
-    components,
-    policy_spec,
-    uniform,
 )
-from helpdp.rekey import RUNGS, KeyTablePolicy, solve_rung
+from helpdp.rekey import RUNGS, solve_rung
+from helpdp.selected import MixturePolicy, load_policy, policy_json
 from helpdp.splits import stable_int64
 from helpdp.subset import task_subset
 
@@ -181,116 +176,26 @@ class SelectConfig:
         "difference in SR from it has its lower bound above 0 may replace it (a near tie "
         "goes to the reference, not to a dearer candidate); false: the highest point estimate",
     )
+    confirm: float = _f(
+        0.5,
+        "share of the selection tasks held out as the confirmation fold, which no candidate "
+        "sees while the choice is made: a choice other than the reference replaces it only if, "
+        "there, its paired lower bound (corrected for the candidates confirmed) is above 0, its "
+        "data part is above 0 and the model-free estimate agrees in sign; else the reference "
+        "is kept (0: no confirmation, the choice of the folds alone)",
+    )
+    confirm_top: int = _f(
+        3, "candidates taken to the confirmation fold in the choice's order (Bonferroni over them)"
+    )
+    model_free: str = _f(
+        "pdis",
+        "model-free estimator printed beside the model-based one and asked to agree in sign "
+        "on the confirmation fold (is or pdis: unbiased, wide)",
+    )
     age_cap: int = _f(4, "ages of the latest help at or above this are one key")
     seed: int = _f(0, "seed of the policies' per-episode mixture draws and the bootstrap")
     max_solves: int = _f(200, "most solves one budget search may use")
     out: Any = _f("outputs/select", "output directory; one budget=<b>/ sub-directory per budget")
-
-
-class MixturePolicy:
-    """Per episode, one of ``parts`` (``[(weight, policy)]``) drawn with its weight."""
-
-    def __init__(self, parts: Sequence[tuple[float, HelpPolicy]], *, seed: int = 0, name=""):
-        w = np.asarray([p[0] for p in parts], np.float64)
-        if len(parts) == 0 or (w < 0).any() or abs(w.sum() - 1.0) > 1e-9:
-            raise ValueError(f"mixture weights must be >= 0 and sum to 1, got {w.tolist()}")
-        self.parts = list(parts)
-        self.seed = seed
-        self.name = name or " | ".join(f"{x:.2f} {p.name}" for x, p in parts)
-
-    def _pick(self, episode_id: int) -> int:
-        u = uniform(self.seed, "select-mixture", episode_id)
-        cum = np.cumsum([p[0] for p in self.parts])
-        return int(min(np.searchsorted(cum, u, side="right"), len(self.parts) - 1))
-
-    def decide(self, views: Sequence[StateView]) -> np.ndarray:
-        out = np.zeros(len(views), np.int8)
-        picks = np.asarray([self._pick(v.episode_id) for v in views], np.int64)
-        for k in np.unique(picks):
-            idx = np.flatnonzero(picks == k)
-            out[idx] = np.asarray(self.parts[k][1].decide([views[i] for i in idx])).reshape(-1)
-        return out
-
-    def components(self) -> list[tuple[float, HelpPolicy]]:
-
-        return [(w * cw, c) for w, p in self.parts for cw, c in components(p)]
-
-
-def policy_json(policy) -> dict:
-    """A policy that :func:`load_policy` reads back: never, a rule, a key table, a mixture,
-    or any policy of the registry (``helpdp.policies.policy_spec``: its spec, seed and
-    action; an event rule is ``{"kind": "spec", "spec": "turn0+after:repeat+max:2"}``)."""
-
-    if isinstance(policy, Never):
-        return {"kind": "never", "name": policy.name}
-    if isinstance(policy, AtTurns):
-        return {"kind": "rule", "turns": list(policy.turns), "name": policy.name}
-    if isinstance(policy, KeyTablePolicy):
-        return policy.to_json()
-    if isinstance(policy, MixturePolicy):
-        parts = [[float(w), policy_json(p)] for w, p in policy.parts]
-        return {"kind": "mixture", "name": policy.name, "components": parts}
-    spec = policy_spec(policy)
-    if spec is not None:
-        return {
-            "kind": "spec",
-            "spec": spec,
-            "name": policy.name,
-            "seed": int(getattr(policy, "seed", 0)),
-            "action": int(getattr(policy, "action", 1)),
-        }
-    raise ValueError(f"cannot write policy {getattr(policy, 'name', policy)!r} as JSON")
-
-
-def _from_json(d: dict, seed: int, where: str) -> HelpPolicy:
-
-    kind = d.get("kind") if isinstance(d, dict) else None
-    if kind == "never":
-        return Never()
-    if kind == "rule":
-        return AtTurns(tuple(d["turns"]), name=d.get("name", ""))
-    if kind == "key_table":
-        return KeyTablePolicy.from_json(d, seed=seed, where=where)
-    if kind == "mixture":
-        parts = [(float(w), _from_json(p, seed, where)) for w, p in d["components"]]
-        return MixturePolicy(parts, seed=seed, name=d.get("name", ""))
-    if kind == "spec":
-        try:
-            return build_policy(
-                d["spec"],
-                seed=int(d.get("seed", seed)),
-                action=int(d.get("action", 1)),
-                load_json=load_policy,
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{where}: field 'spec': {type(e).__name__}: {e}") from None
-    raise ValueError(
-        f"{where}: field 'kind': {kind!r} is not never, rule, key_table, mixture or spec"
-    )
-
-
-def load_policy(path, *, seed: int = 0, name: str = "") -> HelpPolicy:
-    """The policy of ``helpdp.select``'s ``selected.json`` (a file, or its directory)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "selected.json"
-    try:
-        d = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{path}: no such file (the out= of python -m helpdp.select)"
-        ) from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON ({e})") from None
-    if not isinstance(d, dict) or "policy" not in d:
-        raise ValueError(f"{path}: no field 'policy' (not a helpdp.select output)")
-    pol = _from_json(d["policy"], seed, str(path))
-    b = d.get("budget")
-    label = name or (f"selected (budget {b:g}): {pol.name}" if b is not None else pol.name)
-    if dataclasses.is_dataclass(pol):
-        return dataclasses.replace(pol, name=label)
-    pol.name = label
-    return pol
 
 
 def _task_folds(tasks: list[str], folds: int, seed: int) -> dict[str, int]:
@@ -371,7 +276,7 @@ def _fold_estimates(logged, ep_fold, cfg, budget, gamma, fixed, ref, log, unit):
             est = estimate(
                 pol,
                 held,
-                estimators=(cfg.estimator,),
+                estimators=(cfg.estimator, cfg.model_free),
                 n_boot=cfg.n_boot,
                 level=cfg.level,
                 seed=cfg.seed,
@@ -397,6 +302,8 @@ def _fold_estimates(logged, ep_fold, cfg, budget, gamma, fixed, ref, log, unit):
                 model, data = d["parts"][cfg.estimator]["dSR"]
                 row.update({k: d[k] for k in ("deviate", "deviate_ref", "differs", "support")})
                 row.update({"dSR_model": model, "dSR_data": data})
+                v, lo, hi = est.get(cfg.model_free, "dSR")
+                row.update({"dSR_mf": v, "dSR_mf_lo": lo, "dSR_mf_hi": hi})
             rows.append(row)
     return pd.DataFrame(rows), {k: pd.concat(v, ignore_index=True) for k, v in per_task.items()}
 
@@ -421,9 +328,21 @@ def _pool(per_fold: pd.DataFrame, per_task: dict, cfg, unit: str, ref_name: str)
                 v = float((w * g[q]).sum())
                 hw = float(np.sqrt(((w * (g[f"{q}_hi"] - g[f"{q}_lo"]) / 2) ** 2).sum()))
             row.update({q: v, f"{q}_lo": v - hw, f"{q}_hi": v + hw, f"{q}_hw": hw})
+        if unit == "task":
+            v, lo, hi, _ = ko.t_interval(
+                _task_values(per_task[name], cfg.model_free, "dSR"), cfg.level
+            )
+        else:
+            v = float((w * g["dSR_mf"]).sum())
+            hw = float(np.sqrt(((w * (g["dSR_mf_hi"] - g["dSR_mf_lo"]) / 2) ** 2).sum()))
+            lo, hi = v - hw, v + hw
+        row.update({"dSR_mf": v, "dSR_mf_lo": lo, "dSR_mf_hi": hi})
         for k in ("agree", "tasks_empty", "deviate", "deviate_ref", "differs", "support"):
             row[k] = int(g[k].sum())
-        row["support"] = min(row["deviate"], row["deviate_ref"])
+        # support counts per fold: every fold in which the candidate acts differently needs
+        # its own agreeing episodes (a sum would let one fold's carry another's none)
+        parts = g.loc[g["differs"] > 0, "support"]
+        row["support"] = int(parts.min()) if len(parts) else 0
         row["dSR_model"] = float((w * g["dSR_model"]).sum())
         row["dSR_data"] = float((w * g["dSR_data"]).sum())
         row["model_SR"] = float((w * g["model_SR"]).sum())
@@ -462,6 +381,153 @@ def _chosen_interval(chosen, per_task: dict, cfg, unit: str, q: str) -> tuple[fl
     return float(v), float(v - hw), float(v + hw)
 
 
+def _confirm_tasks(tasks: list[str], share: float, seed: int) -> list[str]:
+    """The confirmation fold: ``share`` of ``tasks`` (at least one where ``share`` > 0, and
+    never all), dealt by a stable hash of the seed and the task."""
+    if not 0 <= share < 1:
+        raise ValueError(f"confirm must be in [0, 1), got {share}")
+    if share == 0:
+        return []
+    k = min(max(1, int(round(share * len(tasks)))), len(tasks) - 1)
+    order = sorted(tasks, key=lambda t: stable_int64("select-confirm", seed, t))
+    return sorted(order[:k])
+
+
+def _fit(chosen, fixed, fit_on, budget, cfg, gamma) -> tuple[list, dict]:
+    """The policies of ``chosen`` (``[(weight, candidate row)]``), the rung DPs fitted on
+    ``fit_on``: ``([(weight, policy)], {rung: solve info})``."""
+    fitted, parts = {}, []
+    for w, row in chosen:
+        if row["kind"] != "rung":
+            pol = next(p for _, p in fixed if p.name == row["candidate"])
+        else:
+            pol = solve_rung(
+                fit_on,
+                row["candidate"],
+                budget,
+                age_cap=cfg.age_cap,
+                gamma=gamma,
+                seed=cfg.seed,
+                max_solves=cfg.max_solves,
+            )
+            fitted[row["candidate"]] = pol.info
+        parts.append((w, pol))
+    return parts, fitted
+
+
+def _fallback(cands, ref, ref_affordable, budget, cfg):
+    """What is kept when nothing is confirmed: the reference where it is affordable, else
+    the best point of the supported rules' hull at the budget (chosen on the folds)."""
+    if ref_affordable:
+        return [(1.0, cands[cands["candidate"] == ref.name].iloc[0])]
+    rules = cands[cands["supported"] & (cands["kind"] == "rule")]
+    pick = _hull_at(pd.DataFrame({"U": rules["U"], "SR": rules["SR"]}), budget + cfg.slack)
+    if pick is None:
+        raise ValueError(f"budget {budget:g}: no supported rule spends at most the budget")
+    return [(w, cands.loc[i]) for w, i in pick]
+
+
+def _confirm_order(chosen, ok, score, cands, ref, budget, cfg) -> list:
+    """The candidates taken to the confirmation fold: the choice, then the best-scored
+    affordable others (at most ``cfg.confirm_top`` in all)."""
+    order = [chosen]
+    names = {r["candidate"] for _, r in chosen} | {ref.name}
+    within = score[ok.loc[score.index, "U"] <= budget + cfg.slack]
+    for i in within.sort_values("SR", ascending=False).index:
+        if len(order) >= cfg.confirm_top:
+            break
+        if cands.loc[i, "candidate"] not in names:
+            order.append([(1.0, cands.loc[i])])
+            names.add(cands.loc[i, "candidate"])
+    return order
+
+
+def _confirm_one(pol, name, confirm, ref, budget, cfg, level, unit) -> dict:
+    """One candidate on the confirmation fold: its paired estimates and why it fails the
+    bar (empty ``why_not``: confirmed)."""
+    est = estimate(
+        pol,
+        confirm,
+        estimators=(cfg.estimator, cfg.model_free),
+        n_boot=cfg.n_boot,
+        level=level,
+        seed=cfg.seed,
+        reference=ref,
+        unit=unit,
+    )
+    d, mf = est.diagnostics, cfg.model_free
+    v, lo, hi = est.get(cfg.estimator, "dSR")
+    m, m_lo, m_hi = est.get(mf, "dSR")
+    u = est.get(cfg.estimator, "U")
+    model, data = (float(x) for x in d["parts"][cfg.estimator]["dSR"])
+    why = []
+    if not lo > 0:
+        why.append(f"lower bound {lo:+.3f} <= 0")
+    if not data > 0:
+        why.append(f"data part {data:+.3f} <= 0 (the gain is the model's)")
+    if not m > 0:
+        why.append(f"{mf} {m:+.3f} <= 0")
+    if not d["differs"]:
+        why.append("acts as the reference on every confirmation episode")
+    elif d["support"] < cfg.min_support:
+        why.append(f"support {d['support']} < {cfg.min_support}")
+    if u[1] > budget + cfg.slack:
+        why.append(f"U {u[0]:.2f} [{u[1]:.2f}, {u[2]:.2f}] over the budget")
+    return {
+        "candidate": name,
+        "dSR": v,
+        "dSR_lo": lo,
+        "dSR_hi": hi,
+        "dSR_model": model,
+        "dSR_data": data,
+        f"dSR_{mf}": m,
+        f"dSR_{mf}_lo": m_lo,
+        f"dSR_{mf}_hi": m_hi,
+        "U": u[0],
+        "support": int(d["support"]),
+        "confirmed": not why,
+        "why_not": "; ".join(why),
+    }
+
+
+def _confirm(chosen, ok, score, cands, fixed, ref, ref_affordable, budget, cfg, gamma,
+             choose, confirm, n_confirm, log):  # fmt: skip
+    """High-confidence policy improvement: the choice and the runners-up
+    (:func:`_confirm_order`), fitted on the choice's tasks, are valued on the confirmation
+    fold against the reference at level ``1 - (1 - level) / k`` (Bonferroni over the ``k``
+    confirmed); the first in the choice's order that clears the bar (:func:`_confirm_one`)
+    is kept, else the reference or the best rule (:func:`_fallback`). Returns ``(chosen,
+    record, parts, fitted)``: the policy deployed is the one confirmed, fitted on the
+    choice's tasks."""
+    if len(chosen) == 1 and chosen[0][1]["candidate"] == ref.name:
+        parts, fitted = _fit(chosen, fixed, choose, budget, cfg, gamma)
+        return chosen, {"outcome": "the reference was chosen: nothing to confirm"}, parts, fitted
+    order = _confirm_order(chosen, ok, score, cands, ref, budget, cfg)
+    level = 1 - (1 - cfg.level) / len(order)
+    unit = "task" if n_confirm >= cfg.min_tasks else "episode"
+    head = {"level": level, "unit": unit, "tasks": n_confirm, "tried": []}
+    for cand in order:
+        parts, fitted = _fit(cand, fixed, choose, budget, cfg, gamma)
+        pol = parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=cfg.seed)
+        name = " / ".join(f"{r['candidate']} {w:.2f}" for w, r in cand)
+        rec = _confirm_one(pol, name, confirm, ref, budget, cfg, level, unit)
+        head["tried"].append(rec)
+        mf = cfg.model_free
+        log(
+            f"budget {budget:g}: confirm {name}: dSR {rec['dSR']:+.3f} [{rec['dSR_lo']:+.3f}, "
+            f"{rec['dSR_hi']:+.3f}] at level {level:.4f} (model {rec['dSR_model']:+.3f}, data "
+            f"{rec['dSR_data']:+.3f}; {mf} {rec[f'dSR_{mf}']:+.3f}) on {n_confirm} "
+            "confirmation tasks: "
+            + ("confirmed" if rec["confirmed"] else "refused: " + rec["why_not"])
+        )
+        if rec["confirmed"]:
+            return cand, {**head, "outcome": f"confirmed {name}"}, parts, fitted
+    kept = _fallback(cands, ref, ref_affordable, budget, cfg)
+    parts, fitted = _fit(kept, fixed, choose, budget, cfg, gamma)
+    what = " / ".join(r["candidate"] for _, r in kept)
+    return kept, {**head, "outcome": f"none of {len(order)} confirmed: kept {what}"}, parts, fitted
+
+
 def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     """One budget's selection (module docstring); returns the record written to
     ``selected.json`` with the chosen policy under ``policy``."""
@@ -481,10 +547,17 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         logged = logged.subset(keep.to_numpy())
     logged.views()  # once, shared by the subsets
     tasks = sorted(logged.episodes["task_id"].astype(str).unique())
-    if len(tasks) < cfg.folds:
-        raise ValueError(f"{len(tasks)} tasks in splits {list(cfg.splits)}: fewer than folds")
-    unit = "task" if len(tasks) >= cfg.min_tasks else "episode"
-    fold_of = _task_folds(tasks, cfg.folds, cfg.fold_seed)
+    confirm_tasks = _confirm_tasks(tasks, cfg.confirm, cfg.fold_seed)
+    in_confirm = logged.episodes["task_id"].astype(str).isin(set(confirm_tasks)).to_numpy()
+    full, logged = logged, logged.subset(~in_confirm)  # the choice sees no confirmation task
+    choose_tasks = [t for t in tasks if t not in set(confirm_tasks)]
+    if len(choose_tasks) < cfg.folds:
+        raise ValueError(
+            f"{len(choose_tasks)} tasks in splits {list(cfg.splits)} outside the confirmation "
+            f"fold ({len(confirm_tasks)} tasks, confirm={cfg.confirm:g}): fewer than folds"
+        )
+    unit = "task" if len(choose_tasks) >= cfg.min_tasks else "episode"
+    fold_of = _task_folds(choose_tasks, cfg.folds, cfg.fold_seed)
     ep_fold = logged.episodes["task_id"].astype(str).map(fold_of).to_numpy()
     rules = [Never()] + [AtTurns(tuple(r)) for r in cfg.rules]
     rules_pt = {}
@@ -502,7 +575,8 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     cands = _pool(per_fold, per_task, cfg, unit, ref.name)
     ok = cands[cands["supported"]]
     is_ref = ok["candidate"] == ref.name
-    if cfg.keep_reference and (is_ref & (ok["U"] <= budget + cfg.slack)).any():
+    ref_affordable = bool((is_ref & (ok["U"] <= budget + cfg.slack)).any())
+    if cfg.keep_reference and ref_affordable:
         # the reference is affordable: only candidates whose paired difference from it has
         # its lower bound above 0 may replace it (or mix with it)
         ok = ok[is_ref | (ok["dSR_lo"] > 0)]
@@ -517,22 +591,16 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         raise ValueError(f"budget {budget:g}: no supported candidate spends at most the budget")
     chosen = [(w, cands.loc[i]) for w, i in pick]
 
-    fitted, parts = {}, []
-    for w, row in chosen:
-        if row["kind"] != "rung":
-            pol = next(p for _, p in fixed if p.name == row["candidate"])
-        else:
-            pol = solve_rung(
-                logged,
-                row["candidate"],
-                budget,
-                age_cap=cfg.age_cap,
-                gamma=ds.gamma,
-                seed=cfg.seed,
-                max_solves=cfg.max_solves,
-            )
-            fitted[row["candidate"]] = pol.info
-        parts.append((w, pol))
+    confirmation = None
+    if confirm_tasks:
+        chosen, confirmation, parts, fitted = _confirm(
+            chosen, ok, score, cands, fixed, ref, ref_affordable, budget, cfg, ds.gamma,
+            logged, full.subset(in_confirm), len(confirm_tasks), log,
+        )  # fmt: skip
+        confirmation["confirm_tasks"] = confirm_tasks
+    else:
+        parts, fitted = _fit(chosen, fixed, full, budget, cfg, ds.gamma)
+    logged = full
     policy = parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=cfg.seed)
     ope = {"estimator": cfg.estimator, "level": cfg.level, "unit": unit, "reference": ref.name}
     for q in ("SR", "U", "dSR", "dU"):
@@ -582,6 +650,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         "insample_model": insample,
         "refit": fitted,
         "tasks": tasks,
+        "confirm": confirmation,
         "folds": cfg.folds,
         "policy": policy_json(policy),
         "_candidates": cands,

@@ -142,6 +142,7 @@ def test_event_rules_are_candidates_with_support_and_round_trip(tmp_path):
         n_boot=50,
         out=str(tmp_path),
         event_rules=["turn0+after:failed+max:2", "turn0+after:repeat+max:2"],
+        confirm=0.0,  # four tasks: the candidates' mechanics, without a confirmation fold
     )
     name = "rule: turn 0 + after failed (max 2)"
     rec = select(grid, cfg, 1.5, log=lambda *_: None)
@@ -213,13 +214,16 @@ def test_spec_policies_in_selected_json(tmp_path):
 def test_the_shipped_stage2_data_selects_at_budgets_1_and_2(tmp_path, capsys):
     """The real model's stage-2 data (406 of 500 episodes, 5 train tasks, turn 0 always
     helped): the DP has no policy below its usage at budget 1 (the rungs are skipped, not
-    an error), the turn-0 rule is kept there, and at budget 2 the episode bootstrap (5 <
-    min_tasks tasks) picks "turns 0,3" with its difference all in the model's part
-    (docs/results/real-actor.md, 2026-11-29, later)."""
+    an error). Without a confirmation fold, the episode bootstrap (5 < min_tasks tasks)
+    picks "turns 0,3" at budget 2 with its difference all in the model's part
+    (docs/results/real-actor.md, 2026-11-29, later); with one (the default: 2 of the 5
+    tasks), nothing beats turn 0 on the other 3, and what the choice would take without
+    keep_reference is refused on the confirmation tasks: turn 0 at both budgets."""
     from helpdp.select import run_select
 
     data = Path(__file__).resolve().parents[1] / "helpdp" / "data" / "real-actor-stage2-partial"
-    cfg = SelectConfig(data=str(data), budget=[1.0, 2.0], n_boot=200, out=str(tmp_path))
+    cfg = SelectConfig(data=str(data), budget=[1.0, 2.0], n_boot=200, out=str(tmp_path / "a"))
+    cfg.confirm = 0.0
     b1, b2 = run_select(cfg)
     out = capsys.readouterr().out
     assert "rung turn_event: skipped (budget 1.0 is below the least expert usage" in out
@@ -227,3 +231,66 @@ def test_the_shipped_stage2_data_selects_at_budgets_1_and_2(tmp_path, capsys):
     assert b2["policy_name"] == "rule: turns 0,3"
     chosen = next(c for c in b2["candidates"] if c["candidate"] == "rule: turns 0,3")
     assert chosen["dSR_model"] > 0.15 and abs(chosen["dSR_data"]) < 0.05
+
+    cfg = SelectConfig(data=str(data), budget=[1.0, 2.0], n_boot=200, out=str(tmp_path / "b"))
+    b1, b2 = run_select(cfg)
+    assert [b["policy_name"] for b in (b1, b2)] == ["rule: turns 0"] * 2
+    assert b2["confirm"]["confirm_tasks"] == ["e_commerce_admin_1/0", "e_commerce_admin_1/2"]
+    cfg = SelectConfig(
+        data=str(data), budget=[2.0], n_boot=200, keep_reference=False, out=str(tmp_path / "c")
+    )
+    (b2,) = run_select(cfg)
+    tried = b2["confirm"]["tried"]
+    assert b2["policy_name"] == "rule: turns 0" and len(tried) == 2
+    assert all(not t["confirmed"] and "lower bound" in t["why_not"] for t in tried)
+    assert b2["confirm"]["level"] == pytest.approx(1 - 0.05 / 2)  # Bonferroni over 2
+
+
+BIG = HelpWorld(difficulty=tuple(np.round(np.linspace(0.05, 0.5, 16), 3)))
+
+
+def test_confirmation_keeps_a_real_gain(tmp_path):
+    """16 HelpWorld tasks, the grid and stage 2 at turns 2 and 3: at budget 2 "turns 0,2"
+    beats turn 0 by 0.142 exactly (help wears off after two turns); it is chosen on 8 tasks
+    and confirmed on the other 8 (wdr's lower bound, its data part and pdis above 0), and
+    deployed. (Refusals: the shipped stage-2 test above, and bench/safe_select.py.)"""
+    from helpdp.policies import TriggerRandomised
+
+    ts = _two_stage()
+    s0, _ = BIG.exact(AtTurns((0,)))
+    s2, u2 = BIG.exact(AtTurns((0, 2)))
+    assert round(s2 - s0, 3) == 0.142 and u2 < 2
+    grid = BIG.collect(seeds=6, seed=3)
+    design = TriggerRandomised("turn0", ("turn:2", "turn:3"), 0.5)
+    ds = ts.join(grid, ts.collect_design(BIG, design, 30, seed=4))
+    cfg = SelectConfig(
+        splits=["train"], rungs=[], rules=[[0], [0, 3], [0, 2]], event_rules=[], n_boot=100,
+        out=str(tmp_path),
+    )  # fmt: skip
+    rec = select(ds, cfg, 2.0, log=lambda *_: None)
+    conf = rec["confirm"]
+    assert len(conf["confirm_tasks"]) == 8 and set(conf["confirm_tasks"]) < set(rec["tasks"])
+    assert conf["outcome"] == "confirmed rule: turns 0,2 1.00", conf
+    t = conf["tried"][0]
+    assert t["dSR_lo"] > 0 and t["dSR_data"] > 0 and t["dSR_pdis"] > 0
+    assert rec["policy_name"] == "rule: turns 0,2"
+
+
+def test_support_is_counted_per_fold():
+    """A candidate with 10 deviating episodes in one fold and none in the other, where it
+    acts differently in both, has support 0, not 10."""
+    from helpdp.select import _pool
+
+    base = {"budget": 1, "kind": "rule", "tasks": 3, "agree": 5, "ess": 1.0, "tasks_empty": 0,
+            "model_SR": 0.0, "model_U": 0.0, "dSR_model": 0.0, "dSR_data": 0.0}  # fmt: skip
+    for q in ("SR", "U", "dSR", "dU", "dSR_mf"):
+        base.update({q: 0.1, f"{q}_lo": 0.0, f"{q}_hi": 0.2})
+    rows = [
+        {**base, "fold": 0, "candidate": "c", "deviate": 10, "deviate_ref": 10, "differs": 12,
+         "support": 10},
+        {**base, "fold": 1, "candidate": "c", "deviate": 0, "deviate_ref": 4, "differs": 6,
+         "support": 0},
+    ]  # fmt: skip
+    cfg = SelectConfig(folds=2)
+    out = _pool(pd.DataFrame(rows), {}, cfg, "episode", "ref").set_index("candidate")
+    assert out.loc["c", "support"] == 0 and not out.loc["c", "supported"]
