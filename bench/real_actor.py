@@ -300,23 +300,46 @@ def publish_partial(dest: str, overrides: list[str]) -> dict:
     return man["source"]["partial"]
 
 
-def eval_report(dirs: list[str], skip: tuple[str, ...] = (), pool: bool = False) -> dict:
-    """Joined evaluate runs: SR (Wilson), calls, and paired differences; markdown.
-    ``pool``: the splits as one (e.g. test and validation: every held-out task)."""
-    import pandas as pd
+def _load_eval(dirs: list[str], table: str | None) -> pd.DataFrame:
+    """The episodes behind ``--eval-report``: the runs' ``results.parquet`` joined, or a
+    shipped episode table (``--from-table``: :func:`helpdp.evaluate.stats.read_episode_table`)."""
+    from helpdp.evaluate.stats import read_episode_table
 
-    from helpdp.evaluate.stats import paired_ci
-
+    if table is not None:
+        return read_episode_table(table)
     missing = [d for d in dirs if not (Path(d) / "results.parquet").is_file()]
     if missing:
         raise SystemExit(f"{missing[0]}: not an evaluate out directory (no results.parquet)")
-    res = pd.concat([pd.read_parquet(Path(d) / "results.parquet") for d in dirs])
-    if pool:
-        res = res.assign(split="+".join(dict.fromkeys(res["split"])))
+    return pd.concat([pd.read_parquet(Path(d) / "results.parquet") for d in dirs])
+
+
+def eval_report(
+    dirs: list[str],
+    skip: tuple[str, ...] = (),
+    pool: bool = False,
+    ship: str | None = None,
+    table: str | None = None,
+) -> dict:
+    """Joined evaluate runs: SR (Wilson), calls, and paired differences; markdown.
+    ``pool``: the splits as one (e.g. test and validation: every held-out task).
+    ``ship``: also write the joined episodes as a slim episode table there (a new file);
+    ``table``: read such a table instead of ``dirs`` (the same numbers), or a per-task
+    counts table (:func:`counts_report`)."""
+    from helpdp.evaluate.stats import episode_table, paired_ci
+
+    if table is not None and "successes" in pd.read_parquet(table).columns:
+        return counts_report(table, pool)
+    res = _load_eval(dirs, table)
     unknown = sorted(set(skip) - set(res["policy"]))
     if unknown:
-        raise SystemExit(f"--skip={unknown[0]!r}: no such policy in {dirs}")
+        raise SystemExit(f"--skip={unknown[0]!r}: no such policy in {table or dirs}")
     res = res[~res["policy"].isin(skip)]
+    if ship is not None:
+        if Path(ship).exists():
+            raise SystemExit(f"--ship {ship}: the file exists (an episode table is never replaced)")
+        episode_table(res).to_parquet(ship, index=False)
+    if pool:
+        res = res.assign(split="+".join(dict.fromkeys(res["split"])))
     dup = res.duplicated(["split", "policy", "pair"])
     if dup.any():
         raise SystemExit(f"a (split, policy, pair) is in two runs: {res[dup].iloc[0].to_dict()}")
@@ -337,9 +360,10 @@ def eval_report(dirs: list[str], skip: tuple[str, ...] = (), pool: bool = False)
             k, n = int(e["success"].sum()), len(e)
             lo, hi = wilson(k, n)
             out[(split, p)] = {"SR": k / n, "lo": lo, "hi": hi, "U": e["expert_calls"].mean()}
+            turns = f"{e['steps'].mean():.2f}" if "steps" in e else "n/a"
             lines.append(
                 f"| {p.replace('|', chr(92) + '|')} | {k}/{n} = {k / n:.3f} [{lo:.3f}, {hi:.3f}] | "
-                f"{e['expert_calls'].mean():.2f} | {e['steps'].mean():.2f} |"
+                f"{e['expert_calls'].mean():.2f} | {turns} |"
             )
         cell = {p: p.replace("|", "\\|") for p in pols}  # a mixture's name holds "|"
         lines += [
@@ -362,6 +386,67 @@ def eval_report(dirs: list[str], skip: tuple[str, ...] = (), pool: bool = False)
     return {f"{s}/{p}": v for (s, p), v in out.items()}
 
 
+#: a per-task counts table (what survives of a verdict whose episodes are lost): one row
+#: per (policy, task); ``calls`` per task may be null, ``policy_calls`` is the policy's
+#: total over all its pairs
+COUNTS_TABLE = ("policy", "split", "task_id", "pairs", "successes", "calls", "policy_calls")
+
+
+def read_counts(path: str) -> pd.DataFrame:
+    """A per-task counts table; one clear error naming the file and the column or row."""
+    t = pd.read_parquet(path)
+    missing = [c for c in COUNTS_TABLE if c not in t.columns]
+    if missing:
+        raise ValueError(f"{path}: no column {missing[0]!r} (a counts table has {COUNTS_TABLE})")
+    bad = (t["successes"] < 0) | (t["successes"] > t["pairs"]) | (t["pairs"] <= 0)
+    if bad.any():
+        raise ValueError(f"{path}: row {int(np.flatnonzero(bad)[0])}: successes not in 0..pairs")
+    n = t.groupby("task_id")["pairs"].nunique()
+    if (n > 1).any():
+        raise ValueError(f"{path}: task {n[n > 1].index[0]}: policies on different pairs")
+    return t
+
+
+def counts_report(path: str, pool: bool = False) -> dict:
+    """The task-level numbers of a per-task counts table (:func:`read_counts`): each
+    policy against "help at turn 0" and the rules' hull at its spend (the policies' mean
+    calls from ``policy_calls``), tasks as the unit. The cluster interval needs only each
+    task's sum of differences and its pairs, so it is exact; the per-pair interval needs
+    the pairs themselves and is not computed. Each task's episodes are laid out
+    successes first for every policy (any layout with the same counts gives the same
+    task sums); ``differ`` then counts the tasks whose counts differ (a lower bound)."""
+    t = read_counts(path)
+    if pool:
+        t = t.assign(split="+".join(dict.fromkeys(t["split"])))
+    lines, out = [], {}
+    for split, r in t.groupby("split", sort=False):
+        pols = list(dict.fromkeys(r["policy"]))
+        by = {}
+        for p in pols:
+            e = r[r["policy"] == p].sort_values("task_id")
+            pairs = int(e["pairs"].sum())
+            rows = [
+                (f"{task}#{i}", int(i < k))
+                for task, n, k in zip(e["task_id"], e["pairs"], e["successes"])
+                for i in range(int(n))
+            ]
+            f = pd.DataFrame(rows, columns=["pair", "success"]).set_index("pair")
+            by[p] = f.assign(expert_calls=float(e["policy_calls"].iloc[0]) / pairs)
+        cell = {p: p.replace("|", "\\|") for p in pols}
+        n = len(next(iter(by.values())))
+        lines += [
+            f"### {split}: {n} pairs per policy, from per-task counts (the pairs are lost: "
+            "no per-pair interval)",
+            "",
+            *_per_task(by, pols, cell),
+            "",
+            *_power(by, pols, cell, out, split, pairs_known=False),
+            "",
+        ]
+    print("\n".join(lines))
+    return {f"{s}/{p}": v for (s, p), v in out.items()}
+
+
 def _per_task(by: dict, pols: list[str], cell: dict) -> list[str]:
     """Successes per task (the pair's ``task#seed``) and policy: where a difference sits."""
     task = {p: e.index.str.rsplit("#", n=1).str[0] for p, e in by.items()}
@@ -375,51 +460,101 @@ def _per_task(by: dict, pols: list[str], cell: dict) -> list[str]:
     return lines
 
 
-def _power(by: dict, pols: list[str], cell: dict, out: dict, split: str) -> list[str]:
+def _against(by: dict, pols: list[str], p: str) -> list[tuple[str, pd.Series]]:
+    """What ``p`` is set against: "help at turn 0" and the rules' hull at its own spend."""
+    from helpdp.evaluate.stats import is_rule, rule_hull_baseline
+
+    rules = {q: by[q] for q in pols if q != p and is_rule(q)}
+    against = []
+    if "rule: turn 0" in by and p != "rule: turn 0":
+        against.append(("rule: turn 0", by["rule: turn 0"]["success"].astype(float)))
+    hull = rule_hull_baseline(float(by[p]["expert_calls"].mean()), rules) if rules else None
+    if hull is not None and hull[1] != "rule: turn 0":
+        against.append((f"the rules' hull at equal spend ({hull[1]})", hull[0]))
+    return against
+
+
+def _power(
+    by: dict, pols: list[str], cell: dict, out: dict, split: str, pairs_known: bool = True
+) -> list[str]:
     """Each policy against "help at turn 0" and against the rules' hull at its own spend
     (helpdp.evaluate.rule_hull_baseline: an episode-wise mix of never, always and the
-    ``rule: ...`` policies), with the difference 80% power detects from these pairs and
-    the pairs a difference of 0.05 needs (two-sided 5%, pairs independent)."""
-    from helpdp.evaluate.stats import is_rule, paired_ci, rule_hull_baseline
+    ``rule: ...`` policies): per pair ("for these tasks": the difference 80% power detects
+    from these pairs and the pairs a difference of 0.05 needs, pairs independent) and with
+    tasks as the unit ("for tasks like these": helpdp.evaluate.stats.task_ci, the tasks
+    that differ, the largest share one task carries, the task-level detectable difference
+    and the tasks 0.05 needs). ``pairs_known=False``: the task-level columns only."""
+    from helpdp.evaluate.stats import paired_ci, task_ci
     from helpdp.intervals import detectable_difference, pairs_needed
 
+    head = "| policy (calls) | against | "
+    if pairs_known:
+        head += "for these tasks: paired SR difference [95%] | detectable | pairs for 0.05 | "
     lines = [
-        "| policy (calls) | against | paired SR difference [95%] | detectable at 80% power "
-        "| pairs for 0.05 |",
-        "|---|---|---|---|---|",
+        head + "for tasks like these [95%] | tasks that differ (largest share) | detectable "
+        "(tasks) | tasks for 0.05 |",
+        "|---" * (8 if pairs_known else 5) + "|---|",
     ]
+    notes = []
     for p in pols:
         mine = by[p]["success"].astype(float)
-        rules = {q: by[q] for q in pols if q != p and is_rule(q)}
-        against = []
-        if "rule: turn 0" in by and p != "rule: turn 0":
-            against.append(("rule: turn 0", by["rule: turn 0"]["success"].astype(float)))
-        hull = rule_hull_baseline(float(by[p]["expert_calls"].mean()), rules) if rules else None
-        if hull is not None and hull[1] != "rule: turn 0":
-            against.append((f"the rules' hull at equal spend ({hull[1]})", hull[0]))
-        for name, base in against:
+        tasks = by[p].index.str.rsplit("#", n=1).str[0].to_numpy()
+        for name, base in _against(by, pols, p):
             d = (mine - base).to_numpy()
-            m, lo, hi = paired_ci(d)
-            sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
-            # no spread yet (every pair the same): the power is not estimable
-            mde = detectable_difference(sd, len(d)) if sd > 0 else float("nan")
-            need = pairs_needed(sd, 0.05) if sd > 0 else None
-            out[(split, f"{p} vs {name}")] = {"d": m, "lo": lo, "hi": hi, "mde": mde, "need": need}
-            lines.append(
+            tk = task_ci(d, tasks)
+            row = {"tasks": tk}
+            cells = (
                 f"| {cell[p]} ({by[p]['expert_calls'].mean():.2f}) | {name.replace('|', '/')} | "
-                f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
-                + ("n/a (no spread) | n/a |" if need is None else f"{mde:.3f} | {need} |")
             )
-    return lines
+            if pairs_known:
+                m, lo, hi = paired_ci(d)
+                sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+                # no spread yet (every pair the same): the power is not estimable
+                mde = detectable_difference(sd, len(d)) if sd > 0 else float("nan")
+                need = pairs_needed(sd, 0.05) if sd > 0 else None
+                row.update({"d": m, "lo": lo, "hi": hi, "mde": mde, "need": need})
+                cells += f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] | " + (
+                    "n/a (no spread) | n/a | " if need is None else f"{mde:.3f} | {need} | "
+                )
+            out[(split, f"{p} vs {name}")] = row
+            share = "n/a" if np.isnan(tk["top_share"]) else f"{tk['top_share']:.0%}"
+            tmde = "n/a" if np.isnan(tk["detectable"]) else f"{tk['detectable']:.3f}"
+            lines.append(
+                cells + f"{tk['mean']:+.3f} [{tk['lo']:+.3f}, {tk['hi']:+.3f}] (df "
+                f"{tk['df']:.1f}) | {tk['differ']} of {tk['G']} ({share}) | {tmde} | "
+                f"{tk['tasks_for_delta'] if tk['tasks_for_delta'] is not None else 'n/a'} |"
+            )
+            if tk["note"] and tk["note"] not in notes:
+                notes.append(tk["note"])
+    return lines + [
+        f"\n**{n}**: the task-level intervals describe these tasks only." for n in notes
+    ]
+
+
+def _eval_main(args: list[str]) -> dict:
+    """``--eval-report DIRS [--skip=POLICY] [--pool] [--ship FILE] [--from-table FILE]``;
+    bad input exits 2 with one line naming the file."""
+    ap = argparse.ArgumentParser(prog="real_actor.py --eval-report")
+    ap.add_argument("dirs", nargs="*")
+    ap.add_argument("--skip", action="append", default=[])
+    ap.add_argument("--pool", action="store_true")
+    ap.add_argument("--ship", default=None, metavar="FILE")
+    ap.add_argument("--from-table", default=None, metavar="FILE")
+    a = ap.parse_args(args)
+    if bool(a.dirs) == bool(a.from_table):
+        ap.error("give the evaluate out directories or --from-table FILE, not both")
+    try:
+        return eval_report(a.dirs, tuple(a.skip), a.pool, ship=a.ship, table=a.from_table)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def main(argv=None) -> dict:
     if argv is None:
         argv = sys.argv[1:]
     if argv and argv[0] == "--eval-report":
-        skip = tuple(a.removeprefix("--skip=") for a in argv[1:] if a.startswith("--skip="))
-        dirs = [a for a in argv[1:] if not a.startswith("--")]
-        return eval_report(dirs, skip, pool="--pool" in argv[1:])
+        return _eval_main(argv[1:])
     if argv and argv[0] == "--call-value":
         report = call_value(argv[1:])
         print(json.dumps(report, indent=1))

@@ -37,7 +37,8 @@ Metrics (paper Tables 2-4): SR (success rate), U (expert calls per episode), L
 (mean turns), SPL (success weighted by reference turns / max(turns, reference
 turns); a task's reference is its solution's calls plus the final answer), seen
 (train) vs unseen (test) tasks. Writes ``OUT/results.parquet`` (one row per
-episode and policy), ``OUT/summary.parquet``, ``OUT/report.md`` and
+episode and policy), ``OUT/episode_table.parquet`` (its slim cut: policy, split, task,
+seed, success, calls; what a results entry ships), ``OUT/summary.parquet``, ``OUT/report.md`` and
 ``OUT/usage_success.png`` (each policy a point, the DP's forecast frontier a line).
 The paired statistics are in :mod:`helpdp.evaluate.stats`; the report, the plot and
 the off-policy tables in :mod:`helpdp.evaluate.report`.
@@ -85,7 +86,7 @@ from helpdp.evaluate.report import (
     selection_report,
     usage_success_plot,
 )
-from helpdp.evaluate.stats import compare, headroom, mix_curve, summarize
+from helpdp.evaluate.stats import compare, episode_table, headroom, mix_curve, summarize
 from helpdp.policies import HelpPolicy, TablePolicy, build_policy
 from helpdp.splits import task_splits
 from helpdp.subset import task_subset
@@ -521,6 +522,8 @@ def evaluation(cfg: EvaluateConfig) -> Evaluation:
     ]
     results = results[keep]
     results.to_parquet(out / "results.parquet", index=False)
+    # the slim table a results entry ships (kilobytes): every verdict recomputable from it
+    episode_table(results).to_parquet(out / "episode_table.parquet", index=False)
     summary = summarize(results)
     summary.to_parquet(out / "summary.parquet", index=False)
     baselines = sorted({p.name for p in pols if reuse_key(p) is not None})

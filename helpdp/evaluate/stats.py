@@ -15,18 +15,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from helpdp.intervals import mean_ci, wilson
+from helpdp.intervals import MIN_TASKS_DIFFER, cluster_ci, mean_ci, task_power, task_shares, wilson
 
 __all__ = [
+    "EPISODE_TABLE",
     "compare",
+    "episode_table",
     "equal_spend_baseline",
     "headroom",
     "is_rule",
     "mix_baseline",
     "mix_curve",
     "paired_ci",
+    "read_episode_table",
     "rule_hull_baseline",
     "summarize",
+    "task_ci",
     "task_mix",
 ]
 
@@ -34,6 +38,88 @@ __all__ = [
 def paired_ci(diff: np.ndarray, z: float = 1.96) -> tuple[float, float, float]:
     """Mean of paired differences and its 95% interval (:func:`helpdp.intervals.mean_ci`)."""
     return mean_ci(diff, z)
+
+
+def task_ci(diff, tasks, delta: float = 0.05) -> dict:
+    """Paired differences ``diff`` with ``tasks`` (each pair's task) as the unit: the
+    statement "for tasks like these" beside :func:`paired_ci`'s "for these tasks".
+
+    ``mean``/``lo``/``hi``/``df``/``G``: :func:`helpdp.intervals.cluster_ci` (CR2, t with
+    the Bell-McCaffrey df; G - 1 for equal tasks); ``differ``: the tasks in which a pair
+    differs at all; ``top_share``: the largest share of the summed absolute task sums one
+    task carries; ``detectable``: the difference these tasks show at 80% power (5%
+    two-sided) and ``tasks_for_delta``: the tasks ``delta`` needs
+    (:func:`helpdp.intervals.task_power`); ``statement``: False where fewer than
+    :data:`helpdp.intervals.MIN_TASKS_DIFFER` tasks differ (no statement about other
+    tasks), ``note``: that sentence.
+    """
+    d = np.asarray(diff, np.float64)
+    t = np.asarray(tasks)
+    m, lo, hi, df, g = cluster_ci(d, t)
+    sh = task_shares(d, t) if len(d) else {"tasks": 0, "differ": 0, "top_share": float("nan")}
+    pw = (
+        task_power(d, t, delta) if len(d) else {"detectable": float("nan"), "tasks_for_delta": None}
+    )
+    ok = sh["differ"] >= MIN_TASKS_DIFFER
+    return {
+        "mean": m,
+        "lo": lo,
+        "hi": hi,
+        "df": df,
+        "G": g,
+        "differ": sh["differ"],
+        "top_share": sh["top_share"],
+        "detectable": pw["detectable"],
+        "tasks_for_delta": pw["tasks_for_delta"],
+        "delta": float(delta),
+        "statement": bool(ok),
+        "note": ""
+        if ok
+        else f"no statement about other tasks ({sh['differ']} of {sh['tasks']} tasks differ)",
+    }
+
+
+#: the slim episode table every held-out verdict ships: one row per (policy, split, task,
+#: seed); kilobytes, and enough to recompute every paired and task-level number
+EPISODE_TABLE = ("policy", "split", "task_id", "seed", "success", "expert_calls")
+
+
+def episode_table(results: pd.DataFrame) -> pd.DataFrame:
+    """``results`` (``helpdp.evaluate``'s, or ``--eval-report``'s joined runs) cut to
+    :data:`EPISODE_TABLE`: ``task_id`` and ``seed`` from the pair ``task#seed`` where the
+    columns are absent; success as 0/1, calls as integers where they are."""
+    r = results
+    if "task_id" not in r or "seed" not in r:
+        parts = r["pair"].astype(str).str.rsplit("#", n=1)
+        r = r.assign(task_id=parts.str[0], seed=parts.str[1].astype(int))
+    out = r[list(EPISODE_TABLE)].reset_index(drop=True).copy()
+    out["success"] = out["success"].astype(np.int8)
+    calls = out["expert_calls"].astype(float)
+    out["expert_calls"] = calls.astype(np.int32) if (calls % 1 == 0).all() else calls
+    out["seed"] = out["seed"].astype(np.int64)
+    return out
+
+
+def read_episode_table(path) -> pd.DataFrame:
+    """An episode table written by :func:`episode_table` (Parquet), with the ``pair``
+    column the statistics join on; one clear error naming the file and the missing
+    column, or the row of a duplicated (policy, split, pair) or a success not 0/1."""
+    try:
+        t = pd.read_parquet(path)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a Parquet episode table ({e})") from None
+    missing = [c for c in EPISODE_TABLE if c not in t.columns]
+    if missing:
+        raise ValueError(f"{path}: no column {missing[0]!r} (an episode table has {EPISODE_TABLE})")
+    t = t.assign(pair=t["task_id"].astype(str) + "#" + t["seed"].astype(str))
+    bad = ~t["success"].isin([0, 1])
+    if bad.any():
+        raise ValueError(f"{path}: row {int(np.flatnonzero(bad)[0])}: success is not 0 or 1")
+    dup = t.duplicated(["policy", "split", "pair"])
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        raise ValueError(f"{path}: row {i}: (policy, split, task_id, seed) appears twice")
+    return t
 
 
 def equal_spend_baseline(
@@ -249,9 +335,20 @@ def compare(
     """``policy`` against random help at equal spend, the rules' hull at equal spend
     (:func:`rule_hull_baseline`: never, always and the ``rule: ...`` policies), never, each
     rule, and (given ``baselines``) the best task-wise mix of them at its spend, chosen
-    with hindsight (:func:`mix_baseline`), paired."""
+    with hindsight (:func:`mix_baseline`), paired. Each difference ``key`` (a tuple from
+    :func:`paired_ci`, pairs as the unit: "for these tasks") has ``key + "_tasks"`` beside
+    it (:func:`task_ci`, tasks as the unit: "for tasks like these")."""
     r = results[results["split"] == split].set_index("pair")
     mine = r[r["policy"] == policy]
+    if "task_id" in mine:
+        tasks = mine["task_id"].astype(str).to_numpy()
+    else:
+        tasks = mine.index.astype(str).str.rsplit("#", n=1).str[0].to_numpy()
+
+    def both(key: str, diff: pd.Series) -> None:  # per pair, and with tasks as the unit
+        out[key] = paired_ci(diff)
+        out[f"{key}_tasks"] = task_ci(diff.to_numpy(float), tasks)
+
     out: dict[str, Any] = {
         "policy": policy,
         "split": split,
@@ -263,7 +360,7 @@ def compare(
     eq = equal_spend_baseline(out["U"], curve) if curve else None
     if eq is not None:
         base, how = eq
-        out["vs_random_equal_spend"] = paired_ci(mine["success"] - base)
+        both("vs_random_equal_spend", mine["success"] - base)
         out["random_equal_spend"] = how
     rules = {
         n: r[r["policy"] == n].reindex(mine.index)
@@ -273,21 +370,22 @@ def compare(
     hull = rule_hull_baseline(out["U"], rules) if rules else None
     if hull is not None:
         base, how = hull
-        out["vs_rules_equal_spend"] = paired_ci(mine["success"].astype(float) - base)
+        both("vs_rules_equal_spend", mine["success"].astype(float) - base)
         out["rules_equal_spend"] = how
     if baselines and policy not in baselines:
         mb = mix_baseline(results, split, out["U"], baselines)
         if mb is not None:
             base, calls = mb
-            out["vs_best_mix_equal_spend"] = paired_ci(
-                mine["success"].astype(float) - base.reindex(mine.index)
+            both(
+                "vs_best_mix_equal_spend",
+                mine["success"].astype(float) - base.reindex(mine.index),
             )
             out["best_mix_calls"] = calls
     for other in r["policy"].unique():
         if other == policy or other.startswith("random p="):
             continue
         o = r[r["policy"] == other].reindex(mine.index)
-        out[f"vs {other}"] = paired_ci(mine["success"].astype(float) - o["success"])
+        both(f"vs {other}", mine["success"].astype(float) - o["success"])
     return out
 
 

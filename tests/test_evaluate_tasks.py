@@ -1,0 +1,52 @@
+"""Held-out verdicts with tasks as the unit (helpdp.evaluate.stats.task_ci, compare's
+``*_tasks`` keys) and the slim episode table that ships beside each verdict."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpdp.evaluate.stats import compare, episode_table, read_episode_table, task_ci
+
+
+def _results():
+    """The 81-pair verdict's shape: 3 tasks x 27 seeds; turns 0,3 beats turn 0 on one task
+    only (12 of 27 seeds), the others tie."""
+    rows = []
+    for task, (k_rule, k_mine) in {"a/0": (0, 0), "b/0": (21, 21), "b/1": (0, 12)}.items():
+        for s in range(27):
+            for pol, k, calls in (("rule: turns 0", k_rule, 1), ("rule: turns 0,3", k_mine, 2)):
+                rows.append(
+                    {"policy": pol, "split": "test", "task_id": task, "seed": 300 + s,
+                     "pair": f"{task}#{300 + s}", "success": int(s < k), "expert_calls": calls}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_task_ci_restates_the_verdict_about_tasks():
+    r = _results()
+    out = compare(r, "rule: turns 0,3", "test", [])
+    m, lo, hi = out["vs rule: turns 0"]
+    assert round(m, 3) == 0.148 and lo > 0  # for these tasks: settled
+    t = out["vs rule: turns 0_tasks"]
+    assert (round(t["lo"], 2), round(t["hi"], 2), t["df"], t["G"]) == (-0.49, 0.79, 2.0, 3)
+    assert t["differ"] == 1 and t["top_share"] == 1.0 and not t["statement"]
+    assert t["note"] == "no statement about other tasks (1 of 3 tasks differ)"
+    # five tasks that differ: a statement is made
+    d = np.r_[np.ones(5), np.zeros(5)]
+    assert task_ci(d, np.r_[np.arange(5), np.arange(5)])["statement"]
+
+
+def test_episode_table_round_trip(tmp_path):
+    r = _results()
+    t = episode_table(r)
+    assert list(t.columns) == ["policy", "split", "task_id", "seed", "success", "expert_calls"]
+    t.to_parquet(tmp_path / "episodes.parquet")
+    back = read_episode_table(tmp_path / "episodes.parquet")
+    a = compare(r, "rule: turns 0,3", "test", [])
+    b = compare(back, "rule: turns 0,3", "test", [])
+    assert a["vs rule: turns 0"] == b["vs rule: turns 0"]
+    assert a["vs rule: turns 0_tasks"] == b["vs rule: turns 0_tasks"]
+    t.loc[3, "success"] = 2
+    t.to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=r"bad.parquet: row 3: success is not 0 or 1"):
+        read_episode_table(tmp_path / "bad.parquet")
