@@ -131,3 +131,42 @@ def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
     assert HelperPolicy(out, budget=1.0).tie_weight() == 0.0
     with pytest.raises(ValueError, match="exists"):
         run_calibrate(cfg)
+
+
+def test_readme_calibrate_command_line_writes_out(tiny_helper, tmp_path):
+    """The README's command as written (its placeholders filled, one task, two runs):
+    the out= guard records the run in OUT/.hydra before calibrate starts, and calibrate
+    must take that directory as new (issue 46, item 3); a rerun is accepted too."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from helpdp import demo_dataset_path
+
+    before = json.loads((tiny_helper / "helper.json").read_text())
+    data, out = tmp_path / "DATA", tmp_path / "HELPER_ENV"
+    shutil.copytree(demo_dataset_path(), data)
+    cmd = [
+        sys.executable,
+        "-m",
+        "helpdp.evaluate.calibrate",
+        f"helper_dir={tiny_helper}",
+        f"data={data}",
+        "split=test",
+        "seeds=900:901",
+        f"out={out}",
+        "max_tasks=1",
+        "budgets=[1.0]",
+        "iters=2",
+        "progress=false",
+    ]
+    repo = Path(__file__).resolve().parents[1]
+    for _ in range(2):  # the run, then its rerun
+        proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        meta = json.loads((out / "helper.json").read_text())
+        assert meta["calibration"] == "env"
+        assert len(meta["metrics"]["calibration_env"]["budgets"]["1"]["trace"]) == 2
+        assert (out / ".hydra" / "config.yaml").is_file()
+    assert json.loads((tiny_helper / "helper.json").read_text()) == before  # source untouched

@@ -33,6 +33,7 @@ import pandas as pd
 
 from collect import collector  # collector.collect: patchable in tests
 from helpdp.cliconf import run_app
+from helpdp.cliconf.outdir import RECORD, read_record
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.evaluate.harness import EvaluateConfig, environment_runs, run_config, shared_actor
@@ -41,6 +42,8 @@ from helpdp.helper.config import HelperCalibrateConfig
 from helpdp.helper.policy import HelperPolicy
 from helpdp.helper.train import HELPER_JSON
 from helpdp.splits import task_splits
+
+COMMAND = "helpdp.evaluate.calibrate"
 
 __all__ = ["bisect_threshold", "calibrate_in_env", "run_calibrate"]
 
@@ -108,6 +111,25 @@ def calibrate_in_env(
     return out
 
 
+def _copy_helper(src: Path, dst: Path) -> None:
+    """Copy the helper ``src`` into ``out=dst``, a new directory or one that holds only
+    the out= guard's record of this run (:mod:`helpdp.cliconf.outdir` writes it before
+    the command runs) or a run of this command it recorded (a rerun: the guard accepted
+    it, so what is there is this command's and is copied over afresh from ``src``)."""
+    if dst.exists() or dst.is_symlink():
+        if dst.is_symlink() or not dst.is_dir():
+            raise ValueError(f"out={dst} exists and is not a directory; give a new directory")
+        others = sorted(p.name for p in dst.iterdir() if p.name != RECORD)
+        record = read_record(dst)
+        ours = record is not None and record.get("command") == COMMAND
+        if others and not ours:
+            raise ValueError(
+                f"out={dst} exists and holds {others[0]!r}; give a new directory "
+                "(or out=null: in place)"
+            )
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+
+
 def run_calibrate(cfg: HelperCalibrateConfig) -> dict:
     """The body of ``python -m helpdp.evaluate.calibrate``: returns the new helper.json."""
 
@@ -115,9 +137,7 @@ def run_calibrate(cfg: HelperCalibrateConfig) -> dict:
     src = Path(cfg.helper_dir)
     dst = Path(cfg.out) if cfg.out else src
     if dst != src:
-        if dst.exists():
-            raise ValueError(f"out={dst} exists; give a new directory (or out=null: in place)")
-        shutil.copytree(src, dst)
+        _copy_helper(src, dst)
     policy = HelperPolicy(dst)
     if policy.mode != "threshold":
         raise ValueError(f"{src}: a prefix-mode helper has no thresholds to calibrate")
@@ -183,7 +203,7 @@ def run_calibrate(cfg: HelperCalibrateConfig) -> dict:
 
 def main() -> None:
     run_app(
-        "helpdp.evaluate.calibrate",
+        COMMAND,
         HelperCalibrateConfig,
         run_calibrate,
         config_name="helper_calibrate",
