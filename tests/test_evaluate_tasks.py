@@ -50,3 +50,25 @@ def test_episode_table_round_trip(tmp_path):
     t.to_parquet(tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match=r"bad.parquet: row 3: success is not 0 or 1"):
         read_episode_table(tmp_path / "bad.parquet")
+
+
+def test_the_shipped_real_verdict_recomputes(tmp_path):
+    """docs/results/real-actor.md's newest entry, from its shipped per-task counts
+    (docs/results/tables/real-heldout-81pairs-counts.parquet): turns 0,3 - turn 0 for tasks
+    like these +0.148 [-0.489, +0.786]; against the rules' hull at equal spend +0.028
+    [-0.094, +0.151]; 1 of 3 tasks differs, so no statement about other tasks."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    table = root / "docs" / "results" / "tables" / "real-heldout-81pairs-counts.parquet"
+    cmd = [sys.executable, "bench/real_actor.py", "--eval-report", "--from-table", str(table)]
+    out = subprocess.run(cmd + ["--pool"], cwd=root, capture_output=True, text=True, check=True)
+    text = out.stdout
+    assert (
+        "| rule: turns 0,3 (1.44) | rule: turn 0 | +0.148 [-0.489, +0.786] (df 2.0) | 1 of 3"
+        in text
+    )
+    assert "+0.028 [-0.094, +0.151] (df 2.0) | 1 of 3 (100%) | 0.153 | 10 |" in text
+    assert "no statement about other tasks (1 of 3 tasks differ)" in text
