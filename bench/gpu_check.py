@@ -310,7 +310,7 @@ def step_grpo(root: Path, size: dict, dev: Device) -> dict:
         "helper gate decided (gate.policy=helper)": len(rollout.decisions) > 0,
         "grants = expert calls": granted == res["expert_calls"],
         "adaptive split (phase set)": bool(res["phase"]),
-        "graduated reward logged": any(k.startswith("rewards/Graduated") for k in logs[-1])
+        "graduated reward logged": any(k.startswith("rewards/graduated") for k in logs[-1])
         if logs
         else False,
     }
