@@ -1,0 +1,30 @@
+"""bench/safe_select.py at small size: the whole protocol on a random HelpWorld, its
+choice valued exactly against the rules' hull at its own spend."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import safe_select  # noqa: E402
+from helpdp.policies import AtTurns, Never  # noqa: E402
+from helpdp.synthetic import HelpWorld  # noqa: E402
+
+
+def test_hull_value_is_the_rules_upper_hull():
+    w = HelpWorld()
+    s_never, _ = w.exact(Never())
+    s0, u0 = w.exact(AtTurns((0,)))
+    assert np.isclose(safe_select.hull_value(w, 0.0), s_never)
+    mid = safe_select.hull_value(w, u0 / 2)
+    assert mid >= (s_never + s0) / 2 - 1e-12  # at least the chord to turn 0
+
+
+def test_one_world_runs_the_protocol():
+    rows = safe_select.one_world(0, 8, True, (2.0,))
+    (r,) = rows
+    assert r["tasks"] == 8 and np.isfinite(r["gap"]) and 0 <= r["SR"] <= 1
+    table = safe_select.summarize(rows)
+    assert table[0]["worlds"] == 1 and table[0]["worse_rate"] in (0.0, 1.0)
