@@ -106,6 +106,22 @@ def sweep(order, lo, hi, g, b, out):
             action[s] = -1
             change = max(change, max(abs(v - old_v), abs(v - old_s)))
             continue
+        t0 = tr_ptr[_u(j0)]
+        if n_col == 3 and j1 - j0 == 1 and tr_ptr[_u(j0 + 1)] - t0 == 1:
+            # one row, one transition (most states of a history tree): the code below
+            # without its loops of one iteration, the same operations to the bit
+            a = sa_action[_u(j0)]
+            p = tr_prob[_u(t0)]
+            nxt = _u(tr_next[_u(t0)])
+            s_new = gamma * (0.0 + p * val[nxt, 1])
+            mk = gamma * (0.0 + p * val[nxt, 2]) + (1.0 if a == 1 else 0.0)
+            v_new = s_new - costs[1] * mk
+            if rule == RULE_EXACT:
+                v_new = -costs[_u(a)] + gamma * (0.0 + p * val[nxt, 0])
+            change = max(change, abs(mk - val[s, 2]))
+            val[s, 0], val[s, 1], val[s, 2], action[s] = v_new, s_new, mk, a
+            change = max(change, max(abs(v_new - old_v), abs(s_new - old_s)))
+            continue
         best_j = j0  # the only row, if one
         best_q = 0.0
         if j1 - j0 > 1:
