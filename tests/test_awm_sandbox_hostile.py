@@ -508,8 +508,8 @@ def test_verifiers_cannot_poison_forge_or_tamper(tmp_path):
     attach = ATTACH_VERIFIER.format(master=master, outside=outside)
     with VerifierPool(1, VLIMITS, work_root=tmp_path / "pool", clock=dataset.clock()) as pool:
 
-        def run(code):
-            return pool.run(code, initial_db=master, final_db=master)
+        def run(code):  # one world's verifiers: they share its fork server
+            return pool.run(code, initial_db=master, final_db=master, world=SCENARIO)
 
         assert run(honest).label == "others"
         worker_pid = pool._idle[0].pid
