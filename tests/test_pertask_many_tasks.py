@@ -2,8 +2,7 @@
 
 ``kernels.sweep`` backs up a state of one row and one transition without the loops of
 the general backup (the same numbers to the bit), a chord search writes each solve
-into the memory of a solution it dropped (``solve._outputs`` keeps ``SPARE_SETS``),
-and ``solve.free_cpus`` counts a container's CPU quota."""
+into the memory of a solution it dropped (``solve._outputs`` keeps ``SPARE_SETS``)."""
 
 import sys
 
