@@ -3,7 +3,8 @@
 A fake server on 127.0.0.1 (``websockets``, OpenEnv's message format) answers each tool
 with an attack: a 95 MB ``[[],[],...]`` message (30 million lists, 2.7 GiB decoded), a
 message nested 200,000 deep, a call that never answers (past ``env.tool_budget_s``), a
-verifier mode and a reward type outside the protocol. Each is a per-episode error, and
+verifier mode and a reward type outside the protocol, each task answered with the next
+task's instruction. Each is a per-episode error, and
 the next episode on the same pool runs to ``complete``. The server's loops are bounded
 (a stalled call waits at most 30 s) and it stops with the module.
 """
@@ -22,6 +23,7 @@ import pytest
 
 pytest.importorskip("openenv")
 
+from collect.awm.dataset import AWMDataset  # noqa: E402
 from collect.awm.env import EnvConfig  # noqa: E402
 from collect.awm.protocol import format_call_tool  # noqa: E402
 from collect.awm.remote_env import OpenEnvPool, RemoteMessageError  # noqa: E402
@@ -39,6 +41,8 @@ class FakeServer:
         self.release = threading.Event()  # set at teardown: a stalled call answers then
         self.bad_verify = False
         self.huge_session = False
+        self.shift_tasks = False  # answer each task with the next task's instruction
+        self.tasks = AWMDataset(WORLDS_DIR).get(SCENARIO).tasks
 
     @staticmethod
     def _answer(observation: dict, *, done: bool = False, reward=None) -> str:
@@ -52,7 +56,9 @@ class FakeServer:
     def _reply(self, message: dict) -> str:
         if message.get("type") == "reset":
             episode = message["data"].get("episode_id") or "e0"
-            obs = {"reward_type": "reset_ok", "task": "a task", "metadata": {"episode_id": episode}}
+            idx = int(message["data"].get("task_idx") or 0) + self.shift_tasks
+            task = self.tasks[idx % len(self.tasks)]
+            obs = {"reward_type": "reset_ok", "task": task, "metadata": {"episode_id": episode}}
             return self._answer(obs)
         action = message.get("data") or {}
         if action.get("type") == "list_tools":
@@ -252,4 +258,26 @@ def test_a_huge_session_answer_is_refused_at_connect(server):
                 pool.acquire(SCENARIO)
         finally:
             fake.huge_session = False
+        _next_episode_completes(pool)
+
+
+def test_a_task_text_that_is_not_the_local_worlds_is_refused(server):
+    """Issue 45 (11): a server answering each reset with the next task's instruction was
+    recorded as valid under the wrong instructions; the reset is now refused."""
+    fake, url = server
+    with _pool(url) as pool:
+        local = pool.scenario(SCENARIO).tasks
+        assert len(local) >= 2 and local[0] != local[1]
+        fake.shift_tasks = True
+        try:
+            for idx in (0, 1):
+                env = pool.acquire(SCENARIO)
+                with pytest.raises(RemoteMessageError, match=f"task {idx} is not the local"):
+                    env.reset(idx, episode_id=f"shifted-{idx}")
+                env.close()
+        finally:
+            fake.shift_tasks = False
+        env = pool.acquire(SCENARIO)
+        assert env.reset(1, episode_id="honest").task == local[1]
+        pool.release(env)
         _next_episode_completes(pool)

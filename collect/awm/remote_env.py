@@ -30,7 +30,9 @@ episode as locally.
 
 Scenarios (tasks, reference solutions, verifier code for the LLM expert's criteria) are
 read from the local copy of the worlds (``worlds=``): the server gives only the task
-text. Not offered: ``db_digest`` (``state_key=db`` needs the local runtime).
+text, and a reset whose task text is not the local task's (whitespace aside) is refused
+(:class:`RemoteMessageError`): an episode is never recorded under instructions the
+server chose. The server's verdicts stay the server's. Not offered: ``db_digest`` (``state_key=db`` needs the local runtime).
 """
 
 from __future__ import annotations
@@ -362,10 +364,17 @@ class OpenEnvAWMEnv:
                 for t in (_field(listed, "tools", []))
             ]
             obs = self.client.reset(**kwargs, **self._mode()).observation
+        expected = task if task is not None else self.scenario.task(task_idx).text
+        served = _field(obs, "task", None)
+        if not isinstance(served, str) or served.split() != expected.split():
+            raise RemoteMessageError(
+                f"reset: the server's task text for {self.scenario.name} task {task_idx} is not "
+                f"the local world's ({str(served)[:80]!r} against {expected[:80]!r})"
+            )
         self._new_episode()
         self.episode_id = str(episode_id or _field(obs, "metadata", {}).get("episode_id") or "")
         self.task_idx = task_idx
-        self.task_text = str(task if task is not None else _field(obs, "task", ""))
+        self.task_text = expected
         return ResetResult(
             self.episode_id,
             self.scenario.name,
