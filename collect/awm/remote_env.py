@@ -22,17 +22,14 @@ example); a final answer, or the last turn (``env.max_turns``), calls the hidden
 local one.
 
 The server is not trusted: each message is decoded within ``env.remote_message_mb``,
-``env.remote_json_values`` and ``env.remote_json_depth``
-(:func:`~collect.awm.wire.bounded_json`) and checked against the fields' closed sets
-(:func:`_check`); a refusal is :class:`~collect.awm.wire.RemoteMessageError`, which
-ends that episode (``server_error``). Tool calls share ``env.tool_budget_s`` per
-episode as locally.
-
-Scenarios (tasks, reference solutions, verifier code for the LLM expert's criteria) are
-read from the local copy of the worlds (``worlds=``): the server gives only the task
-text, and a reset whose task text is not the local task's (whitespace aside) is refused
-(:class:`RemoteMessageError`): an episode is never recorded under instructions the
-server chose. The server's verdicts stay the server's. Not offered: ``db_digest`` (``state_key=db`` needs the local runtime).
+``env.remote_json_values`` and ``env.remote_json_depth`` (:func:`~collect.awm.wire.bounded_json`)
+and checked against the fields' closed sets (:func:`_check`); a refusal is
+:class:`~collect.awm.wire.RemoteMessageError` and ends that episode (``server_error``); so
+does a reset whose task text is not the local world's (whitespace aside): an episode is
+never recorded under instructions the server chose. Tool calls share ``env.tool_budget_s``
+per episode as locally. Scenarios (tasks, reference solutions, verifier code) come from the
+local worlds (``worlds=``); the server's verdicts stay the server's. Not offered:
+``db_digest`` (``state_key=db`` needs the local runtime).
 """
 
 from __future__ import annotations
@@ -92,9 +89,8 @@ _VERDICTS = ("complete", "incomplete", "others")
 
 
 def outcome_of(reward_type: Any) -> str:
-    """Our episode outcome for the ``reward_type`` of a verification (OpenEnv's
-    verifier and judge labels included: ``judge_error`` is a verifier error, a label
-    we do not know is a verdict of ``others``)."""
+    """Our outcome for a verification's ``reward_type`` (OpenEnv's labels included:
+    ``judge_error`` is a verifier error, an unknown label a verdict of ``others``)."""
     value = str(reward_type or "")
     if value in (*_VERDICTS, "server_error", "no_verifier", "verifier_error", "format_error"):
         return value
@@ -154,9 +150,8 @@ def _check_tools(tools: Any) -> None:
 
 
 def _check(payload: Any) -> None:
-    """``payload`` (a reset or step answer) against OpenEnv AWM's observation schema
-    (the fields this runtime reads: reward types, outcomes, failure classes, verifier
-    modes and statuses are closed sets), or :class:`RemoteMessageError`."""
+    """``payload`` (a reset or step answer) against OpenEnv AWM's observation schema (the
+    fields read here; reward types, outcomes, failures, modes, statuses: closed sets)."""
     if not isinstance(payload, dict):
         raise RemoteMessageError(f"data has type {type(payload).__name__}")
     obs = payload.get("observation") if "observation" in payload else {}
@@ -367,10 +362,8 @@ class OpenEnvAWMEnv:
         expected = task if task is not None else self.scenario.task(task_idx).text
         served = _field(obs, "task", None)
         if not isinstance(served, str) or served.split() != expected.split():
-            raise RemoteMessageError(
-                f"reset: the server's task text for {self.scenario.name} task {task_idx} is not "
-                f"the local world's ({str(served)[:80]!r} against {expected[:80]!r})"
-            )
+            where = f"reset: the server's task text for {self.scenario.name} task {task_idx}"
+            raise RemoteMessageError(f"{where} is not the local world's: {str(served)[:60]!r}")
         self._new_episode()
         self.episode_id = str(episode_id or _field(obs, "metadata", {}).get("episode_id") or "")
         self.task_idx = task_idx
