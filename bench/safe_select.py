@@ -119,6 +119,8 @@ def main() -> None:
     ap.add_argument("--budgets", type=float, nargs="+", default=[1.05, 2.0])
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    if args.out and Path(args.out).exists():
+        ap.error(f"--out {args.out} exists: give a new file (nothing is replaced)")
     rows, table = run(args.worlds, tuple(args.tasks), tuple(args.budgets))
     print(
         "| tasks | design | budget | worlds | worse than the rules' hull by > 0.01 [95%] | better by > 0.01 | kept turn 0 | mean gap |"
