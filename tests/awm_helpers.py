@@ -105,3 +105,20 @@ def served(config) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def notes_databases(root: Path) -> tuple[Path, Path]:
+    """(initial, final) notes databases: the final one holds MILK_TASK's note (MILK_VERIFIER:
+    complete)."""
+    import sqlite3
+
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, rows in (("initial.db", ["first"]), ("final.db", ["first", "remember the milk"])):
+        path = root / name
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+            conn.executemany("INSERT INTO notes (body) VALUES (?)", [(r,) for r in rows])
+        conn.close()
+        paths.append(path)
+    return paths[0], paths[1]

@@ -13,12 +13,10 @@ the next verification (or session) still gets its honest result.
 from __future__ import annotations
 
 import errno
-import sqlite3
-from pathlib import Path
 
 import httpx
 import pytest
-from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world, served
+from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_databases, notes_world, served
 
 from collect.awm.client import EnvClient
 from collect.awm.env import EnvConfig, EnvPool
@@ -112,22 +110,8 @@ def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
 )
 
 
-def _databases(root: Path) -> tuple[Path, Path]:
-    """(initial, final): the final one holds MILK_TASK's note (MILK_VERIFIER: complete)."""
-    root.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, rows in (("initial.db", ["first"]), ("final.db", ["first", "remember the milk"])):
-        path = root / name
-        with sqlite3.connect(path) as conn:
-            conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
-            conn.executemany("INSERT INTO notes (body) VALUES (?)", [(r,) for r in rows])
-        conn.close()
-        paths.append(path)
-    return paths[0], paths[1]
-
-
 def test_a_verifier_cannot_steal_the_fork_servers_reply_pipe(tmp_path):
-    initial, final = _databases(tmp_path / "db")
+    initial, final = notes_databases(tmp_path / "db")
     with VerifierPool(1, VLIMITS, work_root=tmp_path / "pool") as pool:
 
         def run(code):
@@ -152,7 +136,7 @@ def test_a_forged_frame_costs_no_other_task_its_verdict(tmp_path):
     """Without the kernel boundary (isolation=python) the pipe can be stolen; the pool
     then sees the extra frame, drops that worker, counts it, and the next task's
     verdict is still its own."""
-    initial, final = _databases(tmp_path / "db")
+    initial, final = notes_databases(tmp_path / "db")
     limits = SandboxLimits(memory_mb=512, call_timeout_s=30.0, isolation="python")
     with VerifierPool(1, limits, work_root=tmp_path / "pool") as pool:
 
@@ -172,7 +156,7 @@ def test_a_forged_frame_costs_no_other_task_its_verdict(tmp_path):
 
 
 def test_verifier_runs_share_no_ipc_objects(tmp_path):
-    initial, final = _databases(tmp_path / "db")
+    initial, final = notes_databases(tmp_path / "db")
     with VerifierPool(1, VLIMITS, work_root=tmp_path / "pool") as pool:
         outcomes = [pool.run(SYSV_VERIFIER, initial_db=initial, final_db=final) for _ in range(3)]
         after = pool.run(MILK_VERIFIER, initial_db=initial, final_db=final)

@@ -11,11 +11,9 @@ next honest verification still gets its verdict.
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
 from types import SimpleNamespace
 
-from awm_helpers import MILK_VERIFIER
+from awm_helpers import MILK_VERIFIER, notes_databases
 
 from collect.awm.sandbox import SandboxLimits, VerifierPool
 from collect.awm.verification import verifier_world
@@ -45,21 +43,8 @@ def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
 )
 
 
-def _databases(root: Path) -> tuple[Path, Path]:
-    root.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, rows in (("initial.db", ["first"]), ("final.db", ["first", "remember the milk"])):
-        path = root / name
-        with sqlite3.connect(path) as conn:
-            conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
-            conn.executemany("INSERT INTO notes (body) VALUES (?)", [(r,) for r in rows])
-        conn.close()
-        paths.append(path)
-    return paths[0], paths[1]
-
-
 def test_verifiers_of_two_worlds_never_share_a_fork_server(tmp_path):
-    initial, final = _databases(tmp_path / "db")
+    initial, final = notes_databases(tmp_path / "db")
     servers: dict[str, list[str]] = {"A": [], "B": []}
     with VerifierPool(1, VLIMITS, work_root=tmp_path / "pool") as pool:
         for world in ("A", "B", "A", "A", "B"):
