@@ -90,14 +90,23 @@ def pairs_needed(sd: float, delta: float, power: float = 0.8, alpha: float = 0.0
 MIN_TASKS_DIFFER = 5
 
 
-def _cluster_parts(x, clusters):
-    """``(mean, codes, n_g, S_g, N)``: the pair-weighted mean, each pair's cluster code,
-    the cluster sizes and the clusters' sums of residuals."""
+def _cr2(x, clusters) -> tuple[float, float, float, int]:
+    """``(mean, CR2 variance of the mean, Bell-McCaffrey df, G)`` of ``x`` clustered by
+    ``clusters`` (:func:`cluster_ci`); variance and df NaN below two clusters."""
     d = np.asarray(x, np.float64)
     codes, n_g = np.unique(np.asarray(clusters), return_inverse=True, return_counts=True)[1:]
-    m = float(d.mean())
-    s_g = np.bincount(codes, weights=d - m, minlength=len(n_g))
-    return m, codes, n_g.astype(np.float64), s_g, len(d)
+    m, n, g = float(d.mean()), len(d), len(n_g)
+    if g < 2:
+        return m, float("nan"), float("nan"), g
+    n_g = n_g.astype(np.float64)
+    s_g = np.bincount(codes, weights=d - m, minlength=g)  # the clusters' residual sums
+    a = 1.0 / ((1.0 - n_g / n) * n * n)
+    # Bell-McCaffrey: V's eigenvalues under an iid working model are those of
+    # D^1/2 C D^1/2, C_gh = n_g delta_gh - n_g n_h / N, D = diag(a)
+    c = np.diag(n_g) - np.outer(n_g, n_g) / n
+    b = np.sqrt(a)[:, None] * c * np.sqrt(a)[None, :]
+    df = round(float(np.trace(b) ** 2 / (b * b).sum()), 9)  # G - 1 exactly for equal sizes
+    return m, float((a * s_g * s_g).sum()), df, g
 
 
 def cluster_ci(x, clusters, level: float = 0.95) -> tuple[float, float, float, float, int]:
@@ -123,19 +132,9 @@ def cluster_ci(x, clusters, level: float = 0.95) -> tuple[float, float, float, f
 
     if len(np.asarray(x)) == 0:
         return float("nan"), float("nan"), float("nan"), float("nan"), 0
-    m, _, n_g, s_g, n = _cluster_parts(x, clusters)
-    g = len(n_g)
+    m, var, df, g = _cr2(x, clusters)
     if g < 2:
         return m, -math.inf, math.inf, float("nan"), g
-    keep = 1.0 - n_g / n
-    a = 1.0 / (keep * n * n)
-    var = float((a * s_g * s_g).sum())
-    # Bell-McCaffrey: V's eigenvalues under an iid working model are those of
-    # D^1/2 C D^1/2, C_gh = n_g delta_gh - n_g n_h / N, D = diag(a)
-    c = np.diag(n_g) - np.outer(n_g, n_g) / n
-    b = np.sqrt(a)[:, None] * c * np.sqrt(a)[None, :]
-    df = float(np.trace(b) ** 2 / (b * b).sum())
-    df = round(df, 9)  # G - 1 exactly for equal clusters, not 1.9999999999999998
     half = float(student_t.ppf(0.5 + level / 2, df) * math.sqrt(var))
     return m, m - half, m + half, df, g
 
@@ -147,13 +146,8 @@ def design_effect(x, clusters) -> float:
     d = np.asarray(x, np.float64)
     if len(d) < 2 or float(d.var(ddof=1)) == 0.0:
         return float("nan")
-    m, lo, hi, df, g = cluster_ci(d, clusters)
-    if g < 2:
-        return float("nan")
-    from scipy.stats import t as student_t
-
-    se = (hi - m) / float(student_t.ppf(0.975, df))
-    return float(se * se / (d.var(ddof=1) / len(d)))
+    _, var, _, g = _cr2(d, clusters)
+    return float(var / (d.var(ddof=1) / len(d))) if g >= 2 else float("nan")
 
 
 def task_shares(x, clusters) -> dict:
