@@ -6,7 +6,8 @@ worker and lists its tools, *exercises* it (each read-only tool called once, wit
 the arguments of a reference solution where it needs some, under the limits of an
 episode: the same sandbox, per-call wall clock and ``tool_budget_s``; the line
 reports the calls, their time and the worker's CPU), and runs each task's verifiers on the untouched
-database (a code-mode verifier must not say ``complete`` there; a SQL-mode one
+database (a code-mode verifier must not say ``complete`` there, whatever the final
+answer: none, empty or an arbitrary one, :data:`DO_NOTHING_ANSWERS`; a SQL-mode one
 must return a dict). One line per scenario, defects indented below it, then
 ``checked N scenarios: K ok, P partial, F failed``. Exit status 1 if any
 scenario failed; 2 when there is nothing to check (no scenario in ``data``, or none
@@ -219,6 +220,32 @@ def check_scenario(
         finally:
             app.close()
 
+    _run_verifiers(scenario, config, pool, db_path, result)
+
+    if result.errors or (result.defects and config.defects_fail):
+        result.status = "failed"
+    elif result.missing or result.defects:
+        result.status = "partial"
+    else:
+        result.status = "ok"
+    return result
+
+
+#: the answers the do-nothing check gives a code-mode verifier on the untouched database:
+#: none, an empty one and an arbitrary one (a verifier that checks only that there is an
+#: answer says complete to any of them); complete for any of them is a defect
+DO_NOTHING_ANSWERS: tuple[str | None, ...] = (None, "", "Done.")
+
+#: verifier statuses that are our runtime's failures (an error), not the data's (a defect)
+_RUNTIME_STATUSES = ("timeout", "memory", "cpu", "crashed", "closed", "start_failed", "limit")
+
+
+def _run_verifiers(
+    scenario: Scenario, config: CheckConfig, pool: VerifierPool, db_path, result: ScenarioCheck
+) -> None:
+    """The do-nothing check: each task's verifiers on the untouched database (the initial
+    database as the final one). A code-mode verifier must not say complete, with any of
+    :data:`DO_NOTHING_ANSWERS` as the final answer; a SQL-mode one must return a dict."""
     runs = []
     if config.run_verifiers:
         runs.append(("code", scenario.verifiers))
@@ -231,54 +258,47 @@ def check_scenario(
             result.notes.append(f"{len(records)} {mode}-mode verifiers not run (no database)")
             continue
         for _idx, record in sorted(records.items()):
-            outcome = pool.run(
-                record.code,
-                initial_db=db_path,
-                final_db=db_path,
-                final_answer=None,
-                mode=mode,
-                function_name=record.function_name,
-                world=verifier_world(scenario),
-            )
-            if outcome.status in (
-                "timeout",
-                "memory",
-                "cpu",
-                "crashed",
-                "closed",
-                "start_failed",
-                "limit",
-            ):
-                result.errors.append(
-                    f"{record.location} (task {record.task_idx}): {outcome.message}"
-                )
-                continue
-            if not outcome.ok:
-                result.defects.append(_verifier_defect(record, outcome))
-                continue
-            if mode == "code" and outcome.label == "complete":
-                result.defects.append(
-                    f"{record.location} (task {record.task_idx}): verifier says complete on the untouched database"
-                )
-                continue
-            if mode == "sql" and not isinstance(outcome.result, dict):
-                result.defects.append(
-                    f"{record.location} (task {record.task_idx}): verify_task returned "
-                    f"{type(outcome.result).__name__}, not a dict"
-                )
-                continue
-            if mode == "code":
-                result.verifiers_ok += 1
-            else:
-                result.sql_verifiers_ok += 1
+            if _do_nothing(scenario, record, mode, pool, db_path, result):
+                if mode == "code":
+                    result.verifiers_ok += 1
+                else:
+                    result.sql_verifiers_ok += 1
 
-    if result.errors or (result.defects and config.defects_fail):
-        result.status = "failed"
-    elif result.missing or result.defects:
-        result.status = "partial"
-    else:
-        result.status = "ok"
-    return result
+
+def _do_nothing(scenario, record, mode, pool, db_path, result: ScenarioCheck) -> bool:
+    """Run one verifier on the untouched database (code mode: once per answer of
+    :data:`DO_NOTHING_ANSWERS`); False after recording the error or defect found."""
+    where = f"{record.location} (task {record.task_idx})"
+    for answer in DO_NOTHING_ANSWERS if mode == "code" else (None,):
+        outcome = pool.run(
+            record.code,
+            initial_db=db_path,
+            final_db=db_path,
+            final_answer=answer,
+            mode=mode,
+            function_name=record.function_name,
+            world=verifier_world(scenario),
+        )
+        if outcome.status in _RUNTIME_STATUSES:
+            result.errors.append(f"{where}: {outcome.message}")
+            return False
+        if not outcome.ok:
+            if answer is not None:  # raising on an answer is not what this run looks for
+                continue
+            result.defects.append(_verifier_defect(record, outcome))
+            return False
+        if mode == "code" and outcome.label == "complete":
+            given = "" if answer is None else f" with the final answer {answer!r}"
+            result.defects.append(
+                f"{where}: verifier says complete on the untouched database{given}"
+            )
+            return False
+        if mode == "sql" and not isinstance(outcome.result, dict):
+            result.defects.append(
+                f"{where}: verify_task returned {type(outcome.result).__name__}, not a dict"
+            )
+            return False
+    return True
 
 
 def _read_only_calls(scenario: Scenario, tools: list[Tool]) -> list[tuple[str, dict]]:
