@@ -17,18 +17,33 @@
   (the resolved config; ``python -m <command> --config-dir OUT/.hydra --config-name
   config`` re-runs it), ``overrides.yaml`` (the command line) and ``job.yaml`` (the
   command), so a run killed midway is resumed by its rerun, not refused. A run that
-  wrote nothing leaves no record (and no empty directory it created).
+  wrote nothing leaves no record (and no empty directory it created);
+* the record is written and removed relative to a descriptor of ``OUT``, never through
+  a link: ``OUT/.hydra`` or one of its files planted as a symbolic link (or as
+  something else than a directory and regular files) is refused, named, before
+  anything is written, with or without ``overwrite=true``; each file is written under
+  a fresh name (``O_EXCL|O_NOFOLLOW``) and renamed into place, and a run that wrote
+  nothing removes only the files it wrote (the same inode), so a link or a file put
+  there by someone else is never written through or removed. Hydra itself writes
+  nothing under ``OUT``: every primary config sets ``hydra.run.dir: .`` and
+  ``hydra.output_subdir: null``, and :func:`cliconf.run_app` turns
+  ``hydra.run.dir=X`` into ``out=X``. The writer lock's directory in the temporary
+  directory must be this user's own and no link, and the lock file is opened
+  ``O_NOFOLLOW``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +55,10 @@ __all__ = ["RECORD", "claim_out", "guards_out", "lock_out", "pop_overwrite", "re
 
 #: the record of the run that wrote an ``out=`` directory (Hydra's output subdir)
 RECORD = ".hydra"
+#: the files of the record
+RECORD_FILES = ("config.yaml", "overrides.yaml", "job.yaml")
+#: a directory opened where it is, not where a link points
+_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: fields that change how a run reports, not what it writes: a rerun may differ in them
 PRESENTATION = ("out", "progress", "quiet", "verbose")
 OVERWRITE_HELP = [
@@ -74,9 +93,23 @@ def pop_overwrite(command: str, args: Sequence[str]) -> tuple[list[str], bool]:
 
 
 def _lock_path(out: Path) -> Path:
+    """The lock file of ``out``, in a directory of this user's own in the temporary
+    directory (refused when it is a link, another user's, or writable by others)."""
     digest = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24]
     where = Path(tempfile.gettempdir()) / f"helpdp-out-locks-{os.getuid()}"
-    where.mkdir(mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        where.mkdir(mode=0o700)
+    st = os.lstat(where)
+    if stat.S_ISLNK(st.st_mode):
+        raise FileExistsError(
+            f"{where}: a symbolic link; the locks of out= directories are kept in a "
+            "directory of this user's own: remove it"
+        )
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise FileExistsError(
+            f"{where}: not a directory of this user's own that only they can write; the "
+            "locks of out= directories are kept there: remove it"
+        )
     return where / f"{digest}.lock"
 
 
@@ -88,8 +121,18 @@ def lock_out(command: str, out: str | os.PathLike) -> Iterator[None]:
     import fcntl
 
     path = _lock_path(Path(out))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise FileExistsError(
+            f"{path}: a symbolic link; the lock of out={out} is never opened through a "
+            "link: remove it"
+        ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileExistsError(f"{path}: not a regular file; the lock of out={out}: remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -192,15 +235,80 @@ def _refusal(command: str, out: Path, config: dict, present: Sequence[str]) -> s
     return None
 
 
+def _refuse_link(out: Path, path: Path) -> FileExistsError:
+    return FileExistsError(
+        f"out={out}: {path} is a symbolic link; the record of a run is written there and "
+        "never through a link: remove it or use another out="
+    )
+
+
+def _check_record(out: Path) -> None:
+    """Refuse a record that is not plain: ``OUT/.hydra`` a link or not a directory, or
+    one of :data:`RECORD_FILES` a link or not a regular file (nothing is written)."""
+    rec = out / RECORD
+    for path, want in ((rec, stat.S_ISDIR), *((rec / n, stat.S_ISREG) for n in RECORD_FILES)):
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise _refuse_link(out, path)
+        if not want(st.st_mode):
+            kind = "a directory" if want is stat.S_ISDIR else "a regular file"
+            raise FileExistsError(
+                f"out={out}: {path} is not {kind}; the record of a run is written there: "
+                "remove it or use another out="
+            )
+
+
+def _open_record(out: Path, out_fd: int) -> int:
+    """A descriptor of ``OUT/.hydra`` (made when missing), opened without following a link."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(RECORD, 0o777, dir_fd=out_fd)
+    try:
+        return os.open(RECORD, _DIR_NOFOLLOW, dir_fd=out_fd)
+    except OSError as e:  # a link (or a file) put there since the check
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _refuse_link(out, out / RECORD) from None
+        raise
+
+
+def _put(out: Path, rec_fd: int, name: str, text: str) -> tuple[int, int]:
+    """Write ``text`` as ``name`` in the record: a fresh file (``O_EXCL|O_NOFOLLOW``)
+    renamed over ``name``, which replaces the name and never writes through it; returns
+    the file's ``(device, inode)``."""
+    tmp = f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644, dir_fd=rec_fd)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            st = os.fstat(fh.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISLNK(os.stat(name, dir_fd=rec_fd, follow_symlinks=False).st_mode):
+                raise _refuse_link(out, out / RECORD / name)
+        os.replace(tmp, name, src_dir_fd=rec_fd, dst_dir_fd=rec_fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=rec_fd)
+        raise
+    return st.st_dev, st.st_ino
+
+
 def _write_record(
-    out: Path, command: str, config_name: str, config: dict, overrides: Sequence[str]
+    out: Path,
+    command: str,
+    config_name: str,
+    config: dict,
+    overrides: Sequence[str],
+    written: dict[str, tuple[int, int, bytes]],
 ) -> None:
     """``OUT/.hydra/``: a primary config that re-runs this run, the command line, the
-    command."""
+    command; ``written`` gets each file's ``(device, inode, bytes)`` as it lands (what
+    :func:`_drop_record` may remove)."""
     from omegaconf import OmegaConf
 
     rec = out / RECORD
-    rec.mkdir(exist_ok=True)
     rerun = f"python -m {command} --config-dir {rec} --config-name config"
     primary = {
         "defaults": [f"{config_name}_schema", {"override hydra/job_logging": "stdout"}, "_self_"],
@@ -208,23 +316,69 @@ def _write_record(
         **config,
     }
     header = f"# the resolved config of the run that wrote {out}; re-run it with\n#   {rerun}\n"
-    (rec / "config.yaml").write_text(header + OmegaConf.to_yaml(OmegaConf.create(primary)))
-    OmegaConf.save(OmegaConf.create(list(overrides)), rec / "overrides.yaml")
     job = {"command": command, "config_name": config_name, "rerun": rerun}
-    OmegaConf.save(OmegaConf.create(job), rec / "job.yaml")
+    texts = {
+        "config.yaml": header + OmegaConf.to_yaml(OmegaConf.create(primary)),
+        "overrides.yaml": OmegaConf.to_yaml(OmegaConf.create(list(overrides))),
+        "job.yaml": OmegaConf.to_yaml(OmegaConf.create(job)),
+    }
+    out_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        rec_fd = _open_record(out, out_fd)
+        try:
+            for name in RECORD_FILES:
+                written[name] = (*_put(out, rec_fd, name, texts[name]), texts[name].encode())
+        finally:
+            os.close(rec_fd)
+    finally:
+        os.close(out_fd)
 
 
-def _drop_record(out: Path, created: list[Path]) -> None:
-    """Remove the record of a run that wrote nothing (the files ``_write_record`` wrote),
-    and the directories this run created for ``out`` (deepest first) that are empty."""
-    rec = out / RECORD
-    for name in ("config.yaml", "overrides.yaml", "job.yaml"):
-        with contextlib.suppress(FileNotFoundError):
-            (rec / name).unlink()
-    with contextlib.suppress(OSError):  # not empty: files that are not ours stay
-        rec.rmdir()
-        for d in created:
-            d.rmdir()
+def _ours(rec_fd: int, name: str, dev: int, ino: int, data: bytes) -> bool:
+    """``name`` in the record is still the file this run wrote: the same inode (a freed
+    one is reused at once: also the same bytes), opened without following a link."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=rec_fd
+        )
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (dev, ino):
+            return False
+        return fh.read(len(data) + 1) == data
+
+
+def _drop_record(
+    out: Path, created: list[Path], written: Mapping[str, tuple[int, int, bytes]]
+) -> None:
+    """Remove the record of a run that wrote nothing (the files ``_write_record`` wrote,
+    each only while it is the same file: :func:`_ours`), and the directories this run
+    created for ``out`` (deepest first) that are empty; nothing through a link."""
+    try:
+        out_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        try:
+            rec_fd = os.open(RECORD, _DIR_NOFOLLOW, dir_fd=out_fd)
+        except OSError:
+            rec_fd = None
+        if rec_fd is not None:
+            try:
+                for name, (dev, ino, data) in written.items():
+                    if _ours(rec_fd, name, dev, ino, data):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(name, dir_fd=rec_fd)
+            finally:
+                os.close(rec_fd)
+        with contextlib.suppress(OSError):  # not empty: files that are not ours stay
+            os.rmdir(RECORD, dir_fd=out_fd)
+            for d in created:
+                d.rmdir()
+    finally:
+        os.close(out_fd)
 
 
 @contextlib.contextmanager
@@ -254,6 +408,7 @@ def claim_out(
     with lock_out(command, out):
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(f"out={out} is a file; out= names a directory")
+        _check_record(out)
         before = _files(out) if out.is_dir() else {}
         reason = _refusal(command, out, config, list(before)) if before else None
         if reason and not overwrite:
@@ -264,13 +419,14 @@ def claim_out(
         # leaves its record beside its files, so that its rerun resumes them instead of
         # being refused as files of unknown origin
         out.mkdir(parents=True, exist_ok=True)
-        _write_record(out, command, config_name, config, overrides)
+        written: dict[str, tuple[int, int, bytes]] = {}
         try:
+            _write_record(out, command, config_name, config, overrides, written)
             yield
         finally:
             after = _files(out) if out.is_dir() else {}
             if not after:
-                _drop_record(out, created)
+                _drop_record(out, created, written)
             replaced = [k for k, v in before.items() if after.get(k) != v]
             if replaced:
                 why = (
