@@ -37,8 +37,9 @@ import pandas as pd
 import pyarrow as pa
 
 from collect.awm.observation import HELP_HEADERS, neutralise_markers, render_observation
+from collect.awm.protocol import MAX_CALL_DEPTH, Action, Failure
 from collect.schedule import EpisodeSpec, draw_action, episode_rng
-from collect.statekey import DbKeys, HistoryKeys, canonical_action
+from collect.statekey import DbKeys, HistoryKeys, arguments_sha, canonical_action, recordable
 from collect.types import (
     Actor,
     EpisodeView,
@@ -49,7 +50,7 @@ from collect.types import (
     TurnRequest,
 )
 from helpdp.contract import EPISODES_SCHEMA, STATES_SCHEMA, STEPS_SCHEMA
-from helpdp.events import args_sha, classify_steps
+from helpdp.events import classify_steps
 from helpdp.policies import HelpPolicy, StateView, action_probs, safe_decide
 
 if TYPE_CHECKING:
@@ -82,7 +83,11 @@ END_REASONS = ("final", "format_error", "max_turns", "context_full", "server_err
 # ---------------------------------------------------------------------------
 
 
-def _norm(value: Any) -> Any:
+def _norm(value: Any, depth: int = 0) -> Any:
+    """``value`` compared as JSON; ValueError past twice :data:`MAX_CALL_DEPTH` levels
+    (strings holding JSON count theirs: a reply is data, never a recursion error)."""
+    if depth > 2 * MAX_CALL_DEPTH:
+        raise ValueError("nested too deep")
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int | float):
@@ -90,13 +95,13 @@ def _norm(value: Any) -> Any:
     if isinstance(value, str):
         text = value.strip()
         try:
-            return _norm(json.loads(text)) if text[:1] in "{[" else text
-        except ValueError:
+            return _norm(json.loads(text), depth + 1) if text[:1] in "{[" else text
+        except (ValueError, RecursionError):
             return text
     if isinstance(value, dict):
-        return {str(k): _norm(v) for k, v in value.items() if v is not None}
+        return {str(k): _norm(v, depth + 1) for k, v in value.items() if v is not None}
     if isinstance(value, list | tuple):
-        return [_norm(v) for v in value]
+        return [_norm(v, depth + 1) for v in value]
     return str(value)
 
 
@@ -107,7 +112,10 @@ def call_matches(parsed: dict[str, Any], call: dict[str, Any]) -> bool:
     name = str(parsed.get("tool_name") or "").strip().lower()
     if name != str(call.get("tool_name") or "").strip().lower():
         return False
-    return _norm(parsed.get("arguments") or {}) == _norm(call.get("arguments") or {})
+    try:
+        return _norm(parsed.get("arguments") or {}) == _norm(call.get("arguments") or {})
+    except ValueError:  # nested past the limit: no reference call is
+        return False
 
 
 def reference_progress(history: Sequence[Turn], calls: Sequence[dict[str, Any]]) -> int:
@@ -141,7 +149,7 @@ class TextRenderer:
     def block(role: str, content: str) -> str:
         # no content, not even the actor's or a helper's, can open a block of its own
 
-        return f"<|{role}|>\n{neutralise_markers(content)}\n"
+        return f"<|{role}|>\n{neutralise_markers(recordable(content))}\n"
 
     def render(self, entries: Sequence[tuple[str, str]], note: str | None = None) -> str:
         blocks = [self.block(r, c) for r, c in entries]
@@ -382,10 +390,18 @@ class EpisodeRunner:
             return
         self.prompt_tokens += reply.prompt_tokens
         self.completion_tokens += reply.completion_tokens
+        text = recordable(reply.text)  # what the transcripts hold (UTF-8 text)
         try:
             # a prompt past the context window ends the episode there (the agent's end,
             # verified as at max_turns); else the turn is the environment's next step
-            result = self.env.truncate() if reply.context_full else self.env.step(reply.text)
+            if reply.context_full:
+                result = self.env.truncate()
+            elif text != reply.text:  # a lone surrogate: no text, a format error (not parsed)
+                why = "the reply is not Unicode text (a lone surrogate; shown as \\uXXXX)"
+                invalid = Action("invalid", failure=Failure.INVALID_JSON, message=why)
+                result = self.env.act(invalid, turn_text=text)
+            else:
+                result = self.env.step(reply.text)
             digest = self._digest() if self.ctx.keys.needs_digest else None
         except Exception as e:  # noqa: BLE001 - the environment failed: record it
             self._env_broken = True
@@ -402,7 +418,7 @@ class EpisodeRunner:
             self.errors += 1
         if info.get("format_error"):
             self.format_errors += 1
-        turn = Turn(t, action, help_, reply.text, parsed, failure, observation)
+        turn = Turn(t, action, help_, text, parsed, failure, observation)
         self.history.append(turn)
         element = {
             "help": action,
@@ -410,7 +426,7 @@ class EpisodeRunner:
             "action": canonical_action(parsed, reply.text),
             "observation": observation,
         }
-        self.entries.append(("assistant", reply.text))
+        self.entries.append(("assistant", text))
         if result.done:
             self.outcome = str(info.get("outcome") or "others")
             self.reward = float(result.reward or 0.0)
@@ -442,7 +458,7 @@ class EpisodeRunner:
         self._record_step(t, action, help_, nxt, parsed, failure, info, reply)
         self._record_state(nxt, t + 1)
         self.state_id = nxt
-        self.messages.append({"role": "assistant", "content": reply.text})
+        self.messages.append({"role": "assistant", "content": text})
         self.messages.append(
             {"role": "user", "content": f"<tool_response>\n{observation}\n</tool_response>"}
         )
@@ -534,13 +550,13 @@ class EpisodeRunner:
                 "next_state_id": nxt,
                 "help": help_.name if help_ else "",
                 "kind": str(parsed.get("kind") or "error"),
-                "tool_name": parsed.get("tool_name"),
+                "tool_name": recordable(n) if isinstance(n := parsed.get("tool_name"), str) else n,
                 "failure": failure,
                 "format_error": bool(info.get("format_error", False)),
                 "prompt_tokens": int(reply.prompt_tokens) if reply else 0,
                 "completion_tokens": int(reply.completion_tokens) if reply else 0,
                 # for the views' repeats; columns of the stage-2 tables only (DESIGN_STEP)
-                "args_sha": args_sha(parsed.get("arguments")),
+                "args_sha": arguments_sha(parsed.get("arguments")),
                 "p_help": self.p_help,
             }
         )

@@ -38,15 +38,19 @@ import hashlib
 import json
 from typing import Any
 
+from helpdp.events import args_sha
+
 __all__ = [
     "DbHelpKeys",
     "DbKeys",
     "HistoryKeys",
     "STATE_KEYS",
+    "arguments_sha",
     "canonical_action",
     "canonical_json",
     "id_of",
     "make_keys",
+    "recordable",
 ]
 
 STATE_KEYS = ("history", "db", "db_help")
@@ -57,6 +61,27 @@ def canonical_json(obj: Any) -> str:
     """Compact, key-sorted JSON (non-JSON values by ``str``); hashed as UTF-8 with
     ``surrogatepass``: a model's lone surrogate is data, and valid text keeps its bytes."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def recordable(text: str) -> str:
+    """``text`` as a table (UTF-8) can hold it: each lone surrogate, which a model's reply
+    may hold and UTF-8 cannot, as ``\\uXXXX`` (as world text is rendered); valid text as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def arguments_sha(arguments: Any) -> str:
+    """:func:`helpdp.events.args_sha` of a call's arguments, for any reply: arguments with a
+    lone surrogate, or a string too deep to decode, hash their canonical JSON as UTF-8 with
+    ``surrogatepass`` (valid arguments keep ``args_sha``'s value)."""
+    try:
+        return args_sha(arguments)
+    except (UnicodeEncodeError, RecursionError):
+        text = canonical_json(arguments).encode("utf-8", "surrogatepass")
+        return hashlib.sha256(text).hexdigest()[:16]
 
 
 def id_of(digest: bytes) -> int:
