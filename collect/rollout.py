@@ -604,7 +604,7 @@ class EpisodeRunner:
             "tokens": self.completion_tokens,
             "prompt_tokens": self.prompt_tokens,
             "expert_tokens": self.expert_tokens,
-            "error": self.error,
+            "error": recordable(self.error),  # an endpoint's message may quote a reply
         }
         for i, iv in enumerate(self.ctx.interventions):
             row[f"p_{iv.name}"] = spec.trigger_p[i]

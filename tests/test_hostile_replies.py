@@ -43,7 +43,7 @@ def test_a_lone_surrogate_hashes_into_a_state_id():
 
 # -- end to end: hostile replies through `python -m collect`'s plain function -----------
 # 2 tasks x 2 probabilities (0.0, 1.0) x 2 seeds = 8 episodes (collector_helpers.SMALL);
-# seed 0's four get a hostile first turn, seed 1's are the simulated actor's throughout
+# five get a hostile first turn (HOSTILE), three are the simulated actor's throughout
 #: 4,000 characters: the app takes them (200,000 it answers with a server error)
 STRING_DEPTH = 2_000
 
@@ -64,32 +64,34 @@ ESCAPED = (
     '<tool_call>{"name": "call_tool", "arguments": '
     '{"tool_name": "\\ud800", "arguments": {"q": "\\udc00"}}}</tool_call>'
 )
+#: (seed, task index, trigger probability) -> the episode's first reply
 HOSTILE = {
-    (0, 0.0): lambda view: SURROGATE,
-    (0, 1.0): lambda view: DEEP,
-    (1, 1.0): _deep_string_call,
-    (1, 0.0): lambda view: ESCAPED,
+    (0, 0, 0.0): lambda view: TurnReply(SURROGATE, 1, 1),
+    (0, 0, 1.0): lambda view: TurnReply(DEEP, 1, 1),
+    (0, 1, 1.0): lambda view: TurnReply(_deep_string_call(view), 1, 1),
+    (0, 1, 0.0): lambda view: TurnReply(ESCAPED, 1, 1),
+    (1, 0, 0.0): lambda view: TurnReply("", error="the endpoint said: \ud800"),
 }
 
 
 class _Hostile:
-    """The simulated actor, except that seed 0's episodes answer their first turn with the
-    hostile reply of :data:`HOSTILE` (by task index and trigger probability)."""
+    """The simulated actor, except that the episodes of :data:`HOSTILE` get its reply as
+    their first turn."""
 
     name = "simulated"
     needs_solutions = True
 
     def __init__(self):
         self.inner = SimulatedActor()
-        self.hostile: dict[tuple[int, float], int] = {}  # -> the episode id that got it
+        self.hostile: dict[tuple[int, int, float], int] = {}  # -> the episode id that got it
 
     def generate(self, requests):
         replies = self.inner.generate(requests)
         for i, req in enumerate(requests):
             spec = req.view.spec
-            key = (spec.task_idx, spec.trigger_p[0])
-            if spec.seed == 0 and req.view.turn == 0:
-                replies[i] = TurnReply(HOSTILE[key](req.view), 1, 1)
+            key = (spec.seed, spec.task_idx, spec.trigger_p[0])
+            if key in HOSTILE and req.view.turn == 0:
+                replies[i] = HOSTILE[key](req.view)
                 self.hostile[key] = int(spec.episode_id)
         return replies
 
@@ -114,12 +116,12 @@ def test_hostile_replies_end_only_their_episodes_and_the_collection_publishes(
     work = tmp_path / "work"
     actor = _Hostile()
     result = _collect(tmp_path / "hostile", work, monkeypatch, actor)
-    assert result.episodes == 8 and len(actor.hostile) == 4
+    assert result.episodes == 8 and len(actor.hostile) == 5
     episodes = pd.read_parquet(tmp_path / "hostile" / "episodes.parquet").set_index("episode_id")
     steps = pd.read_parquet(tmp_path / "hostile" / "steps.parquet")
     first = steps[steps["t"] == 0].set_index("episode_id").fillna({"failure": "worked"})
     # the surrogate answer and the deep call: a format error of that turn ends the episode
-    for key in ((0, 0.0), (0, 1.0)):
+    for key in ((0, 0, 0.0), (0, 0, 1.0)):
         ep, step = episodes.loc[actor.hostile[key]], first.loc[actor.hostile[key]]
         assert (ep["outcome"], ep["end_reason"], ep["error"]) == ("format_error",) * 2 + ("",)
         assert ep["format_errors"] == 1 and ep["errors"] == 1 and ep["steps"] == 1
@@ -127,15 +129,21 @@ def test_hostile_replies_end_only_their_episodes_and_the_collection_publishes(
         assert step["failure"] == "invalid_json"
     # a call that parses (its deep string, its escaped surrogates are data): the episode
     # goes on, and no helper or table fails on it
-    for key, failure in (((1, 1.0), "worked"), ((1, 0.0), "unknown_tool")):
+    for key, failure in (((0, 1, 1.0), "worked"), ((0, 1, 0.0), "unknown_tool")):
         ep, step = episodes.loc[actor.hostile[key]], first.loc[actor.hostile[key]]
         assert ep["outcome"] != "server_error" and ep["error"] == "" and ep["steps"] > 1
         assert step["kind"] == "call_tool" and step["failure"] == failure
         assert not step["format_error"]
     # the oracle (p = 1.0) compared the deep string with the reference call, and helped
-    deep = steps[steps["episode_id"] == actor.hostile[(1, 1.0)]]
+    deep = steps[steps["episode_id"] == actor.hostile[(0, 1, 1.0)]]
     assert (deep["action"] == 1).all()
-    assert first.loc[actor.hostile[(1, 0.0)], "tool_name"] == "\\ud800"
+    assert first.loc[actor.hostile[(0, 1, 0.0)], "tool_name"] == "\\ud800"
+    # an actor's error quoting a lone surrogate: the episode's server error, as it was said
+    ep = episodes.loc[actor.hostile[(1, 0, 0.0)]]
+    assert (ep["outcome"], ep["error"]) == (
+        "server_error",
+        "actor failed: the endpoint said: \\ud800",
+    )
     states = pd.read_parquet(tmp_path / "hostile" / "states.parquet")
     assert states["text"].str.contains("The answer is \\ud800 done.", regex=False).any()
     # the other episodes are those of a collection without the hostile replies
@@ -143,7 +151,7 @@ def test_hostile_replies_end_only_their_episodes_and_the_collection_publishes(
     clean_eps = pd.read_parquet(tmp_path / "clean" / "episodes.parquet").set_index("episode_id")
     clean_steps = pd.read_parquet(tmp_path / "clean" / "steps.parquet")
     others = sorted(set(clean_eps.index) - set(actor.hostile.values()))
-    assert len(others) == 4 and set(episodes.index) == set(clean_eps.index)
+    assert len(others) == 3 and set(episodes.index) == set(clean_eps.index)
     pd.testing.assert_frame_equal(episodes.loc[others], clean_eps.loc[others])
     mine = steps[steps["episode_id"].isin(others)].reset_index(drop=True)
     theirs = clean_steps[clean_steps["episode_id"].isin(others)].reset_index(drop=True)
