@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from helpdp import trace as _trace
 from helpdp.budget import Solves, raise_until, warm_up
 from helpdp.cliconf import UsageError, parse_budgets
+from helpdp.cliconf.progress import tqdm_bar
 from helpdp.data import MDP, load_dataset
 from helpdp.demo import demo_dataset_path
 
@@ -83,7 +83,7 @@ def frontier(
     elif method == "frontier":
         raise ValueError("method='frontier' needs one intervention and an acyclic graph")
     tol_line = 1e-10 + 10 * solver_kw.get("tol", 1e-10)
-    bar = tqdm(total=None, desc="frontier solves", unit="solve", disable=not progress)
+    bar = tqdm_bar()(total=None, desc="frontier solves", unit="solve", disable=not progress)
     at = Solves(
         mdp,
         what="frontier",

@@ -61,11 +61,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
 from collect.awm.observation import render_state_text
 from helpdp.cliconf import to_dict
+from helpdp.cliconf.progress import tqdm_bar
 from helpdp.models.minilm import DIST, SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
 from helpdp.models.tokenizer import train_tokenizer
 from helpdp.models.trainer import fit_with_trainer
@@ -291,7 +291,7 @@ class LMPRM(PRM):
         self.model.eval()
         try:
             with torch.inference_mode():
-                bar = tqdm(
+                bar = tqdm_bar()(
                     total=len(order), desc=desc, unit="ex", disable=not progress, leave=False
                 )
                 for b in range(0, len(order), batch_size):

@@ -31,7 +31,37 @@ __all__ = [
     "cost_line",
     "duration",
     "expected_seconds",
+    "preload_tqdm_auto",
+    "tqdm_bar",
 ]
+
+
+def tqdm_bar():
+    """The tqdm class to draw with: ``tqdm.auto``'s (a widget in a notebook) where
+    ipywidgets is installed, else the plain one. ``tqdm.auto`` in a Jupyter kernel
+    without ipywidgets warns "IProgress not found" and falls back to the plain bar anyway."""
+    import importlib.util
+
+    if importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm import tqdm
+    return tqdm
+
+
+def preload_tqdm_auto() -> None:
+    """Import ``tqdm.auto`` once with its "IProgress not found" warning off, where
+    ipywidgets is missing: transformers imports it when it loads, and in a Jupyter
+    kernel without ipywidgets that import warns, then draws the plain bar anyway."""
+    import importlib.util
+
+    if "tqdm.autonotebook" in sys.modules or importlib.util.find_spec("ipywidgets"):
+        return
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import tqdm.auto  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -121,7 +151,7 @@ def _role(key: str) -> str:
 def announce_cost(command: str, work: dict[str, float], size: str, file=None) -> float:
     """Print :func:`cost_line` on stderr (or ``file``), above any bar that is showing;
     returns the expected seconds."""
-    from tqdm.auto import tqdm
+    tqdm = tqdm_bar()
 
     if not any(work.values()):
         return 0.0
@@ -160,7 +190,7 @@ class Stages:
     (with its total) from the moment it is made; ``stages(name)`` enters a stage."""
 
     def __init__(self, label: str, stages: Sequence[str], enabled: bool = True, file=None):
-        from tqdm.auto import tqdm
+        tqdm = tqdm_bar()
 
         self.label, self.names = label, list(stages)
         self.bar = tqdm(

@@ -8,6 +8,7 @@ Importing this package does not import torch: the torch-backed names load on fir
 
 from importlib import import_module
 
+from helpdp.cliconf.progress import preload_tqdm_auto
 from helpdp.models.config import TextModelConfig
 from helpdp.models.lora import LoRAConfig, lora_field, lora_settings
 from helpdp.models.minilm import MiniLMUnavailable, minilm_dir
@@ -31,6 +32,8 @@ __all__ = [
     "quiet_load",
     "train_tokenizer",
 ]
+
+preload_tqdm_auto()  # before transformers loads (helpdp.cliconf.progress)
 
 
 def __getattr__(name):

@@ -96,8 +96,9 @@ class MetricsCallback:
     phase transitions printed."""
 
     def __init__(self, out: Path, total: int, schedule: SplitSchedule, progress: bool = True):
-        from tqdm.auto import tqdm
+        from helpdp.cliconf.progress import tqdm_bar
 
+        tqdm = tqdm_bar()
         self.path = Path(out) / "metrics.csv"
         self.rows: list[dict] = []  # a resumed run: the rows up to its checkpoint (train())
         self.schedule = schedule
