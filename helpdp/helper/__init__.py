@@ -3,7 +3,8 @@
 ``python -m helpdp.label`` writes the labels, ``python -m helpdp.helper.train``
 fits the classifier, ``python -m helpdp.evaluate.calibrate`` re-picks its thresholds
 by realised calls in the deployment worlds, ``HelperPolicy`` deploys it
-(``decide(views)``). Importing
+(``decide(views)``), and ``HelperPipeline`` is the same decisions as a transformers
+pipeline (:mod:`helpdp.helper.pipeline`). Importing
 this package does not import torch: the torch-backed names load on first use.
 """
 
@@ -16,6 +17,7 @@ from helpdp.policies import StateView
 
 _LAZY = {
     "train_helper": "helpdp.helper.train",
+    "HelperPipeline": "helpdp.helper.pipeline",
     "HelperNet": "helpdp.models.encoder",
     "state_header": "helpdp.helper.features",
 }
@@ -24,6 +26,7 @@ __all__ = [
     "HelperCalibrateConfig",
     "HelperModelConfig",
     "HelperNet",
+    "HelperPipeline",
     "HelperPolicy",
     "HelperTrainConfig",
     "MiniLMUnavailable",

@@ -4,7 +4,8 @@ Short and factual: what the model is, how to load it (the project's loader and
 ``AutoModelForSequenceClassification``), its labels, budgets with their thresholds
 and validation usage, its validation metrics against the majority class, where its
 labels came from, and the warnings of :mod:`helpdp.helper.quality`. Rewritten whenever
-helper.json is (training, ``recalibrate``, ``helpdp.evaluate.calibrate``).
+helper.json is (training, ``recalibrate``, ``helpdp.evaluate.calibrate``), with the
+decision rule and pipeline that ``config.json`` names (:mod:`helpdp.helper.export`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,23 @@ def model_card(meta: dict) -> str:
         "`python -m helpdp.helper.train` on the budgeted DP's labels.",
         "",
         "```python",
+        'HELPER = "path/to/this/directory"',
         "from helpdp.helper import HelperPolicy        # decisions at a budget",
         "policy = HelperPolicy(HELPER, budget=1.0)",
+        "from transformers import pipeline             # the same decisions (helpdp installed)",
+        "pipe = pipeline(model=HELPER, trust_remote_code=True)",
+        'pipe(state_text, budget=1.0)                   # {"label": ..., "probabilities": ...}',
         "import helpdp.models.hf_helper                # registers model_type helpdp-helper",
         "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
         "model = AutoModelForSequenceClassification.from_pretrained(HELPER)",
+        "tok = AutoTokenizer.from_pretrained(HELPER)",
+        'probs = model(**tok(texts, padding=True, return_tensors="pt")).logits.softmax(-1)',
         "```",
+        "",
+        "Tokenize without truncation: the model cuts a longer input to its first and last "
+        "tokens itself, as the helper was trained (`truncation=True` keeps only the first). "
+        "The label with the highest probability is not the decision: that is "
+        "`1 - P(nohelp)` against the budget's threshold (the pipeline, or `HelperPolicy`).",
         "",
         f"Labels (id2label): {', '.join(f'{i}={c}' for i, c in enumerate(classes))}.",
         "",
@@ -90,7 +102,11 @@ def model_card(meta: dict) -> str:
 
 
 def write_card(out: Path, meta: dict) -> Path:
-    """Write ``out/README.md``."""
+    """Write ``out/README.md``, and the decision rule and pipeline into ``out/config.json``
+    (:func:`helpdp.helper.export.write_transformers_config`)."""
+    from helpdp.helper.export import write_transformers_config
+
     path = Path(out) / CARD
     path.write_text(model_card(meta))
+    write_transformers_config(out, meta)
     return path

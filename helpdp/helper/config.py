@@ -59,7 +59,11 @@ class HelperTrainConfig:
     """`python -m helpdp.helper.train`: fit the helper on DP labels (python -m helpdp.label)."""
 
     labels: str = _f("???", "label directory (or labels.parquet) written by python -m helpdp.label")
-    out: str = _f("outputs/helper", "directory to write (helper.json, encoder/, tokenizer/, head)")
+    out: str = _f(
+        "outputs/helper",
+        "directory to write: a transformers checkpoint (config.json, model.safetensors, the "
+        "tokenizer, helpdp_helper.py) with helper.json and the model card README.md",
+    )
     helper: HelperModelConfig = field(
         default_factory=HelperModelConfig,
         metadata={"help": "the model (config group helper: tiny|minilm|qwen3_0_6b|qwen3_4b)"},

@@ -25,6 +25,48 @@ from helpdp.helper.features import budget_prefix, help_probability, helper_input
 from helpdp.policies import StateView, uniform
 
 
+def default_budget(budgets) -> float:
+    """The budget a helper decides at when none is given: 1 if trained, else the middle one."""
+    budgets = [float(b) for b in budgets]
+    return 1.0 if 1.0 in budgets else budgets[len(budgets) // 2]
+
+
+def budget_threshold(rule: dict, budget: float) -> float:
+    """The help-score threshold at ``budget`` of a rule (helper.json, or the config's
+    ``helper_decision``): linear between trained budgets, the nearest one's outside."""
+    th = {float(k): v for k, v in rule["thresholds"].items()}
+    xs = sorted(th)
+    return float(np.interp(float(budget), xs, [th[x] for x in xs]))
+
+
+def budget_tie_weight(rule: dict, budget: float) -> float:
+    """The probability of help at a score equal to the threshold (``HelperPolicy.tie_weight``)."""
+    b = float(budget)
+    tw = {float(k): float(v) for k, v in (rule.get("tie_weights") or {}).items()}
+    if not tw:
+        return 0.0
+    th = {float(k): v for k, v in rule["thresholds"].items()}
+    xs = sorted(tw)
+    b = min(max(b, xs[0]), xs[-1])
+    for lo, hi in zip(xs, xs[1:]):
+        if lo <= b <= hi:
+            if b in (lo, hi):
+                return tw[b]
+            if th[lo] == th[hi]:
+                return float(np.interp(b, [lo, hi], [tw[lo], tw[hi]]))
+            return 0.0
+    return tw[xs[0]]
+
+
+def threshold_actions(p: np.ndarray, threshold: float, tie_weight: float, u) -> np.ndarray:
+    """The actions (int8) of class probabilities ``p`` (n, K + 1): help where the draw ``u``
+    (one per row, in [0, 1)) is below the help probability of ``1 - P(nohelp)`` at
+    ``threshold`` (``tie_weight`` at it), with the most likely intervention."""
+    h = help_probability(1.0 - p[:, 0], threshold, tie_weight)
+    which = 1 + p[:, 1:].argmax(1)
+    return np.where(np.asarray(u) < h, which, 0).astype(np.int8)
+
+
 class HelperPolicy:
     """A saved helper directory (``python -m helpdp.helper.train``) as a help policy."""
 
@@ -79,17 +121,14 @@ class HelperPolicy:
         return self.meta["mode"]
 
     def _default_budget(self) -> float:
-        return 1.0 if 1.0 in self.budgets else self.budgets[len(self.budgets) // 2]
+        return default_budget(self.budgets)
 
     def threshold(self, budget: float | None = None) -> float:
         """The help-score threshold at ``budget``: linear between trained budgets,
         the nearest one's outside them (non-increasing in the budget)."""
         if self.mode != "threshold":
             raise ValueError("a prefix-mode helper has no thresholds")
-        b = self.budget if budget is None else float(budget)
-        th = {float(k): v for k, v in self.meta["thresholds"].items()}
-        xs = sorted(th)
-        return float(np.interp(b, xs, [th[x] for x in xs]))
+        return budget_threshold(self.meta, self.budget if budget is None else budget)
 
     def tie_weight(self, budget: float | None = None) -> float:
         """The probability of help at a state whose score equals the threshold (at
@@ -98,21 +137,7 @@ class HelperPolicy:
         have no mass); the nearest trained budget's outside them."""
         if self.mode != "threshold":
             raise ValueError("a prefix-mode helper has no thresholds")
-        b = self.budget if budget is None else float(budget)
-        tw = {float(k): float(v) for k, v in (self.meta.get("tie_weights") or {}).items()}
-        if not tw:
-            return 0.0
-        th = {float(k): v for k, v in self.meta["thresholds"].items()}
-        xs = sorted(tw)
-        b = min(max(b, xs[0]), xs[-1])
-        for lo, hi in zip(xs, xs[1:]):
-            if lo <= b <= hi:
-                if b in (lo, hi):
-                    return tw[b]
-                if th[lo] == th[hi]:
-                    return float(np.interp(b, [lo, hi], [tw[lo], tw[hi]]))
-                return 0.0
-        return tw[xs[0]]
+        return budget_tie_weight(self.meta, self.budget if budget is None else budget)
 
     @property
     def state_header(self) -> bool:
@@ -162,10 +187,8 @@ class HelperPolicy:
             return p.argmax(1).astype(np.int8)
 
         if self.fixed_threshold is not None and budget is None:
-            h = help_probability(1.0 - p[:, 0], self.fixed_threshold, 0.0)
+            th, tw = self.fixed_threshold, 0.0
         else:
-            h = help_probability(1.0 - p[:, 0], self.threshold(budget), self.tie_weight(budget))
+            th, tw = self.threshold(budget), self.tie_weight(budget)
         u = np.array([uniform(self.seed, "helper", v.episode_id, v.depth) for v in views])
-        helps = u < h
-        which = 1 + p[:, 1:].argmax(1)
-        return np.where(helps, which, 0).astype(np.int8)
+        return threshold_actions(p, th, tw, u)

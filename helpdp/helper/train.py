@@ -582,7 +582,7 @@ def _save(m: _Net, helper_meta: dict, out: Path) -> None:
     from helpdp.models.encoder import save_net
 
     out.mkdir(parents=True, exist_ok=True)
-    written = save_net(m.net, m.tok, out, list(helper_meta["classes"]))
+    written = save_net(m.net, m.tok, out, list(helper_meta["classes"]), m.encoder)
     _write_meta(out, helper_meta)
     mode = (out / HELPER_JSON).stat().st_mode & 0o777
     for p in written:

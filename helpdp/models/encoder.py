@@ -156,6 +156,10 @@ def add_lora(encoder, cfg: dict):
     return get_peft_model(encoder, lora)
 
 
+#: the Encoder keys (name, tokenizer directory, max_length, head_tokens) whose cut was said
+_TOLD: set[tuple] = set()
+
+
 class Encoder:
     """Text -> token ids with the head + tail cut (module docstring)."""
 
@@ -163,6 +167,10 @@ class Encoder:
         self.tok = tokenizer
         self.name = name  # who says, once, that texts were cut
         self.told = False
+        # a tokenizer loaded from a directory (a saved helper): said once per process, not
+        # once per Encoder (helpdp.evaluate loads the helper once per budget)
+        where = getattr(tokenizer, "name_or_path", "")
+        self.key = (name, str(where), int(max_length), int(head_tokens)) if where else None
         self.pre = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
         self.post = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
         self.room = max(int(max_length) - len(self.pre) - len(self.post), 1)
@@ -182,11 +190,13 @@ class Encoder:
                 tail = self.room - self.head
                 ids = ids[: self.head] + ids[len(ids) - tail :]
             out.append(self.pre + ids + self.post)
-        if cut and not self.told:
+        if cut and not self.told and self.key not in _TOLD:
             self.told = True
-            from tqdm.auto import tqdm
+            if self.key is not None:
+                _TOLD.add(self.key)
+            from helpdp.cliconf.progress import tqdm_bar
 
-            tqdm.write(  # above any bar that is showing, on a line of its own
+            tqdm_bar().write(  # above any bar that is showing, on a line of its own
                 f"{self.name}: {cut} of {len(enc)} texts are longer than {self.room} tokens: "
                 f"each is cut to its first {self.head} and last {self.room - self.head} tokens "
                 "(max_length, head_tokens)",
@@ -210,8 +220,9 @@ def predict_proba(
     """Class probabilities (n, K + 1) for encoded sequences, batched by length,
     under ``torch.no_grad`` in eval mode, returned in input order (``progress``: a bar
     labelled ``desc``)."""
-    from tqdm.auto import tqdm
+    from helpdp.cliconf.progress import tqdm_bar
 
+    tqdm = tqdm_bar()
     out = np.zeros((len(seqs), net.head.out_features))
     if not len(seqs):
         return out
@@ -237,17 +248,35 @@ def predict_proba(
     return out
 
 
-def save_net(net, tokenizer, out: Path, classes: list[str]) -> list[Path]:
+def save_net(net, tokenizer, out: Path, classes: list[str], encoder=None) -> list[Path]:
     """Write ``net`` into ``out`` as a transformers checkpoint (``config.json``,
     ``model.safetensors``: :mod:`helpdp.models.hf_helper`; LoRA adapters merged) and its
-    tokenizer beside it; returns the files written."""
-    from helpdp.models.hf_helper import from_helper_net
+    tokenizer beside it; returns the files written. ``encoder`` (the :class:`Encoder` it
+    was trained through): its window goes into the config (the model cuts a longer input
+    as the encoder does) and the tokenizer's ``model_max_length``."""
+    from helpdp.models.hf_helper import (
+        HelperConfig,
+        HelperForSequenceClassification,
+        from_helper_net,
+    )
 
     before = {p: p.stat().st_mtime_ns for p in out.iterdir() if p.is_file()}
-    model = from_helper_net(net, classes)
+    window = {}
+    if encoder is not None:
+        n_pre, n_post = len(encoder.pre), len(encoder.post)
+        window = {"max_tokens": encoder.room + n_pre + n_post, "front_tokens": n_pre + encoder.head}
+    model = from_helper_net(net, classes, **window)
+    # a class loaded once as remote code (trust_remote_code) would copy its module here
+    HelperConfig._auto_class = HelperForSequenceClassification._auto_class = None
     with quiet_load():
         model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    limit = tokenizer.model_max_length
+    if window:
+        tokenizer.model_max_length = window["max_tokens"]
+    try:
+        tokenizer.save_pretrained(out)
+    finally:
+        tokenizer.model_max_length = limit
     return sorted(p for p in out.iterdir() if p.is_file() and before.get(p) != p.stat().st_mtime_ns)
 
 

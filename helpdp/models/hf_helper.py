@@ -11,6 +11,12 @@ type, after which::
     AutoTokenizer.from_pretrained(HELPER)
 
 load it; ``logits`` are the K + 1 class scores (softmax: ``P(nohelp)``, ``P(expert)``, ...).
+An input longer than the helper's window (``max_tokens``, the saved tokenizer's
+``model_max_length``) is cut inside ``forward`` as the project's encoder cuts it: its first
+``front_tokens`` and its last ``max_tokens - front_tokens`` real tokens ([CLS] and [SEP]
+included), so ``model(**tokenizer(texts, padding=True, return_tensors="pt"))`` without
+truncation gives the helper's probabilities on a state text (``truncation=True`` would
+keep the first tokens only). The decisions at a budget: :mod:`helpdp.helper.pipeline`.
 No standard class computes the helper's function (masked mean pooling over a BERT
 encoder; ``BertForSequenceClassification`` pools the [CLS] token through a dense layer),
 so the model type is the project's own, a ``PreTrainedModel`` subclass
@@ -37,14 +43,25 @@ MODEL_TYPE = "helpdp-helper"
 class HelperConfig(PretrainedConfig):
     """The helper's config: ``helper_encoder`` (the backbone's config as a dict, with its
     ``model_type``), ``encoder_kwargs`` (extra constructor arguments, e.g.
-    ``add_pooling_layer: false``), ``pooling`` (mean | last) and the classes as labels."""
+    ``add_pooling_layer: false``), ``pooling`` (mean | last), the classes as labels and the
+    input window: ``max_tokens`` and ``front_tokens`` (module docstring; ``None``: no cut)."""
 
     model_type = MODEL_TYPE
 
-    def __init__(self, helper_encoder=None, encoder_kwargs=None, pooling="mean", **kwargs):
+    def __init__(
+        self,
+        helper_encoder=None,
+        encoder_kwargs=None,
+        pooling="mean",
+        max_tokens=None,
+        front_tokens=None,
+        **kwargs,
+    ):
         self.helper_encoder = dict(helper_encoder or {})
         self.encoder_kwargs = dict(encoder_kwargs or {})
         self.pooling = pooling
+        self.max_tokens = None if max_tokens is None else int(max_tokens)
+        self.front_tokens = None if front_tokens is None else int(front_tokens)
         super().__init__(**kwargs)
         if self.helper_encoder.get("hidden_size"):
             self.hidden_size = int(self.helper_encoder["hidden_size"])
@@ -80,6 +97,7 @@ class HelperForSequenceClassification(PreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, labels=None, **kwargs):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        input_ids, attention_mask = self.cut(input_ids, attention_mask)
         h = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         logits = self.head(pool(h, attention_mask, self.pooling).float())
         loss = None
@@ -89,11 +107,38 @@ class HelperForSequenceClassification(PreTrainedModel):
             loss = soft_cross_entropy(logits, labels, torch.ones(self.config.num_labels))
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
+    def cut(self, input_ids, attention_mask):
+        """Rows with more than ``max_tokens`` real tokens cut to their first
+        ``front_tokens`` and last ``max_tokens - front_tokens`` (the project's encoder's
+        cut), the batch re-padded on the right; unchanged when no row is too long."""
+        n, front = self.config.max_tokens, self.config.front_tokens
+        if n is None or int(attention_mask.sum(1).max()) <= n:
+            return input_ids, attention_mask
+        front = min(int(front if front is not None else n // 2), n)
+        rows = []
+        for ids, mask in zip(input_ids, attention_mask):
+            real = ids[mask.bool()]
+            if len(real) > n:
+                real = torch.cat([real[:front], real[len(real) - (n - front) :]])
+            rows.append(real)
+        width = max(len(r) for r in rows)
+        pad = self.config.pad_token_id if self.config.pad_token_id is not None else 0
+        ids = torch.full(
+            (len(rows), width), int(pad), dtype=input_ids.dtype, device=input_ids.device
+        )
+        mask = torch.zeros((len(rows), width), dtype=attention_mask.dtype, device=input_ids.device)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = r
+            mask[i, : len(r)] = 1
+        return ids, mask
+
 
 def pool(h, attention_mask, pooling: str = "mean"):
-    """``(batch, hidden)``: the last real token's state (``last``), else the masked mean."""
+    """``(batch, hidden)``: the last real token's state (``last``; padding on either side),
+    else the masked mean."""
     if pooling == "last":
-        last = attention_mask.sum(1) - 1
+        pos = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        last = (attention_mask.long() * (pos + 1)).argmax(1)
         return h[torch.arange(h.shape[0], device=h.device), last]
     m = attention_mask.unsqueeze(-1).to(h.dtype)
     return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
@@ -107,9 +152,11 @@ def soft_cross_entropy(logits, target, class_weight):
     return -(wy * logp).sum() / wy.sum().clamp_min(1e-12)
 
 
-def from_helper_net(net, classes: list[str]) -> HelperForSequenceClassification:
+def from_helper_net(
+    net, classes: list[str], max_tokens: int | None = None, front_tokens: int | None = None
+) -> HelperForSequenceClassification:
     """A ``HelperForSequenceClassification`` with ``net``'s weights (a ``HelperNet``
-    whose LoRA adapters, if any, are merged first)."""
+    whose LoRA adapters, if any, are merged first) and the input window (the config's)."""
     enc = net.encoder
     if hasattr(enc, "merge_and_unload"):  # LoRA: plain weights
         enc = enc.merge_and_unload()
@@ -119,6 +166,9 @@ def from_helper_net(net, classes: list[str]) -> HelperForSequenceClassification:
         helper_encoder=enc_cfg,
         encoder_kwargs=kwargs,
         pooling=net.pooling,
+        max_tokens=max_tokens,
+        front_tokens=front_tokens,
+        pad_token_id=enc_cfg.get("pad_token_id"),
         id2label=dict(enumerate(classes)),
         label2id={c: i for i, c in enumerate(classes)},
         architectures=["HelperForSequenceClassification"],
