@@ -1,4 +1,4 @@
-"""Merge collections of disjoint tasks into one dataset: ``python -m collect.merge``.
+"""Merge collections into one dataset: ``python -m collect.merge``.
 
 A collection grows by task: collect more tasks later (``schedule.tasks=[...]``, a new
 ``out``, its own shards and fingerprint) and merge. The sources must be the same
@@ -30,6 +30,25 @@ depth; the same task, terminal and success in all of them, else refused) and the
 transitions' counts add up. The stage-2 columns (:data:`DESIGN_COLUMNS`) are null in
 the rows of a source without them. The merged manifest is then the first grid
 source's, without ``stage2`` (each source's is in ``merged_from``).
+
+A source's word alone shares nothing: a source whose manifest claims ``stage2``, and
+every source that shares a task with another, proves it from its tables first
+(:func:`_prove_scheduled`): a stage-2 claim builds its design
+(``collect.schedule.stage2_design``) and every episode records that design, with the
+trigger probabilities ``(q, 0, ...)``; every episode's id is the one the schedule gives
+its task, seed and design (or trigger vector, one of ``schedule.probabilities``); the
+steps' ``p_help`` and actions are the design's (``helpdp.ope.load_logged``: the base
+policy's decision where it does not randomise); the transitions are the counts of its
+steps, and its states' depth and start those its steps give. A shared task has one
+split in every source, and no two grid sources share a task, whatever the order.
+What no table can prove (outcomes of whole episodes consistent with the design, a
+state's text) is the collector's.
+
+Scores (``scores.parquet``, a PRM's estimates) are derived data: they are not merged.
+Each source keeps its own; ``merged_from`` records their rows and PRM, the command
+prints which were left out and how to score the merged set (``python -m prm.score
+data=OUT prm_dir=PRM``), and an ``out`` that holds a ``scores.parquet`` is refused
+rather than have it replaced by a merge that writes none.
 """
 
 from __future__ import annotations
@@ -47,10 +66,18 @@ import pyarrow as pa
 from collect.awm.wire import RemoteMessageError, bounded_json
 from collect.config import config_differences
 from collect.publish import summarize
-from collect.schedule import ScheduleConfig
+from collect.schedule import (
+    ScheduleConfig,
+    Stage2Config,
+    design_spec,
+    stable_int64,
+    stage2_design,
+    trigger_vectors,
+)
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 from helpdp.data import DatasetError, load_dataset, write_dataset
+from helpdp.ope import load_logged
 
 __all__ = ["MergeConfig", "merge_collections"]
 
@@ -71,7 +98,9 @@ def _stage2(manifest: dict) -> dict | None:
 
 @dataclass
 class MergeConfig:
-    """`python -m collect.merge`: one dataset from collections of disjoint tasks."""
+    """`python -m collect.merge`: one dataset from collections of disjoint tasks, or of
+    the two stages of the two-stage design on shared tasks (a stage-2 source proves its
+    design from its tables); scores.parquet is not merged: rescore the merged set."""
 
     sources: list = _f([], "dataset directories to merge (at least two), in this order")
     out: str = _f("", "directory of the merged dataset")
@@ -254,43 +283,206 @@ def _check_owned(name: str, f: dict[str, pd.DataFrame]) -> None:
         stray = ~values.isin(own[what]) & values.notna()
         if stray.any():
             row = int(np.flatnonzero(stray.to_numpy())[0])
-            value = values.iloc[row]
-            value = value.item() if isinstance(value, np.generic) else value
+            value = _plain(values.iloc[row])
             raise DatasetError(
                 f"{name}/{table}.parquet: row {row}: {col} {value!r} is not one "
                 f"of {name}'s own {what}: a source holds rows of its own tasks and episodes only"
             )
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it is (messages show ``-918...``, not
+    ``np.int64(-918...)``)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _check_disjoint(
     names: list[str], frames: list[dict[str, pd.DataFrame]], stage2: list[bool]
-) -> bool:
-    """Refuse a task (or state) in two sources unless one of the two is a stage-2
-    collection, and an episode in two sources always; whether some tasks are shared."""
-    shared = False
+) -> set[int]:
+    """Refuse a task (or state) in two grid sources, whatever the order and whichever
+    stage-2 sources share it too, and an episode in two sources always; the sources that
+    share a task with another (each of them proves its rows: :func:`_prove_scheduled`)."""
+    sharing: set[int] = set()
     for table, col in (("states", "task_id"), ("states", "state_id"), ("episodes", "episode_id")):
-        seen: dict[Any, int] = {}
+        first: dict[Any, int] = {}
+        grid: dict[Any, int] = {}  # the first grid source holding each value
         for i, (name, f) in enumerate(zip(names, frames)):
             if f.get(table) is None:
                 continue
             for v in pd.unique(f[table][col]):
-                j = seen.get(v)
-                if j is not None and (col == "episode_id" or not (stage2[i] or stage2[j])):
-                    shown = v.item() if isinstance(v, np.generic) else v
-                    raise DatasetError(
-                        f"{name}/{table}.parquet: {col} {shown!r} is also in {names[j]}: merged "
-                        "collections must hold disjoint tasks (or be the two stages of the "
-                        "two-stage design) and disjoint episodes"
-                    )
-                shared |= j is not None
-                seen.setdefault(v, i)
+                j = first.get(v)
+                if j is not None:
+                    k = j if col == "episode_id" else (None if stage2[i] else grid.get(v))
+                    if k is not None:
+                        raise DatasetError(
+                            f"{name}/{table}.parquet: {col} {_plain(v)!r} is also in "
+                            f"{names[k]}: merged collections must hold disjoint tasks (or be "
+                            "the two stages of the two-stage design) and disjoint episodes"
+                        )
+                    sharing |= {i, j}
+                first.setdefault(v, i)
+                if not stage2[i]:
+                    grid.setdefault(v, i)
         # (a task's states and episodes belong to one source, so this is enough)
-    return shared
+    return sharing
+
+
+def _check_splits(names: list[str], frames: list[dict[str, pd.DataFrame]]) -> None:
+    """A task is in one split in every source (the split is the task's, not the run's)."""
+    seen: dict[Any, tuple[Any, str]] = {}
+    for name, f in zip(names, frames):
+        ep = f.get("episodes")
+        if ep is None or "split" not in ep.columns:
+            continue
+        for r, (task, split) in enumerate(zip(ep["task_id"].tolist(), ep["split"].tolist())):
+            split0, name0 = seen.setdefault(task, (split, name))
+            if split != split0:
+                raise DatasetError(
+                    f"{name}/episodes.parquet: row {r}: task {task!r} is in split {split!r}, "
+                    f"in {name0} in {split0!r}: a task has one split"
+                )
+
+
+def _stage2_spec(name: str, manifest: dict) -> str:
+    """The design (:func:`collect.schedule.design_spec`) a stage-2 manifest's
+    ``source.config.stage2`` builds with its ``schedule.seed``, as episodes record it."""
+    conf = manifest.get("source", {}).get("config", {})
+    sched = conf.get("schedule") if isinstance(conf.get("schedule"), dict) else {}
+    try:
+        design = stage2_design(Stage2Config(**conf["stage2"]), int(sched.get("seed", 0)))
+    except (TypeError, ValueError) as e:
+        raise DatasetError(f"{name}/manifest.json: source.config.stage2: {e}") from None
+    return design_spec(design)
+
+
+def _prove_episodes(name: str, ds, manifest: dict, spec: str | None) -> None:
+    """Every episode of ``ds`` is one its schedule runs: the stage-2 claim's design
+    (``spec``) in each row, the trigger probabilities of its design or of one of
+    ``schedule.probabilities``, the id the schedule gives its task, seed and design."""
+    ep, where = ds.episodes, f"{name}/episodes.parquet"
+    sched = manifest.get("source", {}).get("config", {}).get("schedule")
+    sched = sched if isinstance(sched, dict) else {}
+    names = list(ds.actions[1:])
+    cols = [f"p_{a}" for a in names]
+    for col in ("task_id", "seed", *cols, *(("design",) if spec is not None else ())):
+        if col not in ep.columns:
+            why = (
+                "source.config.stage2 in its manifest claims a stage-2 collection, whose "
+                "episodes record their design"
+                if col == "design"
+                else "the schedule's record of each episode, which a source that shares "
+                "tasks must hold"
+            )
+            raise DatasetError(f"{where}: no column {col!r}: {why}")
+    designs = ep["design"].tolist() if "design" in ep.columns else [None] * len(ep)
+    try:
+        grid = {tuple(v) for v in trigger_vectors(sched.get("probabilities", []), len(names))}
+        seed0 = int(sched.get("seed", 0))
+    except (TypeError, ValueError) as e:
+        raise DatasetError(f"{name}/manifest.json: source.config.schedule: {e}") from None
+    probs = ep[cols].to_numpy(np.float64)
+    rows = zip(ep["episode_id"].tolist(), ep["task_id"].tolist(), ep["seed"].tolist())
+    for r, (eid, task, seed) in enumerate(rows):
+        d = designs[r] if isinstance(designs[r], str) and designs[r] else None
+        if spec is not None and d != spec:
+            raise DatasetError(
+                f"{where}: row {r}: design {designs[r]!r} is not its manifest's "
+                f"source.config.stage2 ({spec})"
+            )
+        vec = tuple(probs[r].tolist())
+        if d is not None:
+            try:
+                q = float(json.loads(d)["q"])
+            except (ValueError, KeyError, TypeError):
+                raise DatasetError(f"{where}: row {r}: design {d!r} is not a design") from None
+            ok, want = vec == (q,) + (0.0,) * (len(names) - 1), f"{q} then 0"
+        else:
+            ok, want = vec in grid, "one of source.config.schedule.probabilities"
+        if not ok:
+            raise DatasetError(
+                f"{where}: row {r}: trigger probabilities {list(vec)} ({', '.join(cols)}) "
+                f"are not its {'design' if d else 'schedule'}'s ({want})"
+            )
+        key = ["stage2", d] if d is not None else list(vec)
+        if eid != stable_int64("episode", seed0, task, key, int(seed)):
+            raise DatasetError(
+                f"{where}: row {r}: episode_id {eid} is not the id the schedule gives task "
+                f"{task!r}, seed {seed} and {'design ' + d if d else f'trigger vector {vec}'} "
+                f"(schedule.seed {seed0}): a source holds the episodes its schedule ran"
+            )
+
+
+def _prove_tables(name: str, ds) -> None:
+    """The transitions of ``ds`` are the counts of its steps, its states' depth and start
+    those its steps give (what a collection publishes; no other rows for shared states)."""
+    st, keys = ds.steps, ["state_id", "action", "next_state_id"]
+    counted = st.groupby(keys, sort=False).size().rename("steps").reset_index()
+    both = ds.transitions.reset_index(drop=True).reset_index().merge(counted, "outer", on=keys)
+    off = both["count"].ne(both["steps"])
+    if off.any():
+        row = both[off].sort_values("index", na_position="last").iloc[0]
+        key = ", ".join(f"{k} {_plain(row[k]):.0f}" for k in keys)
+        if pd.isna(row["index"]):
+            raise DatasetError(
+                f"{name}/steps.parquet: {int(row['steps'])} steps ({key}) that "
+                "transitions.parquet does not count: the transitions are its steps' counts"
+            )
+        n = 0 if pd.isna(row["steps"]) else int(row["steps"])
+        raise DatasetError(
+            f"{name}/transitions.parquet: row {int(row['index'])}: {key} counts "
+            f"{int(row['count'])}, its steps.parquet {n}: the transitions are its steps' counts"
+        )
+    reach = pd.concat(
+        [
+            pd.DataFrame({"state_id": st["state_id"], "depth": st["t"]}),
+            pd.DataFrame({"state_id": st["next_state_id"], "depth": st["t"] + 1}),
+        ]
+    )
+    depth = reach.groupby("state_id")["depth"].min()
+    start = set(st.loc[st["t"] == 0, "state_id"].tolist())
+    states = ds.states
+    for r, (sid, d, is_start) in enumerate(
+        zip(states["state_id"].tolist(), states["depth"].tolist(), states["is_start"].tolist())
+    ):
+        if sid not in depth.index:
+            raise DatasetError(
+                f"{name}/states.parquet: row {r}: state_id {sid} is reached by none of its steps"
+            )
+        if int(depth[sid]) != d or (sid in start) != bool(is_start):
+            raise DatasetError(
+                f"{name}/states.parquet: row {r}: state_id {sid} is_start {bool(is_start)}, "
+                f"depth {d}; its steps give is_start {sid in start}, depth {int(depth[sid])}"
+            )
+
+
+def _prove_scheduled(name: str, ds, manifest: dict) -> None:
+    """Source ``name`` proves from its tables what its manifest (or its sharing of a task)
+    claims (module docstring): one DatasetError naming the file, row and field if not."""
+    if ds.episodes is None or ds.steps is None:
+        missing = "episodes" if ds.episodes is None else "steps"
+        raise DatasetError(
+            f"{name}/{missing}.parquet: missing: a source that claims stage 2 or shares a "
+            "task with another proves its episodes by their schedule"
+        )
+    spec = _stage2_spec(name, manifest) if _stage2(manifest) else None
+    _prove_episodes(name, ds, manifest, spec)
+    has_design = "design" in ds.episodes.columns and ds.episodes["design"].notna().any()
+    if has_design and "p_help" not in ds.steps.columns:
+        raise DatasetError(
+            f"{name}/steps.parquet: no column 'p_help': a stage-2 episode's steps record "
+            "the design's probability of help"
+        )
+    try:
+        load_logged(ds)  # p_help and the actions under each episode's design or vector
+    except ValueError as e:
+        msg = str(e)
+        raise DatasetError(msg.replace(str(ds.path), name, 1) if ds.path else msg) from None
+    _prove_tables(name, ds)
 
 
 def _merge_shared(names: list[str], tables: dict[str, pd.DataFrame]) -> None:
     """Sources that share tasks (the two stages): one row per state (its smallest depth,
-    first source first), the transitions' counts summed, one score row per state."""
+    first source first), the transitions' counts summed."""
     st = tables["states"]
     agg = st.groupby("state_id", sort=False).agg(
         task=("task_id", "nunique"), term=("terminal", "nunique"), succ=("success", "nunique")
@@ -298,7 +490,7 @@ def _merge_shared(names: list[str], tables: dict[str, pd.DataFrame]) -> None:
     clash = agg[(agg[["task", "term", "succ"]] > 1).any(axis=1)]
     if len(clash):
         raise DatasetError(
-            f"states.parquet: state_id {clash.index[0]!r} names different tasks or "
+            f"states.parquet: state_id {_plain(clash.index[0])!r} names different tasks or "
             f"terminal/success in {', '.join(names)} (another state key or worlds?)"
         )
     first = st.sort_values("depth", kind="stable").drop_duplicates("state_id")
@@ -309,15 +501,6 @@ def _merge_shared(names: list[str], tables: dict[str, pd.DataFrame]) -> None:
     keys = ["state_id", "action", "next_state_id"]
     summed = tr.groupby(keys, as_index=False, sort=True)["count"].sum()
     tables["transitions"] = summed.astype({"count": tr["count"].dtype})[list(tr.columns)]
-    sc = tables.get("scores")
-    if sc is not None:
-        sc = sc.drop_duplicates()
-        if sc["state_id"].duplicated().any():
-            bad = sc["state_id"][sc["state_id"].duplicated()].iloc[0]
-            raise DatasetError(
-                f"scores.parquet: state_id {bad!r} has different scores in {', '.join(names)}"
-            )
-        tables["scores"] = sc.reset_index(drop=True)
 
 
 def _concat(names: list[str], frames: list[dict], table: str) -> pd.DataFrame | None:
@@ -363,10 +546,22 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
     for name, f in zip(names, frames):
         _check_owned(name, f)
     stage2 = [_stage2(m) is not None for m in manifests]
-    shared = _check_disjoint(names, frames, stage2)
-    tables = {t: _concat(names, frames, t) for t in frames[0]}
+    sharing = _check_disjoint(names, frames, stage2)
+    for i, (name, d, m) in enumerate(zip(names, dss, manifests)):
+        if stage2[i] or i in sharing:
+            _prove_scheduled(name, d, m)
+    _check_splits(names, frames)
+    out_scores = Path(out) / "scores.parquet"
+    if out_scores.exists() or out_scores.is_symlink():
+        raise FileExistsError(
+            f"{out_scores}: exists (a PRM's scores of the dataset there); a merge writes no "
+            "scores and would drop them: move it away, merge, then score the merged set "
+            f"(python -m prm.score data={out} prm_dir=PRM)"
+        )
+    # scores are derived data (a PRM's): not merged, each source keeps its own
+    tables = {t: _concat(names, frames, t) for t in frames[0] if t != "scores"}
     tables = {t: v for t, v in tables.items() if v is not None}
-    if shared:
+    if sharing:
         _merge_shared(names, tables)
     base = stage2.index(False) if False in stage2 else 0  # the grid's manifest, if any
     man = copy.deepcopy(manifests[base])
@@ -392,6 +587,11 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
         }
         if _stage2(m):
             entry["stage2"] = _stage2(m)
+        if d.scores is not None:  # not merged (derived data): what the source holds
+            entry["scores"] = {
+                "rows": len(d.scores),
+                "source": sorted(map(str, pd.unique(d.scores["source"]))),
+            }
         if "partial" in s:
             entry["partial"] = s["partial"]
         if unchecked.get(name):  # fields the first source's code did not record, or this one's
@@ -413,6 +613,16 @@ def run_merge(cfg: MergeConfig) -> Path:
     n_ep = 0 if ds.episodes is None else len(ds.episodes)
     n_tasks = ds.states["task_id"].nunique()
     print(f"merged {len(cfg.sources)} collections -> {out}: {n_tasks} tasks, {n_ep} episodes")
+    scored = [
+        f"{Path(str(s))}/scores.parquet"
+        for s, e in zip(cfg.sources, ds.manifest["source"]["merged_from"])
+        if "scores" in e
+    ]
+    if scored:
+        print(
+            f"{', '.join(scored)} not merged: scores are a PRM's, derived from the tables; "
+            f"score the merged set: python -m prm.score data={out} prm_dir=PRM"
+        )
     return out
 
 
