@@ -90,6 +90,7 @@ __all__ = [
     "Estimate",
     "Logged",
     "estimate",
+    "in_range",
     "load_logged",
     "resolve_unit",
 ]
@@ -750,6 +751,7 @@ def estimate(
                     if q[0] == "d":
                         v = v - _pseudo(ref[0], loo_r.get((est, name)))[None, :]
                 value, lo, hi, k = _interval(v, unit, level)
+                lo, hi = in_range(q, lo, hi)
                 rows.append(
                     {
                         "estimator": est,
@@ -793,6 +795,20 @@ def estimate(
     table = pd.DataFrame(rows)
     pt = pd.DataFrame(per_task, columns=["task", "estimator", "quantity", "value", "estimate"])
     return Estimate(name, table, diag, level, unit, pt)
+
+
+def in_range(quantity: str, lo: float, hi: float) -> tuple[float, float]:
+    """An interval cut to the quantity's range (SR in [0, 1], dSR in [-1, 1], calls at
+    least 0): the true value lies there, so the cut interval covers whenever the uncut
+    one does (a t or bootstrap interval of an estimator that can leave the range, such
+    as dr's, otherwise prints rates below 0)."""
+    if quantity == "SR":
+        return max(lo, 0.0), min(hi, 1.0)
+    if quantity == "dSR":
+        return max(lo, -1.0), min(hi, 1.0)
+    if quantity.startswith("U"):
+        return max(lo, 0.0), hi
+    return lo, hi
 
 
 def slug(name: str) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from helpdp._src import ope as ko
-from helpdp.ope import estimate, load_logged, resolve_unit
+from helpdp.ope import estimate, in_range, load_logged, resolve_unit
 from helpdp.policies import AtTurns, Never, TurnZero
 from helpdp.synthetic import HelpWorld
 
@@ -50,7 +50,8 @@ def test_task_interval_is_the_t_interval_of_the_per_task_values(logged):
         for q in ("SR", "U", "dSR"):
             v = e.per_task[(e.per_task["estimator"] == est) & (e.per_task["quantity"] == q)]
             assert len(v) == 12
-            assert e.get(est, q) == pytest.approx(ko.t_interval(v["value"].to_numpy(), 0.95)[:3])
+            m, lo, hi = ko.t_interval(v["value"].to_numpy(), 0.95)[:3]
+            assert e.get(est, q) == pytest.approx((m, *in_range(q, lo, hi)))
     # the paired difference is the difference of the two estimates, task by task
     r = estimate(TurnZero(), logged, estimators=("wdr",))
     c = estimate(AtTurns((0, 2)), logged, estimators=("wdr",))
@@ -73,8 +74,8 @@ def test_task_interval_is_the_jackknife_with_the_model_refitted_without_each_tas
             v, lo, hi = e.get(est, q)
             half = student_t.ppf(0.975, 11) * se
             assert (lo, hi) == (
-                pytest.approx(v - half, abs=1e-9),
-                pytest.approx(v + half, abs=1e-9),
+                pytest.approx(in_range(q, v - half, v + half)[0], abs=1e-9),
+                pytest.approx(in_range(q, v - half, v + half)[1], abs=1e-9),
             )
             pt = e.per_task[(e.per_task["estimator"] == est) & (e.per_task["quantity"] == q)]
             assert v == pytest.approx(pt["estimate"].mean())  # the estimate is not bias-corrected
@@ -141,3 +142,20 @@ def test_episode_units_bootstrap_within_tasks_and_pair_the_replicates(logged):
     assert lo < v < hi < 0  # never is worse than one call at turn 0
     s = estimate(Never(), logged, estimators=("dr",), unit="stratum", n_boot=100)
     assert s.unit == "stratum" and s.get("dr", "SR")[0] == pytest.approx(e.get("dr", "SR")[0])
+
+
+def test_rate_intervals_stay_in_their_range(logged):
+    # dr can leave [0, 1] with 3 seeds a task (here its SR is 1.10): the printed interval
+    # is cut to the range, which keeps its coverage (the true SR lies in [0, 1])
+    e = estimate(AtTurns((0, 2)), logged, estimators=("dr", "wdr"), reference=TurnZero())
+    v, lo, hi = e.get("dr", "SR")
+    m, raw_lo, raw_hi = ko.t_interval(
+        e.per_task.query("estimator == 'dr' and quantity == 'SR'")["value"].to_numpy(), 0.95
+    )[:3]
+    assert v > 1 and raw_hi > 1  # the case the cut is for
+    assert (lo, hi) == (raw_lo, 1.0)
+    for est in ("dr", "wdr"):
+        assert 0 <= e.get(est, "SR")[1] <= e.get(est, "SR")[2] <= 1
+        assert -1 <= e.get(est, "dSR")[1] <= e.get(est, "dSR")[2] <= 1
+        assert e.get(est, "U")[1] >= 0
+    assert in_range("dU", -3.0, 2.0) == (-3.0, 2.0)  # a difference of calls is not cut
