@@ -68,27 +68,29 @@ def _set_state(ent: dict, row: dict, state: str, rng: random.Random) -> None:
             row[t["stamp"]] = _when(rng, -20, -1) if t["to"] == state else None
 
 
-def _fresh_name(ent: dict, key: str, rng: random.Random, avoid: list[str]) -> str:
-    """A value of ``ent``'s ``key`` field that no row has (nor is part of one's)."""
+def _fresh_name(ent: dict, key: str, rng: random.Random) -> str:
+    """A value of ``ent``'s ``key`` field that no row has: preferably one that is not part of
+    an existing value nor contains one (a name search then finds one row), else (a small
+    pool used up) one that merely differs from every existing value."""
     f = next(f for f in ent["fields"] if f["key"] == key)
-    used = [str(r[f["col"]]).lower() for r in ent["rows"]] + [a.lower() for a in avoid]
+    used = [str(r[f["col"]]).lower() for r in ent["rows"]]
     kind, arg = f["kind"], f["arg"]
-    for i in range(500):
+    pool = list(arg) if kind == "pool" else ["Unit"]
+    for i in range(600):
         if kind == "person":
             value = f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"
         elif kind == "title":
             value = f"{rng.choice(arg[0])} {rng.choice(arg[1])}"
         elif kind == "code":
             value = f"{arg}-{rng.randint(1000, 9999)}"
+        elif i < 100:
+            value = rng.choice(pool)
         else:
-            pool = list(arg) if kind == "pool" else []
-            value = (
-                rng.choice(pool)
-                if pool and i < 200
-                else f"{rng.choice(('New', 'North', 'Second', 'Extra'))} {rng.choice(pool or ['Unit'])}"
-            )
+            value = f"{rng.choice(('New', 'North', 'Second', 'Extra', 'Annex'))} {rng.choice(pool)}"
         low = value.lower()
-        if not any(low in u or u in low for u in used):
+        if i < 400 and any(low in u or u in low for u in used):
+            continue
+        if low not in used:
             return value
     raise ValueError(f"{ent['plural']}: no fresh {key}")
 
@@ -220,7 +222,7 @@ def _t0_count(W: _World, plan: dict, rng: random.Random) -> dict:
 
 def _t1_create_group(W: _World, plan: dict, rng: random.Random) -> dict:
     group = W["group"]
-    name = _fresh_name(group, "name", rng, [])
+    name = _fresh_name(group, "name", rng)
     attr = W.fld(group, "attr")
     value = _new_value(attr, None, rng)
     text = _pick(rng, [
@@ -344,7 +346,7 @@ def _item_args(
 
 def _t5_create_item(W: _World, plan: dict, rng: random.Random) -> dict:
     item, party, group = W["item"], W["party"], W["group"]
-    title = _fresh_name(item, "name", rng, [])
+    title = _fresh_name(item, "name", rng)
     xrow = rng.choice(party["rows"])
     grow = rng.choice([r for r in group["rows"] if r["id"] != plan["spare_group"]])
     xname, gname = xrow[W.col(party, "name")], grow[W.col(group, "name")]
@@ -370,10 +372,10 @@ def _t5_create_item(W: _World, plan: dict, rng: random.Random) -> dict:
 
 def _t6_linked(W: _World, plan: dict, rng: random.Random) -> dict:
     item, party, group, child = W["item"], W["party"], W["group"], W["child"]
-    xname = _fresh_name(party, "name", rng, [])
+    xname = _fresh_name(party, "name", rng)
     attr = W.fld(party, "attr")
     xval = _new_value(attr, None, rng)
-    title = _fresh_name(item, "name", rng, [])
+    title = _fresh_name(item, "name", rng)
     grow = rng.choice([r for r in group["rows"] if r["id"] != plan["spare_group"]])
     gname = grow[W.col(group, "name")]
     note = rng.choice(W.fld(child, "body")["arg"])
