@@ -19,6 +19,19 @@ runs only the lost ones and merges them in (:meth:`ShardStore.fill`). A director
 ``overwrite=true`` starts over (every shard run again). Only the entries named above
 are ever removed.
 
+A shard is bound to the plan that made it: its ``meta.json`` records the plan's
+fingerprint, the shard's index and the ids of its episodes, and a rerun reuses it only
+when all three are this plan's and its tables hold exactly those episodes (after the
+checksums). A shard that is not (copied from another collection or another slot, its
+tables swapped with the checksums updated) or that is a link is not reused: it is
+moved aside to ``shards/rejected-NNNNNN`` (kept, never removed; one line on stderr)
+and run again. A damaged shard of this plan (a checksum that does not match) is removed
+and run again, as before. Shards written before the binding (no fingerprint in their
+``meta.json``, or no ``meta.json``) are reused on their checksums alone: where they come
+from cannot be checked. Nothing is written or removed through a link: ``out/shards``
+or its ``plan.json`` as a symbolic link is refused (:class:`PlanMismatch`, with or
+without ``overwrite=true``), and the lock beside ``out`` is opened ``O_NOFOLLOW``.
+
 :func:`aggregate` builds the dataset tables from all shards with DuckDB
 group-bys (no Python loop per row), typed as :mod:`helpdp.contract` declares them
 (the SQL casts to the contract's types, and each result is checked against its
@@ -29,6 +42,7 @@ completion order. The collector writes them with :func:`helpdp.data.write_datase
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import io
@@ -36,6 +50,8 @@ import json
 import os
 import re
 import shutil
+import stat
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -91,11 +107,16 @@ def _write_file(path: Path, data: bytes) -> None:
 
 
 def write_text(text: str, path: Path) -> None:
-    """Write a text file atomically."""
+    """Write a text file atomically (a fresh file renamed over ``path``: a link there is
+    replaced, never written through)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        _write_file(tmp, text.encode("utf-8"))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(tmp, flags, 0o644), "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -118,6 +139,23 @@ def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
 
+def _kind(path: Path) -> str | None:
+    """What ``path`` is, unfollowed: ``dir``, ``file``, ``link``, ``other``; None: absent."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+
+def _ids(source: Any) -> list[int]:
+    """The ``episode_id`` column of a shard's table (a path or Parquet bytes)."""
+    src = io.BytesIO(source) if isinstance(source, bytes) else source
+    return [int(i) for i in pq.read_table(src, columns=["episode_id"]).column(0).to_pylist()]
+
+
 class OutputLock:
     """One writer per output directory: an exclusive ``flock`` on ``.NAME.lock`` beside
     ``out`` (beside, not inside: publishing renames ``out``), holding the writer's pid.
@@ -133,7 +171,20 @@ class OutputLock:
     def acquire(self) -> OutputLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fd = os.open(
+                    self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644
+                )
+            except OSError as e:
+                if e.errno != errno.ELOOP:
+                    raise
+                raise OutputBusy(
+                    f"{self.path}: a symbolic link; the lock of {self.out} is never opened "
+                    "through a link: remove it"
+                ) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OutputBusy(f"{self.path}: not a regular file (the lock of {self.out})")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -144,7 +195,7 @@ class OutputLock:
                     "locked); wait for it to end or use another out="
                 ) from None
             try:
-                st, now = os.fstat(fd), os.stat(self.path)
+                st, now = os.fstat(fd), os.lstat(self.path)
                 same = (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino)
             except FileNotFoundError:
                 same = False
@@ -160,7 +211,9 @@ class OutputLock:
         if self.fd is None:
             return
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)  # still locked: a waiting writer retries on the new file
+            st, now = os.fstat(self.fd), os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):  # ours, not a swapped name
+                os.unlink(self.path)  # still locked: a waiting writer retries on the new file
         os.close(self.fd)
         self.fd = None
 
@@ -177,15 +230,51 @@ class ShardStore:
     def __init__(self, out: str | Path):
         self.out = Path(out)
         self.dir = self.out / "shards"
+        #: the plan's fingerprint (:meth:`prepare`; else ``plan.json``'s, when read)
+        self.fingerprint: str | None = None
+        #: the shards :meth:`problem` found not this plan's: moved aside by :meth:`discard`
+        self._foreign: dict[int, str] = {}
 
     def path(self, index: int) -> Path:
         return self.dir / f"{index:06d}"
 
+    def _own_dir(self) -> bool:
+        """Whether ``shards/`` exists; :class:`PlanMismatch` when it is a link or not a
+        directory (nothing is written or removed through it)."""
+        kind = _kind(self.dir)
+        if kind == "link":
+            raise PlanMismatch(
+                f"{self.dir}: a symbolic link; collect writes its shards in a directory of "
+                "its own, never through a link: remove the link or use another out="
+            )
+        if kind not in (None, "dir"):
+            raise PlanMismatch(
+                f"{self.dir}: not a directory; collect writes its shards there: move it away "
+                "or use another out="
+            )
+        return kind == "dir"
+
+    def _plan_fingerprint(self) -> str | None:
+        """This plan's fingerprint: :meth:`prepare`'s, else the one ``plan.json`` records."""
+        if self.fingerprint is None and _kind(self.dir / "plan.json") == "file":
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                self.fingerprint = json.loads((self.dir / "plan.json").read_text()).get(
+                    "fingerprint"
+                )
+        return self.fingerprint
+
     def prepare(self, plan: dict[str, Any], *, overwrite: bool = False) -> None:
         """Create the directory or check it belongs to ``plan``; clear leftovers of a crash.
         ``overwrite``: remove every shard first (the collection runs again in full)."""
+        self._own_dir()
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._own_dir()
         plan_path = self.dir / "plan.json"
+        if _kind(plan_path) not in (None, "file"):
+            raise PlanMismatch(
+                f"{plan_path}: not a regular file (a link or else); collect writes its plan "
+                "there, never through a link: remove it or use another out="
+            )
         if overwrite:
             self.clear()
         elif plan_path.exists():
@@ -206,19 +295,27 @@ class ShardStore:
                     f"{self.out} holds shards of another collection (config differs in: "
                     f"{', '.join(differ) or 'the schedule'}); use another out= or overwrite=true"
                 )
+        self.fingerprint = plan.get("fingerprint")
         for leftover in self.dir.glob(".tmp-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
+            shutil.rmtree(leftover, ignore_errors=True)  # a link or a file: refused, kept
         write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n", plan_path)
 
     def clear(self) -> None:
-        """Remove this store's shards, plan and leftovers (nothing else in ``shards/``)."""
-        if not self.dir.is_dir():
+        """Remove this store's shards, plan and leftovers (nothing else in ``shards/``; an
+        entry named like a shard that is a link or a file is moved aside, not removed)."""
+        if not self._own_dir():
             return
-        for entry in self.dir.iterdir():
-            if _SHARD_NAME.fullmatch(entry.name) or entry.name.startswith(".tmp-"):
+        for entry in sorted(self.dir.iterdir()):
+            if _SHARD_NAME.fullmatch(entry.name):
+                if _kind(entry) == "dir":
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    self._set_aside(entry, f"{entry} is not a shard directory (a link or a file)")
+            elif entry.name.startswith(".tmp-"):
                 shutil.rmtree(entry, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            (self.dir / "plan.json").unlink()
+        if _kind(self.dir / "plan.json") == "file":
+            with contextlib.suppress(FileNotFoundError):
+                (self.dir / "plan.json").unlink()
 
     def remove(self) -> None:
         """:meth:`clear`, then ``shards/`` itself unless it holds files of someone else."""
@@ -227,41 +324,91 @@ class ShardStore:
             self.dir.rmdir()
 
     def present(self, index: int) -> bool:
-        """Shard ``index`` was written (not verified: :meth:`problem`)."""
-        return self.path(index).is_dir()
+        """Shard ``index`` was written (not verified: :meth:`problem`); a link or a file
+        in its place counts (it is not reused, and not written through)."""
+        return _kind(self.path(index)) is not None
 
     def problem(self, index: int) -> str | None:
         """Why the written shard ``index`` cannot be reused, or None when it is intact and
-        finished: a file missing or not matching the sha256 recorded when it was written
-        (a shard from before checksums: unreadable), or every episode failed by the
-        environment (:data:`FAILED_OUTCOMES`)."""
+        finished: not this plan's (a link; its :data:`META` names another plan's
+        fingerprint, another index, or episodes its tables do not hold: see the module's
+        docstring), a file missing or not matching the sha256 recorded when it was
+        written (a shard from before checksums: unreadable), or every episode failed by
+        the environment (:data:`FAILED_OUTCOMES`)."""
+        self._foreign.pop(index, None)
+        problem, foreign = self._check(index)
+        if foreign:
+            self._foreign[index] = problem
+        return problem
+
+    def _check(self, index: int) -> tuple[str | None, bool]:
+        """:meth:`problem`, and whether the shard is not this plan's (moved aside)."""
         d = self.path(index)
+        kind = _kind(d)
+        if kind != "dir":
+            what = "a symbolic link" if kind == "link" else "not a directory"
+            return f"{d} is {what}, not a shard this collection wrote", True
         episodes = failed = 0
-        for t in TABLES:
-            if not (d / f"{t}.parquet").is_file():
-                return f"{t}.parquet is missing"
-        meta = d / META
-        if meta.exists():
+        for name in (*(f"{t}.parquet" for t in TABLES), META):
+            kind = _kind(d / name)
+            if kind is None and name != META:
+                return f"{name} is missing", False
+            if kind not in (None, "file"):
+                return f"{d / name} is not a regular file (a link or else)", True
+        bound: dict[str, Any] | None = None
+        if (d / META).exists():
             try:
-                m = json.loads(meta.read_text())
+                m = json.loads((d / META).read_text())
                 sums, episodes, failed = m["sha256"], int(m["episodes"]), int(m["failed"])
             except (OSError, ValueError, KeyError, TypeError) as e:
-                return f"{META} is unreadable ({_first_line(e)})"
+                return f"{META} is unreadable ({_first_line(e)})", False
+            if "fingerprint" in m:
+                bound = m
+                mine = self._plan_fingerprint()
+                if mine is not None and m["fingerprint"] != mine:
+                    return (
+                        f"made for another plan (its {META} names fingerprint "
+                        f"{str(m['fingerprint'])[:12]}, this collection's is {mine[:12]})"
+                    ), True
+                if m.get("index") != index:
+                    return f"is shard {m.get('index')!s:0>6} of its plan, not {index:06d}", True
             for t in TABLES:
                 if _sha256_file(d / f"{t}.parquet") != sums.get(f"{t}.parquet"):
-                    return f"{t}.parquet does not match its sha256"
+                    return f"{t}.parquet does not match its sha256", False
         else:  # written before checksums: readable in full?
             for t in TABLES:
                 try:
                     table = pq.read_table(d / f"{t}.parquet")
                 except (OSError, ValueError, pa.ArrowException) as e:
-                    return f"{t}.parquet is unreadable ({_first_line(e)})"
+                    return f"{t}.parquet is unreadable ({_first_line(e)})", False
                 if t == "episodes":
                     if "outcome" not in table.column_names:
-                        return "episodes.parquet has no outcome column"
+                        return "episodes.parquet has no outcome column", False
                     episodes, failed = table.num_rows, _failed(table.column("outcome"))
+        if bound is not None:
+            held = self._held(d, bound)
+            if held:
+                return held, True
         if episodes and failed == episodes:
-            return f"all {episodes} episodes ended in server errors"
+            return f"all {episodes} episodes ended in server errors", False
+        return None, False
+
+    def _held(self, d: Path, meta: dict[str, Any]) -> str | None:
+        """Why the tables of shard ``d`` do not hold exactly the episodes its ``meta``
+        records (those not lost to the runtime), or None."""
+        try:
+            recorded = {int(i) for i in meta.get("episode_ids") or []}
+            want = recorded - {int(i) for i in meta.get("lost") or []}
+            episodes = _ids(d / "episodes.parquet")
+            others = {i for t in ("steps", "states") for i in _ids(d / f"{t}.parquet")}
+        except (OSError, ValueError, TypeError, pa.ArrowException, KeyError) as e:
+            return f"its episode ids cannot be read ({_first_line(e)})"
+        strange = (set(episodes) ^ want) | (others - want)
+        if strange or len(episodes) != len(set(episodes)):
+            return (
+                f"holds episodes of another shard ({len(strange)} episode ids in its tables "
+                f"are not the {len(recorded)} its {META} records, or are there twice)"
+            )
         return None
 
     def done(self, index: int) -> bool:
@@ -278,8 +425,34 @@ class ShardStore:
             return []
 
     def discard(self, index: int) -> None:
-        """Remove shard ``index`` (to run it again)."""
-        shutil.rmtree(self.path(index), ignore_errors=True)
+        """Make room to run shard ``index`` again: a shard of this plan is removed; one that
+        is not (:meth:`problem` said so, or a link or a file in its place) is moved aside
+        to ``rejected-NNNNNN`` (kept: collect did not write it for this plan)."""
+        self._own_dir()
+        d = self.path(index)
+        foreign = self._foreign.pop(index, None)
+        if foreign is None and _kind(d) not in (None, "dir"):
+            foreign = f"{d} is not a shard directory (a link or a file)"
+        if foreign is not None:
+            self._set_aside(d, foreign)
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def _set_aside(self, entry: Path, why: str) -> Path:
+        """Rename ``entry`` (itself, not what a link names) to ``rejected-<name>`` beside it
+        (``-1``, ``-2``... when taken), saying so in one line on stderr."""
+        dest = entry.with_name(f"rejected-{entry.name}")
+        n = 0
+        while _kind(dest) is not None:
+            n += 1
+            dest = entry.with_name(f"rejected-{entry.name}-{n}")
+        os.rename(entry, dest)
+        print(
+            f"collect: {entry}: not reused ({why}); moved to {dest} (kept)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return dest
 
     def write(
         self,
@@ -291,15 +464,16 @@ class ShardStore:
         """Write one shard atomically, with its :data:`META` (``lost``: ids of its
         episodes lost to the runtime, not in ``blobs``; ``criteria_tokens``: the expert's
         tokens its run spent outside any episode); False when it already exists."""
+        self._own_dir()
         final = self.path(index)
-        if final.exists():
+        if _kind(final) is not None:
             return False
         tmp = self._staged(index, blobs, lost, criteria_tokens)
         try:
             try:
                 os.rename(tmp, final)
             except OSError:
-                if final.exists():
+                if _kind(final) is not None:
                     return False
                 raise
             fsync_dir(self.dir)
@@ -318,7 +492,10 @@ class ShardStore:
         """Merge the rows of a rerun of shard ``index``'s lost episodes (``blobs``) into
         it; ``lost``: those still lost. The shard is replaced by two renames (a crash
         between them leaves it missing: the next run runs it in full)."""
+        self._own_dir()
         final = self.path(index)
+        if _kind(final) != "dir":
+            raise PlanMismatch(f"{final}: not a shard directory (a link or a file)")
         merged = {}
         for name in TABLES:
             old = pq.read_table(final / f"{name}.parquet")
@@ -350,13 +527,18 @@ class ShardStore:
     def _staged(
         self, index: int, blobs: dict[str, bytes], lost: list[int] | None, criteria_tokens: int = 0
     ) -> Path:
-        """A complete shard directory under a temporary name (files, meta, fsynced)."""
+        """A complete shard directory under a temporary name (files, meta, fsynced); its
+        meta binds it to this plan (fingerprint, index, episode ids) when the plan is known."""
         outcomes = pq.read_table(io.BytesIO(blobs["episodes"]), columns=["outcome"])
         meta: dict[str, Any] = {
             "sha256": {f"{t}.parquet": hashlib.sha256(blobs[t]).hexdigest() for t in TABLES},
             "episodes": outcomes.num_rows,
             "failed": _failed(outcomes.column("outcome")),
         }
+        fingerprint = self._plan_fingerprint()
+        if fingerprint is not None:
+            ids = set(_ids(blobs["episodes"])) | {int(i) for i in lost or []}
+            meta.update(fingerprint=fingerprint, index=int(index), episode_ids=sorted(ids))
         if lost:
             meta["lost"] = sorted(int(i) for i in lost)
         if criteria_tokens:
