@@ -323,7 +323,6 @@ def _check_disjoint(
                 first.setdefault(v, i)
                 if not stage2[i]:
                     grid.setdefault(v, i)
-        # (a task's states and episodes belong to one source, so this is enough)
     return sharing
 
 
@@ -363,7 +362,9 @@ def _prove_episodes(name: str, ds, manifest: dict, spec: str | None) -> None:
     sched = manifest.get("source", {}).get("config", {}).get("schedule")
     sched = sched if isinstance(sched, dict) else {}
     names = list(ds.actions[1:])
-    cols = [f"p_{a}" for a in names]
+    cols = [f"p_{a}" for a in names]  # as helpdp.ope reads them: trigger_p for one
+    if not set(cols) <= set(ep.columns) and len(names) == 1 and "trigger_p" in ep.columns:
+        cols = ["trigger_p"]
     for col in ("task_id", "seed", *cols, *(("design",) if spec is not None else ())):
         if col not in ep.columns:
             why = (
@@ -390,6 +391,11 @@ def _prove_episodes(name: str, ds, manifest: dict, spec: str | None) -> None:
                 f"source.config.stage2 ({spec})"
             )
         vec = tuple(probs[r].tolist())
+        if "trigger_p" in ep.columns and not ep["trigger_p"].iloc[r] == vec[0]:
+            raise DatasetError(
+                f"{where}: row {r}: trigger_p {_plain(ep['trigger_p'].iloc[r])} is not "
+                f"{cols[0]} {vec[0]}"
+            )
         if d is not None:
             try:
                 q = float(json.loads(d)["q"])
@@ -404,7 +410,11 @@ def _prove_episodes(name: str, ds, manifest: dict, spec: str | None) -> None:
                 f"are not its {'design' if d else 'schedule'}'s ({want})"
             )
         key = ["stage2", d] if d is not None else list(vec)
-        if eid != stable_int64("episode", seed0, task, key, int(seed)):
+        try:
+            want_id = stable_int64("episode", seed0, str(task), key, int(seed))
+        except (TypeError, ValueError):
+            raise DatasetError(f"{where}: row {r}: seed {seed!r} is not an integer") from None
+        if eid != want_id:
             raise DatasetError(
                 f"{where}: row {r}: episode_id {eid} is not the id the schedule gives task "
                 f"{task!r}, seed {seed} and {'design ' + d if d else f'trigger vector {vec}'} "
@@ -420,17 +430,18 @@ def _prove_tables(name: str, ds) -> None:
     both = ds.transitions.reset_index(drop=True).reset_index().merge(counted, "outer", on=keys)
     off = both["count"].ne(both["steps"])
     if off.any():
-        row = both[off].sort_values("index", na_position="last").iloc[0]
-        key = ", ".join(f"{k} {_plain(row[k]):.0f}" for k in keys)
-        if pd.isna(row["index"]):
+        bad = both[off].sort_values("index", na_position="last")
+        key = ", ".join(f"{k} {_plain(bad[k].iloc[0])}" for k in keys)  # int64 kept
+        row, n = bad["index"].iloc[0], bad["steps"].iloc[0]
+        if pd.isna(row):
             raise DatasetError(
-                f"{name}/steps.parquet: {int(row['steps'])} steps ({key}) that "
-                "transitions.parquet does not count: the transitions are its steps' counts"
+                f"{name}/steps.parquet: {int(n)} steps ({key}) that transitions.parquet "
+                "does not count: the transitions are its steps' counts"
             )
-        n = 0 if pd.isna(row["steps"]) else int(row["steps"])
         raise DatasetError(
-            f"{name}/transitions.parquet: row {int(row['index'])}: {key} counts "
-            f"{int(row['count'])}, its steps.parquet {n}: the transitions are its steps' counts"
+            f"{name}/transitions.parquet: row {int(row)}: {key} counts "
+            f"{int(bad['count'].iloc[0])}, its steps.parquet {0 if pd.isna(n) else int(n)}: "
+            "the transitions are its steps' counts"
         )
     reach = pd.concat(
         [
@@ -438,21 +449,23 @@ def _prove_tables(name: str, ds) -> None:
             pd.DataFrame({"state_id": st["next_state_id"], "depth": st["t"] + 1}),
         ]
     )
-    depth = reach.groupby("state_id")["depth"].min()
-    start = set(st.loc[st["t"] == 0, "state_id"].tolist())
-    states = ds.states
-    for r, (sid, d, is_start) in enumerate(
-        zip(states["state_id"].tolist(), states["depth"].tolist(), states["is_start"].tolist())
-    ):
-        if sid not in depth.index:
+    ids = ds.states["state_id"]
+    depth = reach.groupby("state_id")["depth"].min().reindex(ids).to_numpy(np.float64)
+    start = ids.isin(st.loc[st["t"] == 0, "state_id"]).to_numpy()
+    is_start = ds.states["is_start"].to_numpy(bool)
+    off = np.isnan(depth) | (depth != ds.states["depth"].to_numpy()) | (start != is_start)
+    if off.any():
+        r = int(np.flatnonzero(off)[0])
+        sid = _plain(ids.iloc[r])
+        if np.isnan(depth[r]):
             raise DatasetError(
                 f"{name}/states.parquet: row {r}: state_id {sid} is reached by none of its steps"
             )
-        if int(depth[sid]) != d or (sid in start) != bool(is_start):
-            raise DatasetError(
-                f"{name}/states.parquet: row {r}: state_id {sid} is_start {bool(is_start)}, "
-                f"depth {d}; its steps give is_start {sid in start}, depth {int(depth[sid])}"
-            )
+        raise DatasetError(
+            f"{name}/states.parquet: row {r}: state_id {sid} is_start {bool(is_start[r])}, "
+            f"depth {_plain(ds.states['depth'].iloc[r])}; its steps give is_start "
+            f"{bool(start[r])}, depth {int(depth[r])}"
+        )
 
 
 def _prove_scheduled(name: str, ds, manifest: dict) -> None:

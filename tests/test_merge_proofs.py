@@ -296,9 +296,8 @@ def test_the_readme_merge_runs_as_written_after_the_prm_step(grid, tmp_path):
     # the merged set rescored, then merged again over it: its scores are not dropped
     _scores(tmp_path / "BOTH", 2)
     kept = (tmp_path / "BOTH" / "scores.parquet").read_bytes()
-    proc = _cli(tmp_path, "sources=[DATA,S2]", "out=BOTH", "overwrite=true")
-    assert proc.returncode == 2
-    assert "BOTH/scores.parquet: exists" in proc.stderr.strip().splitlines()[-1]
+    with pytest.raises(FileExistsError, match=r"BOTH/scores.parquet: exists .* prm.score"):
+        merge_collections([tmp_path / "DATA", tmp_path / "S2"], tmp_path / "BOTH", overwrite=True)
     assert (tmp_path / "BOTH" / "scores.parquet").read_bytes() == kept
 
 
