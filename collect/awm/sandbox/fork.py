@@ -8,19 +8,32 @@ line of the source runs), so that each child only runs the code object, and impo
 the modules the source's top-level import statements name, read from its syntax tree,
 where they belong to a package the worker already runs (the framework, the standard
 library modules it preloads: library code, never the dataset's; no ``_`` or test
-modules), so that no child imports them again. ``spawn`` first ends the previous child (:func:`end_child`), then receives the
-new child's two pipes from the parent (``SCM_RIGHTS`` on the worker's fd socket)
-and forks. The child keeps only descriptors 0-2 and its pipes (as 3 and 4), makes a
-new event loop, reseeds SQLite's PRNG (Python's ``random`` reseeds itself after a
-fork), unblocks signals, switches the guard on and serves the episode (``load_app``
-first) exactly as a worker started with ``exec`` does.
+modules), so that no child imports them again.
 
-Ending a child (when it exits, on ``end``, before the next ``spawn``): ``kill(-1,
-SIGKILL)`` inside the worker's PID namespace until no process but the template and
-the namespace's init is left (every descendant, whatever session or group it made),
-then every file of its run directory (the worker's tmpfs) is removed but the
-read-only seed. A template that cannot do either says so (``clean: false``) and the
-parent replaces it. Catchable signals are blocked in the template: a child cannot
+``spawn`` first ends the previous child (:func:`end_child`), then receives from the
+parent (``SCM_RIGHTS`` on the worker's fd socket) the new child's request and response
+pipes, the write end of its status pipe, its log and its run directory, and forks a
+*reaper*, which forks the child. The child keeps only descriptors 0-2 (0 ``/dev/null``,
+1 and 2 its own log, a file no other child wrote) and its pipes (as 3 and 4), works in
+its own run directory (one of the template's tmpfs mounts, made empty when the worker
+started, handed to no other child, and reachable by no other child: the worker's
+directory above them is read-only and cannot be listed, and their names are random and
+known only to the parent, which sends each one as a descriptor), makes a new event
+loop, reseeds SQLite's PRNG (Python's ``random`` reseeds itself after a fork), unblocks
+signals, switches the guard on and serves the episode (``load_app`` first) exactly as
+a worker started with ``exec`` does. The reaper waits for the child and writes its exit
+status to the status pipe, which only the parent reads: the template waits only on
+reapers (whose status the child can at most turn into SIGKILL) and never holds a
+child's status, so no later child can inherit it from the template's memory.
+
+Ending a child (when its reaper exits, on ``end``, before the next ``spawn``):
+``kill(-1, SIGKILL)`` inside the worker's PID namespace until no process but the
+template and the namespace's init is left (every descendant, whatever session or group
+it made), then a *wiper* (another fork, which exits after) removes every file of the
+child's run directory, so that the names the child chose never enter the template's
+memory; the run directory is never used again, only emptied to give its memory back.
+A template that cannot do either says so (``clean: false``) and the parent replaces it.
+Catchable signals are blocked in the template (and so in the reaper): a child cannot
 interrupt it, only kill or stop it (the parent then replaces it).
 """
 
@@ -38,13 +51,15 @@ import select
 import signal
 import socket
 import stat
+import struct
 import sys
 import time
 from typing import Any
 
 EXIT_MEMORY = 3
 CHILD_FDS = (3, 4)  # the child's request and response pipes
-KEEP = ".seed"  # the read-only initial database (a bind mount in the tmpfs)
+#: how the reaper writes a child's raw wait status on the status pipe
+STATUS = struct.Struct("<i")
 #: packages whose modules an app's import statements may have the template import (with
 #: the roots of the standard library modules the worker preloads, ``child.PRELOAD``)
 FRAMEWORK_ROOTS = frozenset(
@@ -54,7 +69,7 @@ FRAMEWORK_ROOTS = frozenset(
 
 
 class Template:
-    """The template's state: the current child, and the last one's exit."""
+    """The template's state: the current child (its reaper), and how the last one ended."""
 
     def __init__(
         self,
@@ -70,10 +85,12 @@ class Template:
         self.preload_roots = FRAMEWORK_ROOTS | preload_roots
         self.preloaded: list[str] = []  # what it imported for the apps it compiled
         self.clock_reading = reading
-        self.pid: int | None = None
+        self.pid: int | None = None  # the current child's reaper
         self.pidfd: int | None = None
         self.child_id: int | None = None
-        self.ended: dict[int, dict] = {}  # child id -> {"status", "clean", "problem"}
+        self.run_fd: int | None = None  # the current child's run directory
+        #: child id -> {"clean", "problem"}: never its exit status (the parent reads that)
+        self.ended: dict[int, dict] = {}
         self.compiled: tuple[str, str, Any] | None = None  # (source, filename, code object)
         self.hello: dict[str, Any] = {}  # the template's own hello (its sandbox status)
         self.problem: str | None = None  # what keeps this template from a clean fork
@@ -83,53 +100,51 @@ def _block_signals() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
 
 
-def _reap(t: Template) -> int | None:
-    """Collect every exited child (never blocks); the current child's raw status, if it exited."""
-    status = None
+def _reap() -> None:
+    """Collect every exited child of the template (reapers, never blocking); their
+    statuses are dropped unread."""
     while True:
         try:
-            pid, raw = os.waitpid(-1, os.WNOHANG)
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
         except ChildProcessError:
-            return status
-        if pid == 0:
-            return status
-        if pid == t.pid:
-            status = raw
+            return
 
 
-def _kill_all(t: Template) -> tuple[bool, int | None]:
+def _kill_all() -> bool:
     """SIGKILL every process of the namespace but us and init, until none is left."""
-    status = None
     for _ in range(5000):
         try:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:  # nobody left to signal
-            got = _reap(t)
-            return True, got if got is not None else status
+            _reap()
+            return True
         except OSError:
             pass
-        got = _reap(t)
-        status = got if got is not None else status
+        _reap()
         time.sleep(0.0002)
-    return False, status
+    return False
 
 
 def _wipe(t: Template) -> str | None:
-    """Remove every file of the run directory but the seed; what is left, or None."""
-    workdir = t.ctx.workdir
+    """Empty the child's run directory in a wiper process (the names the child chose
+    never enter the template's memory); what went wrong, or None."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the wiper
+        code = 1
+        try:
+            os.fchmod(t.run_fd, 0o700)
+            os.fchdir(t.run_fd)
+            for name in os.listdir("."):
+                t.rmtree.remove_tree(name)
+            code = 0 if not os.listdir(".") else 1
+        finally:
+            os._exit(code)
     try:
-        os.chmod(workdir, 0o700)
-        names = os.listdir(workdir)
-    except OSError as e:
-        return f"run directory: {e}"
-    for name in names:
-        if name == KEEP:
-            continue
-        removal = t.rmtree.remove_tree(os.path.join(workdir, name))
-        if not removal.removed:
-            return f"{name}: {removal.error or 'over the removal budget'}"
-    left = sorted(set(os.listdir(workdir)) - {KEEP})
-    return f"left in the run directory: {left[:5]}" if left else None
+        raw = os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return "the run directory's wiper was lost"
+    return None if raw == 0 else "the child's run directory could not be emptied"
 
 
 def end_child(t: Template, wait_s: float = 0.0) -> None:
@@ -138,31 +153,51 @@ def end_child(t: Template, wait_s: float = 0.0) -> None:
         return
     if wait_s > 0:
         select.select([t.pidfd], [], [], wait_s)
-    clean, status = _kill_all(t)
-    if status is None:
-        with contextlib.suppress(ChildProcessError):
-            status = os.waitpid(t.pid, 0)[1]
-    problem = None if clean else "processes of the child survived SIGKILL"
+    problem = None if _kill_all() else "processes of the child survived SIGKILL"
     problem = problem or _wipe(t)
     os.close(t.pidfd)
-    t.ended = {t.child_id: {"status": status, "clean": problem is None, "problem": problem}}
-    t.pid = t.pidfd = t.child_id = None
+    os.close(t.run_fd)
+    t.ended = {t.child_id: {"clean": problem is None, "problem": problem}}
+    t.pid = t.pidfd = t.child_id = t.run_fd = None
     t.problem = problem
 
 
-def _child(t: Template, msg: dict, req: int, resp: int) -> None:  # pragma: no cover - child
-    """The episode's process: only its pipes, a fresh loop and PRNGs, the guard on."""
+def _reaper(t: Template, msg: dict, fds: tuple[int, ...]) -> None:  # pragma: no cover
+    """Between the template and the child: forks the child, waits for it and writes its
+    exit status to the parent's status pipe; the status dies with this process."""
+    status_w = fds[2]
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os.close(status_w)
+            _child(t, msg, fds)
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        os.closerange(3, status_w)  # the template's pipes and socket, the child's
+        os.closerange(status_w + 1, nofile)
+        raw = os.waitpid(pid, 0)[1]
+        os.write(status_w, STATUS.pack(raw))
+    finally:
+        os._exit(0)
+
+
+def _child(t: Template, msg: dict, fds: tuple[int, ...]) -> None:  # pragma: no cover - child
+    """The episode's process: only its pipes and log, its own run directory, a fresh loop
+    and PRNGs, the guard on."""
     code = 0
     try:
         ctx = t.ctx
         t.sock.detach()  # its descriptor is closed below; the object must not close another
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (req, resp)]
-        for fd, new in zip(high, CHILD_FDS, strict=True):
+        req, resp, _status, log, run = fds  # the status pipe: its reaper's, closed here
+        req, resp, log, run = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (req, resp, log, run))
+        for fd, new in ((req, CHILD_FDS[0]), (resp, CHILD_FDS[1]), (log, 1), (log, 2)):
             os.dup2(fd, new)
+        os.fchdir(run)
         os.closerange(max(CHILD_FDS) + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         ctx.fd_in, ctx.fd_out = CHILD_FDS
-        # its configuration describes its own pipes, as a started worker's does
+        ctx.workdir = os.getcwd()
+        # its configuration describes its own pipes and directory, as a started worker's does
         ctx.cfg = {**ctx.cfg, "fd_in": CHILD_FDS[0], "fd_out": CHILD_FDS[1], "zygote": False}
+        ctx.cfg["workdir"] = ctx.workdir
         ctx.cfg.pop("fd_pass", None)
         sys.argv[-1] = json.dumps(ctx.cfg)
         cpu = int(ctx.cfg.get("cpu_seconds") or 0)
@@ -196,13 +231,18 @@ def _reseed_sqlite() -> None:
         ctypes.CDLL("libsqlite3.so.0").sqlite3_randomness(0, None)
 
 
-def _receive_pipes(t: Template) -> tuple[int, int]:
-    _data, fds, _flags, _addr = socket.recv_fds(t.sock, 1, 2)
-    if len(fds) != 2 or not all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds):
+#: what the parent hands over per child: request, response and status pipes, log, run directory
+_HANDED = (stat.S_ISFIFO, stat.S_ISFIFO, stat.S_ISFIFO, stat.S_ISREG, stat.S_ISDIR)
+
+
+def _receive_fds(t: Template) -> tuple[int, ...]:
+    _data, fds, _flags, _addr = socket.recv_fds(t.sock, 1, len(_HANDED))
+    kinds = [os.fstat(fd).st_mode for fd in fds]
+    if len(fds) != len(_HANDED) or not all(ok(m) for ok, m in zip(_HANDED, kinds, strict=True)):
         for fd in fds:
             os.close(fd)
-        raise OSError("spawn: expected the child's two pipes")
-    return fds[0], fds[1]
+        raise OSError("spawn: expected the child's three pipes, its log and its run directory")
+    return tuple(fds)
 
 
 def _compile(t: Template, msg: dict) -> None:
@@ -265,15 +305,16 @@ def op_spawn(t: Template, msg: dict) -> dict:
         return {"ok": False, "error": "unclean", "message": t.problem}
     ended = time.perf_counter()
     _compile(t, msg)
-    req, resp = _receive_pipes(t)
+    fds = _receive_fds(t)
     gc.freeze()  # the template's objects stay shared: fewer copy-on-write faults per child
     forking = time.perf_counter()
     pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        _child(t, msg, req, resp)
-    os.close(req)
-    os.close(resp)
+    if pid == 0:  # pragma: no cover - the reaper
+        _reaper(t, msg, fds)
+    for fd in fds[:-1]:
+        os.close(fd)
     t.pid, t.pidfd, t.child_id = pid, os.pidfd_open(pid), int(msg["child"])
+    t.run_fd = fds[-1]
     done = time.perf_counter()
     ms = {"end": ended - started, "compile": forking - ended, "fork": done - forking}
     return {"ok": True, "pid": pid, "ms": {k: round(v * 1000, 3) for k, v in ms.items()}}
@@ -285,7 +326,7 @@ def op_end(t: Template, msg: dict) -> dict:
         end_child(t, float(msg.get("wait_s") or 0.0))
     ended = t.ended.get(child)
     if ended is None:
-        return {"ok": True, "status": None, "clean": t.problem is None, "problem": t.problem}
+        return {"ok": True, "clean": t.problem is None, "problem": t.problem}
     return {"ok": True, **ended}
 
 
@@ -293,7 +334,8 @@ HANDLERS = {"spawn": op_spawn, "end": op_end, "ping": lambda t, msg: {"ok": True
 
 
 def serve(t: Template) -> None:
-    """Answer the parent until it closes the pipe; end a child as soon as it exits."""
+    """Answer the parent until it closes the pipe; end a child as soon as it exits (its
+    reaper exits then)."""
     ctx = t.ctx
     _block_signals()
     while True:
