@@ -4,7 +4,7 @@ typed and described parameters, Pydantic request and response models)."""
 
 from __future__ import annotations
 
-from collect.worlds.gen.draw import columns
+from collect.worlds.gen.draw import articled, columns
 
 # ---------------------------------------------------------------- DDL
 
@@ -217,6 +217,7 @@ def _route(
     response: str,
     status: int | None = None,
 ) -> str:
+    summary, desc = articled(summary), articled(desc)
     status_s = f"\n    status_code={status}," if status else ""
     return (
         f'\n\n@app.{method}(\n    "{path}",\n    response_model={response},{status_s}\n    operation_id="{op}",\n'

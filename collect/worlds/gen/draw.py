@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import random
+import re
 from typing import Any
 
 from collect.worlds.gen.spec import FIRST_NAMES, LAST_NAMES
@@ -37,7 +38,18 @@ def rng_for(*parts: Any) -> random.Random:
     return random.Random(":".join(str(p) for p in ("helpdp-worlds", *parts)))
 
 
+#: how a link column reads in a task ("the installer of the device")
+LINK_LABELS = {"installed_by": "installer", "handled_by": "handler", "logged_by": "author", "acknowledged_by": "acknowledger", "entered_by": "counter"}  # fmt: skip
+
+
+def articled(text: str) -> str:
+    """``text`` with "a" before a vowel as "an" ("an event", not "a event"; "a user" stays)."""
+    return re.sub(r"\b([Aa]) (?=[aeioAEIO])", lambda m: m.group(1) + "n ", text)
+
+
 def label(col: str) -> str:
+    if col in LINK_LABELS:
+        return LINK_LABELS[col]
     text = col[:-3] if col.endswith("_id") else col
     return text.replace("_", " ")
 
@@ -154,14 +166,27 @@ def tool_count(world: dict) -> int:
     return sum(len(e["ops"]) for e in world["entities"]) + len(world["distractors"])
 
 
+def _compatible(fam: dict, role: str, item: dict | None) -> list[dict]:
+    """The variants of ``role`` that fit the drawn item: a party or group whose link column
+    the item lists, a child that lists the item's link column (all, when none fits)."""
+    options = fam["roles"][role]
+    if item is None or role in ("item", "person"):
+        return options
+    if role == "child":
+        fit = [v for v in options if f"{item['names'][0]}_id" in v["links"]["item"]]
+    else:
+        fit = [v for v in options if f"{v['names'][0]}_id" in item["links"][role]]
+    return fit or options
+
+
 def draw_world(fam: dict, seed: int, index: int) -> dict:
     """The world ``index`` of ``seed`` in family ``fam`` (its rows included)."""
     rng = rng_for(fam["key"], seed, index)
     app, what = rng.choice(fam["apps"])
     names: dict[str, str] = {}
     picked: dict[str, dict] = {}
-    for role in ROLES:
-        picked[role] = rng.choice(fam["roles"][role])
+    for role in ("item", "person", "party", "group", "child"):
+        picked[role] = rng.choice(_compatible(fam, role, picked.get("item")))
         names[role] = picked[role]["names"][0]
     core = {role: _entity(role, picked[role], rng, names) for role in ROLES}
     taken = {e["plural"] for e in core.values()}

@@ -476,7 +476,27 @@ INVENTORY = family(
                     f("quantity", ["quantity", "qty"], "int", (1, 200)),
                     f("unit_price", ["unit_price", "price"], "money", (0.5, 90)),
                 ],
-                links={"item": ["purchase_order_id", "order_id"]},
+                links={"item": ["purchase_order_id"]},
+            ),
+            v(
+                ("count_entry", "count_entries"),
+                [
+                    f(
+                        "body",
+                        ["remark", "note"],
+                        "text",
+                        [
+                            "Shelf B2 recounted.",
+                            "Two damaged boxes set aside.",
+                            "Label missing on one bin.",
+                            "Matches the system quantity.",
+                            "Found stock in the overflow area.",
+                            "Pallet moved before counting.",
+                        ],
+                    ),
+                    f("counted", ["counted_units", "units_counted"], "int", (0, 500)),
+                ],
+                links={"item": ["stock_count_id"], "person": ["entered_by"]},
             ),
         ],
     },

@@ -99,7 +99,7 @@ SMART_HOME = family(
                             "Laundry",
                         ],
                     ),
-                    f("attr", ["floor", "level_no"], "int", (-1, 3)),
+                    f("attr", ["floor", "storey"], "int", (-1, 3)),
                 ],
             ),
             v(

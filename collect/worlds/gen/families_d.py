@@ -253,7 +253,7 @@ HR = family(
                     f("name", ["name", "full_name"], "person"),
                     f(
                         "attr",
-                        ["source", "sourced_from"],
+                        ["source", "source_channel"],
                         "enum",
                         ["referral", "job_board", "agency", "career_site"],
                     ),
@@ -380,7 +380,7 @@ HR = family(
                 ],
                 links={
                     "person": ["approver_id", "hr_partner_id"],
-                    "party": ["employee_id", "candidate_id"],
+                    "party": ["employee_id"],
                     "group": ["department_id", "job_opening_id"],
                 },
                 state=machine(
@@ -417,7 +417,26 @@ HR = family(
                     ),
                     f("score", ["score", "rating"], "int", (1, 5), opt=0.7),
                 ],
-                links={"item": ["application_id", "request_id"], "person": ["author_id"]},
+                links={"item": ["application_id"], "person": ["author_id"]},
+            ),
+            v(
+                ("leave_comment", "leave_comments"),
+                [
+                    f(
+                        "body",
+                        ["comment", "message"],
+                        "text",
+                        [
+                            "Cover arranged with the team.",
+                            "Doctor's note received.",
+                            "Overlaps with the release week.",
+                            "Approved by the line manager.",
+                            "Half day on the last day.",
+                            "Handover document shared.",
+                        ],
+                    ),
+                ],
+                links={"item": ["leave_request_id"], "person": ["author_id"]},
             ),
         ],
     },

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from collect.worlds.gen.draw import _email, _when, rng_for
+from collect.worlds.gen.draw import _email, _when, articled, rng_for
 from collect.worlds.gen.spec import FIRST_NAMES, LAST_NAMES
 from collect.worlds.src.common import call
 
@@ -176,7 +176,7 @@ def _shape(W: _World, rng: random.Random) -> dict:
 
 
 def _pick(rng: random.Random, options: list[str], **kw: Any) -> str:
-    return rng.choice(options).format(**kw)
+    return articled(rng.choice(options).format(**kw))
 
 
 def build_tasks(world: dict) -> list[dict]:
@@ -214,7 +214,7 @@ def _t0_count(W: _World, plan: dict, rng: random.Random) -> dict:
     text = _pick(rng, [
         "How many {items} are currently in {scol} '{s}'? Reply with the number.",
         "Count the {items} whose {scol} is {s} and tell me the total.",
-        "Quick question: how many {s} {items} do we have right now?",
+        "Quick question: how many {items} have {scol} {s} right now?",
     ], s=state, **_labels(W))  # fmt: skip
     return {"task": text, "calls": [call(f"list_{item['plural']}", **{st["col"]: state})],
             "final_answer": str(counts[state]), "expect": _expect(answer=[str(counts[state])])}  # fmt: skip
@@ -386,8 +386,8 @@ def _t6_linked(W: _World, plan: dict, rng: random.Random) -> dict:
     iargs, value = _item_args(W, title, rng, xid, grow["id"])
     cargs = {W.col(child, "body"): note, W.link(child, "item")["col"]: tid}
     text = _pick(rng, [
-        "We have a new {party}, '{x}' ({a}: {xv}). Add it, then create a {item} '{t}' for it in the {group} '{g}' with {level} {v}, and add a {child} to that {item} saying \"{b}\"",
-        "Set up the {party} '{x}' with {a} {xv}; open the {item} '{t}' ({level} {v}, {group} '{g}') for them and record a {child}: \"{b}\"",
+        "We have a new {party}, '{x}' ({a}: {xv}). Add it, then create a {item} '{t}' for it in the {group} '{g}' with {level} {v}, and add a {child} to that {item} saying \"{b}\".",
+        "Set up the {party} '{x}' with {a} {xv}; open the {item} '{t}' ({level} {v}, {group} '{g}') for them and record a {child}: \"{b}\".",
         "Create the {party} '{x}' ({a} = {xv}) and a first {item} for it, '{t}', in {group} '{g}' at {level} {v}. Then attach the {child} \"{b}\" to the new {item}.",
     ], x=xname, a=attr["label"], xv=xval, t=title, g=gname, v=value, b=note, **_labels(W))  # fmt: skip
     calls = [
@@ -421,9 +421,9 @@ def _t7_bulk_update(W: _World, plan: dict, rng: random.Random) -> dict:
     pname = W.name("person", pid)
     rows = _open_items(W, **{pcol: pid})
     text = _pick(rng, [
-        "Set the {level} of every {open} {item} whose {plink} is {p} to {v}.",
+        "Set the {level} of every {item} in {scol} {open} whose {plink} is {p} to {v}.",
         "All of {p}'s {items} that are {open} should get {level} {v}. Leave their other {items} alone.",
-        "{p} asked us to change each of their {open} {items} to {level} {v}; please do that.",
+        "{p} asked us to change each of their {items} with {scol} {open} to {level} {v}; please do that.",
     ], p=pname, v=value, **_labels(W))  # fmt: skip
     sing = item["singular"]
     st = item["state"]
@@ -448,8 +448,8 @@ def _t8_handover(W: _World, plan: dict, rng: random.Random) -> dict:
     aname, bname = W.name("person", pa), W.name("person", pb)
     rows = _open_items(W, **{pcol: pa})
     text = _pick(rng, [
-        "{a} is leaving. Reassign each of their {open} {items} to {b}, then deactivate {a}'s {person} account.",
-        "Hand over all {open} {items} of {a} to {b}, and mark {a} as no longer active.",
+        "{a} is leaving. Reassign each of their {items} in {scol} {open} to {b}, then deactivate {a}'s {person} account.",
+        "Hand over all {items} of {a} that are {open} to {b}, and mark {a} as no longer active.",
         "{a} moves to another team: give every {item} of theirs that is still {open} to {b} and switch {a} to inactive.",
     ], a=aname, b=bname, **_labels(W))  # fmt: skip
     isg, psg = item["singular"], person["singular"]
@@ -478,8 +478,8 @@ def _t9_bulk_close(W: _World, plan: dict, rng: random.Random) -> dict:
     rows = _open_items(W, **{xcol: x9, lcol: l9})
     note = rng.choice(BULK_NOTES)
     text = _pick(rng, [
-        "For every {open} {item} of the {party} '{x}' with {level} {l}: add a {child} saying \"{b}\", then move it to {scol} {to}.",
-        "Go through the {open} {items} of the {party} '{x}' at {level} {l}. Each one gets a {child} \"{b}\" and is then moved to {to}.",
+        "For every {item} of the {party} '{x}' with {scol} {open} and {level} {l}: add a {child} saying \"{b}\", then move it to {scol} {to}.",
+        "Go through the {items} of the {party} '{x}' in {scol} {open} at {level} {l}. Each one gets a {child} \"{b}\" and is then moved to {to}.",
         "The {party} '{x}': each {item} of theirs that is {open} and has {level} {l} should be moved to {to}, with the {child} \"{b}\" added first.",
     ], x=xname, l=l9, b=note, act=close["action"].replace("_", " "), to=close["to"], **_labels(W))  # fmt: skip
     isg, csg = item["singular"], child["singular"]
