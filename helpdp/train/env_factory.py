@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 import keyword
 import re
 import threading
@@ -67,6 +68,56 @@ _JSON_TYPES = {
 
 def _one_line(text: Any) -> str:
     return re.sub(r"\s+", " ", str(text or "")).strip()
+
+
+# transformers.utils.get_json_schema (what TRL calls on each method) reads the end of an
+# argument's description, ``(choices: [...])``, as JSON (json.loads) into the schema's
+# enum, which the chat template writes out decoded (``\\u003c`` is ``<`` there); and it
+# splits a docstring at ``Args:``/``Returns:``/``Raises:`` anywhere in a line
+_CHOICES = re.compile(r"\(choices:\s*(.*?)\)\s*$", re.IGNORECASE)
+_CHOICES_OPEN = re.compile(r"\((choices):", re.IGNORECASE)
+_SECTION = re.compile(r"\b(Args|Returns|Raises):")
+
+
+def _as_text(rendered: str) -> str:
+    """Rendered world text for a docstring: its section words and any ``(choices:`` no
+    longer what the docstring parser reads as structure."""
+    return _CHOICES_OPEN.sub(r"(\1&#58;", _SECTION.sub(r"\1&#58;", rendered))
+
+
+def _render_json(value: Any) -> Any:
+    """A decoded JSON value with every string (keys too) rendered for a docstring."""
+    if isinstance(value, str):
+        return _as_text(render_observation(value.strip()))
+    if isinstance(value, list):
+        return [_render_json(v) for v in value]
+    if isinstance(value, dict):
+        return {_render_json(str(k)): _render_json(v) for k, v in value.items()}
+    return value
+
+
+def _split_choices(desc: str) -> tuple[str, list | None]:
+    """``(text, choices)``: an argument's description and its ``(choices: [...])`` block
+    decoded as transformers decodes it (None: no block, or one it would fail on, not
+    JSON or not a list, which then stays text)."""
+    m = _CHOICES.search(desc)
+    if m is None:
+        return desc, None
+    try:
+        values = json.loads(m.group(1))
+    except (ValueError, RecursionError):
+        return desc, None
+    if not isinstance(values, list):
+        return desc, None
+    return desc[: m.start()].strip(), values
+
+
+def _choices(values: list | None) -> str:
+    """The choices block again, each value rendered (the template writes the decoded
+    values) and encoded as JSON."""
+    if values is None:
+        return ""
+    return f" (choices: {json.dumps(_render_json(values), ensure_ascii=False)})"
 
 
 def _py_type(schema: dict[str, Any]) -> type:
@@ -107,10 +158,13 @@ def tool_method(tool: Any) -> Callable[..., str] | None:
         params.append(
             inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
         )
-        # descriptions are the world's: rendered as data (TRL puts the docstring into
-        # the system prompt's tools block)
-        desc = render_observation(_one_line(spec.get("description") or spec.get("title") or arg))
-        docs.append(f"    {arg}: {desc}")
+        # descriptions are the world's: rendered as data (TRL puts the docstring into the
+        # system prompt's tools block), the choices as transformers will decode them
+        desc, values = _split_choices(
+            _one_line(spec.get("description") or spec.get("title") or arg)
+        )
+        desc = _as_text(render_observation(desc)) + _choices(values)
+        docs.append(f"    {arg}: {desc.lstrip()}")
     params[1:] = sorted(params[1:], key=lambda p: p.default is not inspect.Parameter.empty)
     keep = set(hints)
 
@@ -121,7 +175,7 @@ def tool_method(tool: Any) -> Callable[..., str] | None:
     method.__name__ = method.__qualname__ = name
     method.__signature__ = inspect.Signature(params, return_annotation=str)
     method.__annotations__ = {**hints, "return": str}
-    summary = render_observation(_one_line(tool.description)) or f"Call {name}."
+    summary = _as_text(render_observation(_one_line(tool.description))) or f"Call {name}."
     method.__doc__ = summary + ("\n\nArgs:\n" + "\n".join(docs) if docs else "")
     return method
 
