@@ -139,66 +139,104 @@ def summarize(y, p, w=None, temperature: float = 1.0, n_bins: int = 10) -> dict:
     }
 
 
-def reliability_diagram(
-    curves: dict, path, *, n_bins: int = 10, title: str = "PRM reliability"
-) -> Path:
-    """Write a reliability diagram PNG: for each name -> (y, p, w) in ``curves``, the
-    observed success rate against the mean predicted probability per bin, each
-    point labelled with its bin's weight (visits), above a histogram of the
-    predictions. The title is wrapped to the figure's width and the legend sits
-    outside the axes, right of them, so that it covers no point."""
+#: one marker and line style per curve, the earlier curves' markers larger and drawn
+#: below the later ones: curves through the same points show nested shapes, both dashes
+CURVE_MARKERS = ("o", "s", "^", "D", "v", "P")
+CURVE_LINES = ("-", "--", "-.", ":")
+
+
+def curve_style(i: int, n: int) -> dict:
+    """The plot keywords of the ``i``-th of ``n`` curves (:data:`CURVE_MARKERS`)."""
+    return {
+        "marker": CURVE_MARKERS[i % len(CURVE_MARKERS)],
+        "markersize": 5.0 + min(3.0, 9.0 / max(n - 1, 1)) * (n - 1 - i),  # at most 14
+        "markerfacecolor": "none" if i < n - 1 else None,
+        "markeredgewidth": 1.6,
+        "linestyle": CURVE_LINES[i % len(CURVE_LINES)],
+        "zorder": 2 + i,
+    }
+
+
+def reliability_figure(curves: dict, *, n_bins: int = 10, title: str = "PRM reliability"):
+    """The figure of :func:`reliability_diagram` (its caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import blended_transform_factory
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    n = len(curves)
     fig, (ax, axh) = plt.subplots(
         2,
         1,
-        figsize=(9.0, 6.5),
+        figsize=(9.0, 6.5 + 0.25 * max(n - 2, 0)),
         sharex=True,
-        gridspec_kw={"height_ratios": [3, 1]},
+        gridspec_kw={"height_ratios": [3, 1.2 + 0.15 * n]},
         constrained_layout=True,
     )
-    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
+    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration", zorder=1)
     edges = np.linspace(0, 1, n_bins + 1)
+    centres = (edges[:-1] + edges[1:]) / 2
+    top = 0.0
+    rows = blended_transform_factory(axh.transData, axh.transAxes)
     for i, (name, (y, p, w)) in enumerate(curves.items()):
         wt, mp, my = reliability_bins(y, p, w, n_bins)
         m = wt > 0
         (line,) = ax.plot(
-            mp[m], my[m], marker="o", label=f"{name} (ECE {ece(y, p, w, n_bins):.3f})"
+            mp[m], my[m], label=f"{name} (ECE {ece(y, p, w, n_bins):.3f})", **curve_style(i, n)
         )
-        for x, yy, n in zip(mp[m], my[m], wt[m], strict=True):
-            # toward the middle of the plot (inside the axes), one row further per
-            # curve, so that labels of curves through the same point stay apart
-            dx, ha = (-5, "right") if x > 0.85 else (5, "left")
-            dy = 5 + 9 * i if yy < 0.5 else -11 - 9 * i
-            ax.annotate(
-                f"{n:.0f}",
-                (x, yy),
-                textcoords="offset points",
-                xytext=(dx, dy),
-                ha=ha,
+        style = curve_style(i, n)
+        heights, _, _ = axh.hist(
+            np.asarray(p),
+            bins=edges,
+            weights=_w(y, w),
+            histtype="step",
+            color=line.get_color(),
+            linestyle=style["linestyle"],
+            linewidth=1.0 + 1.2 * (n - 1 - i) / max(n - 1, 1),
+            zorder=style["zorder"],
+        )
+        top = max(top, float(np.max(heights)))
+        # the visits per bin: one row per curve above the histogram, at the bins' centres
+        for x, k in zip(centres[m], wt[m], strict=True):
+            ax_y = 1.0 - (i + 0.6) / (n + 1.0) * 0.55
+            axh.text(
+                x,
+                ax_y,
+                f"{k:.0f}",
+                transform=rows,
+                ha="center",
+                va="center",
                 fontsize=7,
                 color=line.get_color(),
             )
-        axh.hist(np.asarray(p), bins=edges, weights=_w(y, w), histtype="step", label=name)
+    axh.set_ylim(0, max(top, 1.0) / 0.45)  # the histogram in the lower 45%, the counts above
+    axh.set_yticks([t for t in axh.get_yticks() if 0 <= t <= top])
     ax.set_xlim(-0.03, 1.03)  # points at 0 and 1 stay whole
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("observed success rate")
     ax.set_title(textwrap.fill(title, 60), fontsize=10)
-    ax.legend(
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
-        borderaxespad=0.0,
-        fontsize=8,
-        title="numbers: visits per bin",
-        title_fontsize=8,
-    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
     axh.set_xlabel("predicted p(success)")
-    axh.set_ylabel("visits")
+    axh.set_ylabel("visits\n(numbers: per bin)", fontsize=8)
+    return fig
+
+
+def reliability_diagram(
+    curves: dict, path, *, n_bins: int = 10, title: str = "PRM reliability"
+) -> Path:
+    """Write a reliability diagram PNG: for each name -> (y, p, w) in ``curves``, the
+    observed success rate against the mean predicted probability per bin, above a
+    histogram of the predictions with each bin's weight (visits) written above it, one
+    row per curve in the curve's colour. Each curve has its own marker and line style
+    (:func:`curve_style`), so that one through the same points as another stays visible.
+    The title is wrapped to the figure's width and the legend sits outside the axes,
+    right of them, so that it covers no point."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = reliability_figure(curves, n_bins=n_bins, title=title)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

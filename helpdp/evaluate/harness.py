@@ -77,6 +77,7 @@ from helpdp.cliconf import parse_budgets, run_app
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.evaluate.config import EvaluateConfig
+from helpdp.evaluate.plots import usage_success_plot
 from helpdp.evaluate.report import (
     forecast_frontier,
     headroom_report,
@@ -84,7 +85,6 @@ from helpdp.evaluate.report import (
     ope_report,
     report,
     selection_report,
-    usage_success_plot,
 )
 from helpdp.evaluate.stats import compare, episode_table, headroom, mix_curve, summarize
 from helpdp.policies import HelpPolicy, TablePolicy, build_policy
