@@ -105,8 +105,17 @@ async def x_peek():
                 found = t
             frame = frame.f_back
     state = {{k: v for k, v in vars(found).items() if isinstance(v, (int, dict, list, tuple))}}
+    above = {{}}  # the other children's run directories, with the guard off: the kernel's answer
+    for name, attempt in (("list", lambda: ros.listdir("..")),
+                          ("chmod", lambda: ros.chmod("..", 0o700)),
+                          ("write", lambda: ros.open("../planted.txt", ros.O_CREAT | ros.O_WRONLY))):
+        try:
+            attempt()
+            above[name] = "allowed"
+        except OSError as e:
+            above[name] = imp("errno").errorcode[e.errno]
     return {{"found": found is not None, "numbers": _numbers(state), "ended": repr(found.ended),
-            "parent": ros.getppid()}}
+            "parent": ros.getppid(), "above": above}}
 '''
 
 
@@ -178,6 +187,7 @@ def test_the_template_never_holds_a_childs_exit_status(one_template):
     assert EXIT_CODE not in peek["numbers"] and EXIT_CODE << 8 not in peek["numbers"], peek
     assert "status" not in peek["ended"], peek
     assert peek["parent"] != template.worker.hello["pid"]  # a reaper's child, not the template's
+    assert peek["above"] == {"list": "EACCES", "chmod": "EROFS", "write": "EROFS"}, peek["above"]
     assert template.starts == starts  # the same template forked it
     assert _solve(env) == "complete"
 
