@@ -108,6 +108,32 @@ def test_a_planted_hydra_link_is_refused_and_nothing_outside_is_written_or_remov
     assert _files(outside) == before
 
 
+def test_a_planted_link_to_an_output_outside_out_is_refused(tmp_path):
+    """``OUT/policy.parquet -> outside``: the rerun of the same config wrote its policy
+    through the link, over the file outside."""
+    out, clean = tmp_path / "o", tmp_path / "clean"
+    for d in (out, clean):
+        r = _search(tmp_path, f"out={d}")
+        assert r.returncode == 0, r.stderr[-3000:]
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"precious\n")
+    (out / "policy.parquet").unlink()
+    (out / "policy.parquet").symlink_to(victim)
+    for extra in ((), ("overwrite=true",)):
+        assert _one_error(_search(tmp_path, f"out={out}", *extra)) == (
+            f"helpdp.search: error: out={out}: {out / 'policy.parquet'} is a symbolic link to "
+            f"{victim}, outside out=; a command never writes through a link out of its out=: "
+            "remove it or use another out="
+        )
+        assert victim.read_bytes() == b"precious\n"
+    (out / "policy.parquet").unlink()
+    r = _search(tmp_path, f"out={out}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name in ("policy.parquet", "policy_more_help.parquet"):
+        assert (out / name).read_bytes() == (clean / name).read_bytes()
+    assert victim.read_bytes() == b"precious\n"
+
+
 def _claim(out: Path, **config):
     from omegaconf import OmegaConf
 

@@ -24,7 +24,9 @@
   anything is written, with or without ``overwrite=true``; each file is written under
   a fresh name (``O_EXCL|O_NOFOLLOW``) and renamed into place, and a run that wrote
   nothing removes only the files it wrote (the same inode), so a link or a file put
-  there by someone else is never written through or removed. Hydra itself writes
+  there by someone else is never written through or removed. Any other link below
+  ``OUT`` whose target is outside ``OUT`` is refused the same way before the command
+  runs (the command's own writes would follow it). Hydra itself writes
   nothing under ``OUT``: every primary config sets ``hydra.run.dir: .`` and
   ``hydra.output_subdir: null``, and :func:`cliconf.run_app` turns
   ``hydra.run.dir=X`` into ``out=X``. The writer lock's directory in the temporary
@@ -178,6 +180,20 @@ def _files(out: Path) -> dict[str, tuple[int, int, int]]:
                 s = p.lstat()
                 found[str(p.relative_to(out))] = (s.st_ino, s.st_size, s.st_mtime_ns)
     return found
+
+
+def _link_out(out: Path) -> Path | None:
+    """The first symbolic link below ``out`` (none followed) whose target is outside
+    ``out`` (a dangling one too: writing through it creates its target), or None."""
+    root = out.resolve()
+    for where, dirs, names in os.walk(out):
+        for name in sorted([*dirs, *names]):
+            p = Path(where) / name
+            if p.is_symlink():
+                target = p.resolve()
+                if target != root and root not in target.parents:
+                    return p
+    return None
 
 
 def _listing(names: Sequence[str], most: int = 4) -> str:
@@ -409,6 +425,13 @@ def claim_out(
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(f"out={out} is a file; out= names a directory")
         _check_record(out)
+        link = _link_out(out) if out.is_dir() else None
+        if link is not None:
+            raise FileExistsError(
+                f"out={out}: {link} is a symbolic link to {os.readlink(link)}, outside out=; "
+                "a command never writes through a link out of its out=: remove it or use "
+                "another out="
+            )
         before = _files(out) if out.is_dir() else {}
         reason = _refusal(command, out, config, list(before)) if before else None
         if reason and not overwrite:
