@@ -436,6 +436,37 @@ def host_bytes(root: Path) -> int:
     return total
 
 
+def _allocated(path: Path) -> int:
+    """Bytes allocated to the file at ``path`` (0 when it is gone)."""
+    try:
+        return os.stat(path, follow_symlinks=False).st_blocks * 512
+    except OSError:
+        return 0
+
+
+def _seed_copies(env: AWMEnv) -> int:
+    """How many seed copies of its initial database ``env``'s app workers may hold at once
+    on the host: one worker restored between episodes; with ``fresh_app``, a template per
+    slot (``sandbox.start=fork``: the episode's, and the next's with ``prestart_app``),
+    else the episode's worker, the prestarted one and the last one being disposed of."""
+    if not env.fresh_app:
+        return 1
+    prestart = bool(env.config.prestart_app)
+    if env._forks():
+        return 2 if prestart else 1
+    return 3 if prestart else 2
+
+
+def _app_bytes(env: AWMEnv) -> int:
+    """Bytes of the files of ``env``'s app workers now (their run directories on the host)."""
+    prefix = f"app-{env.scenario.name}-{env._instance}"
+    try:
+        entries = [d for d in env.work_root.iterdir() if d.name.startswith(prefix)]
+    except OSError:
+        return 0
+    return sum(host_bytes(d) for d in entries)
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -451,13 +482,20 @@ class EnvPool(ServedScenarios):
     one if needed); ``release(env)`` returns it. Databases are built once per
     scenario; all environments share one :class:`VerifierPool`.
 
-    Host-side files (``env.host_files_mb``): after each acquire and release the files
-    under ``work_root`` are counted (:func:`host_bytes`); while they are over the
-    budget, the least recently released idle environment is stopped (its worker's seed
-    copy goes with it), then the least recently used initial database that no
+    Host-side files (``env.host_files_mb``): before a scenario's database is built and
+    after each acquire and release, the files under ``work_root`` are counted
+    (:func:`host_bytes`) together with what the environments in use may still write
+    (:meth:`reserved_bytes`: their app workers' seed copies not made yet and the
+    verifier inboxes' two copies, each counted at the size of its initial database; a
+    database about to be built at twice the largest built so far: the build worker's
+    file and its copy); while that is over the
+    budget, the least recently released idle environment is stopped (its workers' seed
+    copies go with it), then the least recently used initial database that no
     environment holds is removed (rebuilt when its scenario comes back, and refused if
-    it then differs: seed SQL that is not deterministic). An acquire that still does not
-    fit raises :class:`HostFilesExceeded` (that episode fails, named).
+    it then differs: seed SQL that is not deterministic). So the files' peak, not only
+    what is left between episodes, stays within the budget, whatever the number of
+    scenarios. An acquire that still does not fit raises :class:`HostFilesExceeded`
+    (that episode fails, named).
     """
 
     def __init__(
@@ -497,6 +535,7 @@ class EnvPool(ServedScenarios):
         self._idle: dict[str, list[AWMEnv]] = {}
         self._all: list[AWMEnv] = []
         self._released: dict[int, AWMEnv] = {}  # idle environments, least recently released first
+        self._largest_db = 0  # bytes of the largest initial database built so far
         self._lock = threading.Lock()
 
     def _database(self, scenario: Scenario) -> tuple[Path, BuildReport]:
@@ -518,6 +557,7 @@ class EnvPool(ServedScenarios):
                             "(seed SQL that is not deterministic): raise env.host_files_mb"
                         )
                 self._assets[name] = built
+                self._largest_db = max(self._largest_db, _allocated(built[0]))
             self._assets.move_to_end(name)
             return self._assets[name]
 
@@ -531,6 +571,8 @@ class EnvPool(ServedScenarios):
                 return env
             self._pinned[scenario.name] += 1
         try:
+            if scenario.name not in self._assets:  # room for it first, as large as any
+                self._fit(2 * self._largest_db)  # the build worker's file, and its copy
             initial_db, report = self._database(scenario)
             env = AWMEnv(
                 scenario,
@@ -560,17 +602,37 @@ class EnvPool(ServedScenarios):
         """Bytes of the files this pool keeps on the host (under ``work_root``)."""
         return host_bytes(self.work_root)
 
-    def _fit(self) -> None:
+    def reserved_bytes(self) -> int:
+        """Bytes the environments in use (acquired, not released) may still write under
+        ``work_root``: the seed copies of their app workers not made yet (one per worker
+        that holds one at a time, :func:`_seed_copies`) and the two copies of a
+        verifier inbox per verifier worker, each at the size of its initial database
+        (a final database the agent grew is larger: the budget counts it as the initial)."""
+        with self._lock:
+            live = [e for e in self._all if id(e) not in self._released and not e._closed]
+        if not live:
+            return 0
+        total = 0
+        for env in live:
+            size = _allocated(env.initial_db)
+            total += max(0, _seed_copies(env) * size - _app_bytes(env))
+        workers = max(1, int(self.config.verifier_workers))
+        inbox = 2 * workers * max(_allocated(e.initial_db) for e in live)
+        return total + max(0, inbox - host_bytes(self.work_root / "verify"))
+
+    def _fit(self, extra: int = 0) -> None:
         """Drop idle environments, then unused initial databases (least recently used
-        first) until the host-side files fit ``env.host_files_mb``."""
+        first) until the host-side files, with :meth:`reserved_bytes` and ``extra``
+        bytes about to be written, fit ``env.host_files_mb``."""
         limit = self.config.host_files_mb
         if limit is None:
             return
         budget = int(float(limit) * (1 << 20))
-        while (used := self.host_bytes()) > budget:
+        while (used := self.host_bytes() + self.reserved_bytes() + extra) > budget:
             if not self._evict_one():
                 raise HostFilesExceeded(
-                    f"{used} bytes of files under {self.work_root} are over "
+                    f"{used} bytes of files under {self.work_root} (with what the "
+                    "environments in use may still write) are over "
                     f"env.host_files_mb ({float(limit):g} MiB) with nothing left to drop: "
                     "the live environments need more (raise env.host_files_mb or run "
                     "fewer workers)"
