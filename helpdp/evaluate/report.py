@@ -8,7 +8,6 @@ off-policy support of that choice, :func:`selection_report`), the plot
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,7 +26,6 @@ __all__ = [
     "report",
     "selection_report",
     "task_table",
-    "usage_success_plot",
 ]
 
 
@@ -162,54 +160,6 @@ def forecast_frontier(ds, train_tasks) -> pd.DataFrame | None:
         return frontier(task_subset(ds, train_tasks).mdp, gamma=ds.gamma, progress=False).table
     except ValueError:
         return None
-
-
-def usage_success_plot(
-    summary: pd.DataFrame, frontier: pd.DataFrame | None, path: Path, curves: dict | None = None
-) -> None:
-    """``usage_success.png``: per split, each policy's realised (U, SR), the random-help
-    curve, the DP's forecast ``frontier`` and the best task-wise mix (``curves``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    splits = list(dict.fromkeys(summary["split"]))
-    fig, axes = plt.subplots(1, len(splits), figsize=(6.5 * len(splits), 5), squeeze=False)
-    for ax, split in zip(axes[0], splits):
-        s = summary[summary["split"] == split]
-        if frontier is not None:
-            ax.plot(
-                frontier["expected_usage"],
-                frontier["expected_success"],
-                "-",
-                color="0.6",
-                label="DP forecast frontier (train data)",
-            )
-        mix = (curves or {}).get(split)
-        if mix is not None:
-            ax.plot(
-                mix["U"],
-                mix["SR"],
-                ":",
-                color="0.2",
-                label="best task-wise mix of the baselines (hindsight)",
-            )
-        rnd = s[s["policy"].str.startswith("random p=")].sort_values("U")
-        ax.plot(rnd["U"], rnd["SR"], "o--", color="tab:blue", label="random state-wise help")
-        points = [r for r in s.itertuples() if not r.policy.startswith("random p=")]
-        colours = plt.cm.tab20((np.arange(len(points)) + 2) % 20)  # blue is the random curve
-        for r, c in zip(points, colours):  # SR's Wilson interval: never past 0 or 1
-            yerr = [[max(r.SR - r.SR_lo, 0.0)], [max(r.SR_hi - r.SR, 0.0)]]  # rounding at 0, 1
-            ax.errorbar(r.U, r.SR, yerr=yerr, fmt="s", capsize=3, color=c, label=r.policy)
-        ax.set_xlabel("expert calls per episode (realised)")
-        ax.set_ylabel("success rate")
-        ax.set_title(f"{split} tasks ({'unseen' if split == 'test' else 'seen'})")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def _fmt_ci(t) -> str:
