@@ -29,12 +29,12 @@ child's status, so no later child can inherit it from the template's memory.
 Ending a child (when its reaper exits, on ``end``, before the next ``spawn``):
 ``kill(-1, SIGKILL)`` inside the worker's PID namespace until no process but the
 template and the namespace's init is left (every descendant, whatever session or group
-it made), then a *wiper* (another fork, which exits after) removes every file of the
-child's run directory, so that the names the child chose never enter the template's
-memory; the run directory is never used again, only emptied to give its memory back.
-A template that cannot do either says so (``clean: false``) and the parent replaces it.
-Catchable signals are blocked in the template (and so in the reaper): a child cannot
-interrupt it, only kill or stop it (the parent then replaces it).
+it made). The child's run directory is never used again; the parent empties it from
+outside (to give its memory back), so the names the child chose never enter the
+template's memory. A template that cannot kill every process says so (``clean:
+false``) and the parent replaces it. Catchable signals are blocked in the template (and
+so in the reaper): a child cannot interrupt it, only kill or stop it (the parent then
+replaces it).
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ class Template:
         self.pid: int | None = None  # the current child's reaper
         self.pidfd: int | None = None
         self.child_id: int | None = None
-        self.run_fd: int | None = None  # the current child's run directory
         #: child id -> {"clean", "problem"}: never its exit status (the parent reads that)
         self.ended: dict[int, dict] = {}
         self.compiled: tuple[str, str, Any] | None = None  # (source, filename, code object)
@@ -126,39 +125,16 @@ def _kill_all() -> bool:
     return False
 
 
-def _wipe(t: Template) -> str | None:
-    """Empty the child's run directory in a wiper process (the names the child chose
-    never enter the template's memory); what went wrong, or None."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the wiper
-        code = 1
-        try:
-            os.fchmod(t.run_fd, 0o700)
-            os.fchdir(t.run_fd)
-            for name in os.listdir("."):
-                t.rmtree.remove_tree(name)
-            code = 0 if not os.listdir(".") else 1
-        finally:
-            os._exit(code)
-    try:
-        raw = os.waitpid(pid, 0)[1]
-    except ChildProcessError:
-        return "the run directory's wiper was lost"
-    return None if raw == 0 else "the child's run directory could not be emptied"
-
-
 def end_child(t: Template, wait_s: float = 0.0) -> None:
-    """End the current child with its whole process tree and files (recorded in ``ended``)."""
+    """End the current child with its whole process tree (recorded in ``ended``)."""
     if t.pid is None:
         return
     if wait_s > 0:
         select.select([t.pidfd], [], [], wait_s)
     problem = None if _kill_all() else "processes of the child survived SIGKILL"
-    problem = problem or _wipe(t)
     os.close(t.pidfd)
-    os.close(t.run_fd)
     t.ended = {t.child_id: {"clean": problem is None, "problem": problem}}
-    t.pid = t.pidfd = t.child_id = t.run_fd = None
+    t.pid = t.pidfd = t.child_id = None
     t.problem = problem
 
 
@@ -311,10 +287,9 @@ def op_spawn(t: Template, msg: dict) -> dict:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the reaper
         _reaper(t, msg, fds)
-    for fd in fds[:-1]:
+    for fd in fds:
         os.close(fd)
     t.pid, t.pidfd, t.child_id = pid, os.pidfd_open(pid), int(msg["child"])
-    t.run_fd = fds[-1]
     done = time.perf_counter()
     ms = {"end": ended - started, "compile": forking - ended, "fork": done - forking}
     return {"ok": True, "pid": pid, "ms": {k: round(v * 1000, 3) for k, v in ms.items()}}

@@ -38,7 +38,7 @@ from typing import Any
 
 from collect.awm.clock import WorldClock
 from collect.awm.sandbox.files import ensure_private_dir
-from collect.awm.sandbox.rmtree import remove_tree
+from collect.awm.sandbox.rmtree import DEFAULT_MAX_ENTRIES, remove_tree
 from collect.awm.sandbox.worker import (
     _SIGNAL_TEXT,
     EXIT_MEMORY,
@@ -66,6 +66,23 @@ class TemplateWorker(Worker):
         super().__init__(*args, zygote=True, **kwargs)
         self.run_dirs = [secrets.token_hex(16) for _ in range(run_dirs)]
         self._unused = list(reversed(self.run_dirs))
+        self.used: str | None = None  # the last child's run directory, until it is emptied
+        self.unclean = False  # a run directory could not be emptied: replace the template
+
+    def empty_used(self) -> None:
+        """Remove every file of the last child's run directory (all its processes are dead),
+        from here through ``/proc/PID/root``; one that cannot be emptied marks the template
+        for replacement (its memory is not given back)."""
+        name, self.used = self.used, None
+        if name is None:
+            return
+        try:
+            top = self.host_path(name)
+        except SandboxError:
+            self.unclean = True
+            return
+        if not _empty(top):
+            self.unclean = True
 
     @property
     def run_dirs_left(self) -> int:
@@ -123,7 +140,7 @@ class AppZygote:
 
     def _ensure(self) -> Worker:
         worker = self.worker
-        if worker is not None and worker.alive and worker.run_dirs_left:
+        if worker is not None and worker.alive and worker.run_dirs_left and not worker.unclean:
             used = worker.cpu_seconds_used()
             if used is None or used <= self.limits.cpu_seconds / 2:
                 return worker
@@ -191,6 +208,8 @@ class AppZygote:
             reply = worker.request("spawn", payload, timeout=self.limits.start_timeout_s)
             if not reply.get("ok"):
                 raise SandboxError("start_failed", f"{worker.name}: {reply.get('message')}")
+            worker.empty_used()  # the template has ended the last child: nothing writes there
+            worker.used = run_dir
         except BaseException:
             for fd in ours:
                 os.close(fd)
@@ -234,6 +253,27 @@ class AppZygote:
         with self._lock:
             self._stop()
             remove_tree(self.workdir)
+
+
+def _empty(top: Path, batch: int = 4096) -> bool:
+    """Remove everything below the run directory ``top`` (a tmpfs mount root: it stays);
+    whether it is empty. Never raises; :func:`~.rmtree.remove_tree`'s entry budget in all."""
+    budget = DEFAULT_MAX_ENTRIES
+    try:
+        os.chmod(top, 0o700)  # a mount root, which no child can rename or replace
+        while budget > 0:
+            with os.scandir(top) as it:
+                names = [entry.name for _, entry in zip(range(batch), it)]
+            if not names:
+                return True
+            for name in names:
+                removal = remove_tree(top / name, max_entries=budget)
+                budget -= max(removal.entries, 1)
+                if not removal.removed:
+                    return False
+    except OSError:
+        return False
+    return False
 
 
 def _child_log(workdir: Path) -> int:
