@@ -19,6 +19,7 @@ Every test then checks that the next episode still solves its task.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world
@@ -156,10 +157,13 @@ def _template(env: AWMEnv):
 
 def test_a_child_leaves_nothing_in_the_next_childs_run_directory_or_log(one_template):
     env = one_template
-    looks = []
+    looks, run_dirs = [], []
     for _ in range(3):
         env.reset(0)
         assert isinstance(env.app, ForkedApp)
+        if run_dirs:  # the last child's run directory, emptied (its memory given back)
+            assert os.listdir(_template(env).worker.host_path(run_dirs[-1])) == []
+        run_dirs.append(env.app.worker.run_dir)
         looks.append(_tool(env, "x_look"))
         assert _tool(env, "x_leave") == {"left": True}
     # was: the tag of the previous child, a log 5000 bytes longer and an inode number 41
@@ -169,6 +173,7 @@ def test_a_child_leaves_nothing_in_the_next_childs_run_directory_or_log(one_temp
     # the other children's run directories: not listed, and nothing can be put beside them
     assert looks[0]["above"] == {"list": "PermissionError", "write": "PermissionError"}, looks
     assert _template(env).starts == 1 and env.app_starts == 3  # one template, three children
+    assert len(set(run_dirs)) == 3
     assert _solve(env) == "complete"
 
 
