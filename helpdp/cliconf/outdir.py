@@ -190,7 +190,10 @@ def _link_out(out: Path) -> Path | None:
         for name in sorted([*dirs, *names]):
             p = Path(where) / name
             if p.is_symlink():
-                target = p.resolve()
+                try:
+                    target = p.resolve()
+                except (OSError, RuntimeError):  # a loop: nowhere inside out= either
+                    return p
                 if target != root and root not in target.parents:
                     return p
     return None
