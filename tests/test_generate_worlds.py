@@ -6,6 +6,7 @@ answering wrongly fails; ``collect.awm.check`` passes on the set."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shutil
@@ -132,12 +133,10 @@ def _invoke(client: TestClient, route: APIRoute, arguments: dict):
     return client.request(method, path, params=query, json=body)
 
 
-def _replay(module, calls: list[dict]) -> None:
-    ops = {r.operation_id: r for r in module.app.routes if isinstance(r, APIRoute)}
-    with TestClient(module.app) as client:
-        for n, c in enumerate(calls):
-            resp = _invoke(client, ops[c["tool_name"]], c["arguments"])
-            assert 200 <= resp.status_code < 300, (n, c, resp.status_code, resp.text)
+def _replay(client: TestClient, ops: dict, calls: list[dict]) -> None:
+    for n, c in enumerate(calls):
+        resp = _invoke(client, ops[c["tool_name"]], c["arguments"])
+        assert 200 <= resp.status_code < 300, (n, c, resp.status_code, resp.text)
 
 
 def _verify(code: str, initial: Path, final: Path, answer) -> str:
@@ -158,49 +157,60 @@ def test_reference_solutions_pass_and_everything_else_fails(generated, tmp_path,
     }
     tasks = {r["scenario"]: r["tasks"] for r in _records(files, "gen_tasks.jsonl")}
     checked, apps = 0, {}
-    for sol in _records(files, "gen_solutions.jsonl"):
-        scenario, idx = sol["scenario"], sol["task_idx"]
-        code = verifiers[(scenario, idx)]["verification"]["code"]
-        assert verifiers[(scenario, idx)]["task"] == tasks[scenario][idx]
-        initial = tmp_path / f"{scenario}.db"
-        if not initial.exists():
-            _build_db(initial, by["gen_db.jsonl"][scenario], by["gen_sample.jsonl"][scenario])
-        answer = sol.get("final_answer")
-        assert _verify(code, initial, initial, None) == "others", (scenario, idx, "untouched")
-        # the reference solution, and the same with its last write left out
-        writes = [i for i, c in enumerate(sol["calls"]) if _is_write(c)]
-        runs = [("full", sol["calls"])]
-        if writes:
-            runs.append(("short", [sol["calls"][i] for i in writes[:-1]]))  # reads change nothing
-        for kind, calls in runs:
-            final = tmp_path / f"{scenario}-{idx}-{kind}.db"
-            shutil.copy(initial, final)
-            if scenario not in apps:
-                apps[scenario] = _load_app(
-                    by["gen_envs.jsonl"][scenario]["full_code"], final, monkeypatch, scenario
+    with contextlib.ExitStack() as stack:
+        for sol in _records(files, "gen_solutions.jsonl"):
+            scenario, idx = sol["scenario"], sol["task_idx"]
+            code = verifiers[(scenario, idx)]["verification"]["code"]
+            assert verifiers[(scenario, idx)]["task"] == tasks[scenario][idx]
+            initial = tmp_path / f"{scenario}.db"
+            if not initial.exists():
+                _build_db(initial, by["gen_db.jsonl"][scenario], by["gen_sample.jsonl"][scenario])
+            answer = sol.get("final_answer")
+            assert _verify(code, initial, initial, None) == "others", (scenario, idx, "untouched")
+            # the reference solution, and the same with its last write left out
+            writes = [i for i, c in enumerate(sol["calls"]) if _is_write(c)]
+            runs = [("full", sol["calls"])]
+            if writes:
+                runs.append(
+                    ("short", [sol["calls"][i] for i in writes[:-1]])
+                )  # reads change nothing
+            for kind, calls in runs:
+                final = tmp_path / f"{scenario}-{idx}-{kind}.db"
+                shutil.copy(initial, final)
+                if scenario not in apps:  # one app and client per world, bound to each run's db
+                    module = _load_app(
+                        by["gen_envs.jsonl"][scenario]["full_code"], final, monkeypatch, scenario
+                    )
+                    ops = {r.operation_id: r for r in module.app.routes if isinstance(r, APIRoute)}
+                    apps[scenario] = (module, stack.enter_context(TestClient(module.app)), ops)
+                module, client, ops = apps[scenario]
+                engine = create_engine(
+                    f"sqlite:///{final}", connect_args={"check_same_thread": False}
                 )
-            module = apps[scenario]
-            engine = create_engine(f"sqlite:///{final}", connect_args={"check_same_thread": False})
-            module.SessionLocal = sessionmaker(bind=engine, autoflush=False, autocommit=False)
-            _replay(module, calls)
-            engine.dispose()
-            want = "complete" if kind == "full" else "others"
-            assert _verify(code, initial, final, answer) == want, (scenario, idx, kind, calls)
-        final = tmp_path / f"{scenario}-{idx}-full.db"
-        if answer is not None:
-            assert writes == []
-            assert _verify(code, initial, final, None) == "others"
-            assert _verify(code, initial, final, "I could not find it.") == "others"
-            assert _verify(code, initial, final, f"The answer is {answer}.") == "complete"
-        # one more change anywhere else (a log entry's text) is rejected
-        conn = sqlite3.connect(final)
-        child = by["gen_db.jsonl"][scenario]["db_schema"]["tables"][-1]["name"]
-        cols = [r[1] for r in conn.execute(f"PRAGMA table_info({child})")]
-        conn.execute(f"UPDATE {child} SET {cols[1]} = {cols[1]} || ' (edited)' WHERE id = 1")
-        conn.commit()
-        conn.close()
-        assert _verify(code, initial, final, answer) == "others", (scenario, idx, "extra change")
-        checked += 1
+                module.SessionLocal = sessionmaker(bind=engine, autoflush=False, autocommit=False)
+                _replay(client, ops, calls)
+                engine.dispose()
+                want = "complete" if kind == "full" else "others"
+                assert _verify(code, initial, final, answer) == want, (scenario, idx, kind, calls)
+            final = tmp_path / f"{scenario}-{idx}-full.db"
+            if answer is not None:
+                assert writes == []
+                assert _verify(code, initial, final, None) == "others"
+                assert _verify(code, initial, final, "I could not find it.") == "others"
+                assert _verify(code, initial, final, f"The answer is {answer}.") == "complete"
+            # one more change anywhere else (a log entry's text) is rejected
+            conn = sqlite3.connect(final)
+            child = by["gen_db.jsonl"][scenario]["db_schema"]["tables"][-1]["name"]
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({child})")]
+            conn.execute(f"UPDATE {child} SET {cols[1]} = {cols[1]} || ' (edited)' WHERE id = 1")
+            conn.commit()
+            conn.close()
+            assert _verify(code, initial, final, answer) == "others", (
+                scenario,
+                idx,
+                "extra change",
+            )
+            checked += 1
     assert checked == N * 10
 
 
