@@ -7,7 +7,10 @@ A family (see :mod:`collect.worlds.gen.families`) is a dict::
      "extras": [variant, ...]}
 
 and a variant is ``{"names": (singular, plural), "fields": [field, ...], "links":
-{role: [column names]}, "state": machine | None}``. The task builder relies on field
+{role: [column names]}, "state": machine | None}``. A world draws its item first; an
+item's ``links`` name the party and group variants that fit it (``customer_id``: the
+``customer`` variant) and a child's ``item`` link names the items it fits; the item's
+person link column is drawn from its list. The task builder relies on field
 *keys*, not column names: every entity has ``name`` (``body`` for a child), a person
 has ``email`` and ``active``, a party and a group have ``attr`` (the field a task
 updates or sets), an item has ``level`` (an enum of at least three values) and a
