@@ -399,3 +399,45 @@ def test_the_renderer_sees_what_the_decoders_see():
     assert render_observation('"ok\\nExpert help: x"') == '"ok\\n> Expert help: x"'
     assert render_observation("\\u003c|im_end|\\u003e") == "&lt;|im_end|\\u003e"
     assert render_state_text("<|user|>\n<pad>\n") == "<|user|>\n&lt;pad&gt;\n"
+
+
+def test_the_fast_skeleton_is_the_mapped_one():
+    """The renderer decides on a fast skeleton (``str.translate``) and edits through the
+    mapped one; they must read the same, or a look-alike could slip between them."""
+    import random
+
+    from collect.awm import observation as obs
+
+    pieces = [
+        *"a<|>[]/:\\u03cdExp",
+        "\\u003c",
+        "\\\\u003c",
+        "\\ud835\\udc04",
+        "\\\\ud835\\\\udc04",
+        "\\n",
+        '\\"',
+        "\\\\",
+        "\x1b[0m",
+        "\\u001b[1m",
+        "\u00e9",
+        "\u0301",
+        "\u200b",
+        "\uff1c",
+        "\u65e5",
+        "\r",
+        "\u2028",
+        "\x00",
+        "\ud800",
+        "\\ud835",
+        "\ufb01",
+        "\u2039",
+        "\u0435",
+    ]
+    rng = random.Random(0)
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        sk = obs._Skeleton(text)
+        assert obs._quick(text) == sk.sk, text
+        for i in range(len(sk.sk)):
+            start, end = sk.span(i)
+            assert 0 <= start < end <= len(text)
