@@ -11,7 +11,8 @@ byte) and honest requests failed 5 of 5 over 55 s. Here, scaled to a test:
 * in process, with the limits lowered by config (50 connections, 20 of one client):
   connections of one address beyond 20, then of all beyond 50, close the oldest ones
   still waiting for their headers, an honest request still succeeds, the idle ones are
-  closed after the header timeout, and the next request works.
+  closed after the header timeout, and the next request works; a WebSocket session
+  (OpenEnv's own client) outlives the header timeout.
 """
 
 from __future__ import annotations
@@ -178,5 +179,25 @@ def test_idle_connections_are_closed_after_the_header_timeout(pool):
         with httpx.Client(base_url=url, headers=AUTH, timeout=20) as client:
             assert client.get("/capacity").status_code == 200  # the next request works
             assert client.get("/capacity").json()["active_sessions"] == 0  # kept alive
+        for s in idle:
+            s.close()
+
+
+def test_a_websocket_session_outlives_the_header_timeout(pool):
+    from openenv.core.env_server.mcp_types import ListToolsAction
+    from openenv.core.mcp_client import MCPToolClient
+
+    uv, protocol = _server(pool, header_timeout_s=1.0)
+    with served(uv) as url:
+        client = MCPToolClient(base_url=url, headers=AUTH, message_timeout_s=120.0).sync()
+        with client as env:
+            obs = env.reset(scenario="smart_home_1", task_idx=0).observation
+            assert {**obs.model_dump(), **(obs.model_extra or {})}["reward_type"] == "reset_ok"
+            idle = _idle(url, 3)
+            assert _wait_closed(idle, 3, 30) == 3  # the header timeout has passed since
+            tools = env.step(ListToolsAction())  # the upgraded socket was left alone
+            assert len(tools.observation.tools) == 29
+        # the three, and the client's idle keep-alive HTTP connections (its /mcp calls)
+        assert protocol.closed["header_timeout"] >= 3 and protocol.closed["evicted"] == 0
         for s in idle:
             s.close()
