@@ -163,7 +163,7 @@ def _child(t: Template, msg: dict, fds: tuple[int, ...]) -> None:  # pragma: no 
     try:
         ctx = t.ctx
         t.sock.detach()  # its descriptor is closed below; the object must not close another
-        req, resp, _status, log, run = fds  # the status pipe: its reaper's, closed here
+        req, resp, _status, log, run = fds  # the status pipe: its reaper closed it already
         req, resp, log, run = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (req, resp, log, run))
         for fd, new in ((req, CHILD_FDS[0]), (resp, CHILD_FDS[1]), (log, 1), (log, 2)):
             os.dup2(fd, new)
