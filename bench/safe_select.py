@@ -1,22 +1,26 @@
 """Is the selection safe held out? The whole protocol on random HelpWorlds, measured exactly.
 
-    python bench/safe_select.py [--worlds 200] [--tasks 8 16] [--budgets 1.05 2] [--out FILE.json]
+    python bench/safe_select.py [--worlds 200] [--tasks 8 16] [--budgets 1.05 2] \
+        [--kinds plain rescue] [--fallback rules_hull] [--jobs 2] --out FILE.jsonl [--resume]
 
-Per world (``helpdp.synthetic.HelpWorld`` with random difficulties and help memory; its
+Per world (``helpdp.synthetic.HelpWorld`` with random difficulties and help memory; kind
+``rescue``: help right after a failed turn pays more, an advantage no turn rule takes; its
 values are exact by recursion): collect the grid, optionally stage 2 at turns 2 and 3
 (``TriggerRandomised``), run ``helpdp.select`` (its confirmation fold included), and
 value the chosen policy exactly against the best mixture of the fixed rules (never, the
-configured turn rules, always) at the chosen policy's own exact spend. Reported per design
-and task count: the rate at which the choice is worse than that hull by more than
-``delta`` (0.01; the target: at most 5%), the rate at which it beats the hull by more
-than ``delta`` (its power to find an advantage where the world has one), and how often it
-keeps the reference. Nothing is timed.
+turn rules, always: the rules the selection has too) at the chosen policy's own exact
+spend. Reported per kind, design and task count: the rate at which the choice is worse
+than that hull by more than ``delta`` (0.01; the target: at most 5%), the rate at which it
+beats the hull by more than ``delta`` (its power, where the world has an advantage), and
+how often it keeps a rule. Rows are appended to ``--out`` as worlds finish; ``--resume``
+skips the worlds already there, so a long run continues where it stopped. Nothing is timed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 from pathlib import Path
 
@@ -30,16 +34,23 @@ from helpdp.evaluate.stats import _upper_hull  # noqa: E402
 from helpdp.intervals import wilson  # noqa: E402
 from helpdp.policies import AtTurns, Never, TriggerRandomised  # noqa: E402
 from helpdp.select import SelectConfig, select  # noqa: E402
+from helpdp.selected import _from_json  # noqa: E402
 from helpdp.synthetic import HelpWorld  # noqa: E402
 
 RULES = [[0], [0, 2], [0, 3]]
+KINDS = {"plain": 0.0, "rescue": 0.25}  # HelpWorld.rescue of each kind of world
+DESIGNS = {"grid": False, "stage2": True}  # the grid alone, or with stage 2 at turns 2, 3
+
+
+def _rules(world: HelpWorld) -> list:
+    return [Never()] + [AtTurns(tuple(r)) for r in RULES] + [AtTurns(tuple(range(world.horizon)))]
 
 
 def hull_value(world: HelpWorld, usage: float) -> float:
     """The best mixture of the fixed rules at ``usage`` calls, exactly."""
-    pols = [Never()] + [AtTurns(tuple(r)) for r in RULES] + [AtTurns(tuple(range(world.horizon)))]
-    pts = sorted((*world.exact(p)[::-1], p.name) for p in pols)
-    pts = sorted(((u, s, n) for u, s, n in pts), key=lambda x: (x[0], -x[1]))
+    pts = sorted(
+        ((*world.exact(p)[::-1], p.name) for p in _rules(world)), key=lambda x: (x[0], -x[1])
+    )
     hull = _upper_hull(pts)
     if usage >= hull[-1][0]:
         return hull[-1][1]
@@ -49,36 +60,56 @@ def hull_value(world: HelpWorld, usage: float) -> float:
     return hull[0][1]
 
 
-def one_world(k: int, n_tasks: int, stage2: bool, budgets, seed: int = 0) -> list[dict]:
-    rng = np.random.default_rng([seed, k, n_tasks, int(stage2)])
+class Rescue:
+    """Help at turn 0 and right after every failed turn: the policy a ``rescue`` world
+    rewards, which no turn rule is (its exact gap to the rules' hull is the world's
+    available advantage)."""
+
+    name = "turn 0 + after every failed turn"
+
+    def decide(self, views) -> np.ndarray:
+        return np.array([int(v.depth == 0 or v.errors > 0) for v in views], np.int8)
+
+
+def make_world(k: int, n_tasks: int, stage2: bool, kind: str, seed: int = 0):
+    """World ``k`` of a cell, its rng (for the collection) and its exact advantage: how
+    far :class:`Rescue` lies above the rules' hull (negative: nowhere)."""
+    rng = np.random.default_rng([seed, k, n_tasks, int(stage2), list(KINDS).index(kind)])
     world = HelpWorld(
         difficulty=tuple(np.round(rng.uniform(0.0, 0.6, n_tasks), 3)),
         memory=int(rng.integers(1, 4)),
+        rescue=KINDS[kind],
     )
+    s, u = world.exact(Rescue())
+    return world, rng, s - hull_value(world, u)
+
+
+def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", seed=0):
+    world, rng, advantage = make_world(k, n_tasks, stage2, kind, seed)
     ds = world.collect(seeds=6, seed=int(rng.integers(1 << 30)))
     if stage2:
         design = TriggerRandomised("turn0", ("turn:2", "turn:3"), 0.5)
         ds = ts.join(ds, ts.collect_design(world, design, 30, seed=int(rng.integers(1 << 30))))
     cfg = SelectConfig(
-        splits=["train"], rungs=["turn", "turn_age"], rules=RULES, event_rules=[], n_boot=100,
-        out="unused",
+        splits=["train"], rungs=["turn", "turn_age", "turn_fail"],
+        rules=RULES + [list(range(world.horizon))], event_rules=[], n_boot=100,
+        fallback=fallback, out="unused",
     )  # fmt: skip
     out = []
     for b in budgets:
         rec = select(ds, cfg, float(b), log=lambda *_: None)
-        from helpdp.selected import (
-            _from_json,
-            load_policy,  # noqa: F401  (the record's policy, as deployed)
-        )
-
         pol = _from_json(rec["policy"], 0, "select")
         s, u = world.exact(pol)
         h = hull_value(world, u)
+        kinds = {c["candidate"] for c in rec["components"]}
+        rule_names = {p.name for p in _rules(world)}
         out.append(
             {
-                "world": k, "tasks": n_tasks, "stage2": stage2, "budget": float(b),
-                "chosen": rec["policy_name"], "SR": s, "U": u, "hull": h, "gap": s - h,
-                "kept_reference": rec["policy_name"] == "rule: turns 0",
+                "world": k, "tasks": n_tasks, "stage2": stage2, "kind": kind,
+                "fallback": fallback, "budget": float(b), "chosen": rec["policy_name"],
+                "SR": s, "U": u, "hull": h, "gap": s - h, "advantage": advantage,
+                "kept_rule": kinds <= rule_names,
+                "outcome": (rec["confirm"] or {}).get("outcome", ""),
             }
         )  # fmt: skip
     return out
@@ -87,29 +118,81 @@ def one_world(k: int, n_tasks: int, stage2: bool, budgets, seed: int = 0) -> lis
 def summarize(rows: list[dict], delta: float = 0.01) -> list[dict]:
     cells = {}
     for r in rows:
-        cells.setdefault((r["tasks"], r["stage2"], r["budget"]), []).append(r)
+        key = (r.get("kind", "plain"), r["tasks"], r["stage2"], r["budget"])
+        cells.setdefault(key, []).append(r)
     out = []
-    for (n, s2, b), rs in sorted(cells.items()):
+    for (kind, n, s2, b), rs in sorted(cells.items()):
         gaps = np.array([r["gap"] for r in rs])
         worse, better = int((gaps < -delta).sum()), int((gaps > delta).sum())
         out.append(
             {
-                "tasks": n, "design": "grid + stage 2" if s2 else "grid", "budget": b,
-                "worlds": len(rs), "worse": worse, "worse_rate": worse / len(rs),
-                "worse_ci": wilson(worse, len(rs)), "better_rate": better / len(rs),
-                "kept_reference": float(np.mean([r["kept_reference"] for r in rs])),
+                "kind": kind, "tasks": n, "design": "grid + stage 2" if s2 else "grid",
+                "budget": b, "worlds": len(rs), "worse": worse, "worse_rate": worse / len(rs),
+                "worse_ci": wilson(worse, len(rs)), "better": better,
+                "better_rate": better / len(rs), "better_ci": wilson(better, len(rs)),
+                "kept_rule": float(np.mean([r.get("kept_rule", False) for r in rs])),
                 "mean_gap": float(gaps.mean()),
+                "advantage": float(np.mean([r.get("advantage", np.nan) for r in rs])),
             }
         )  # fmt: skip
     return out
 
 
-def run(worlds: int, tasks=(8, 16), budgets=(1.05, 2.0), seed: int = 0, progress=True):
+def _job(args):
+    return one_world(*args)
+
+
+def run(worlds, tasks=(8, 16), budgets=(1.05, 2.0), kinds=("plain",), fallback="reference",
+        seed=0, progress=True, jobs=1, out=None, done=(), designs=DESIGNS):  # fmt: skip
+    """Every (kind, tasks, design, world) not in ``done``; rows appended to ``out`` (a
+    JSONL path) as each world finishes. Returns the new rows."""
+    todo = [
+        (k, n, s2, tuple(budgets), kind, fallback, seed)
+        for kind in kinds for n in tasks for s2 in (DESIGNS[d] for d in designs)
+        for k in range(worlds)
+        if (kind, n, s2, k) not in set(done)
+    ]  # fmt: skip
     rows = []
-    todo = [(k, n, s2) for n in tasks for s2 in (False, True) for k in range(worlds)]
-    for k, n, s2 in tqdm(todo, disable=not progress, desc="worlds"):
-        rows += one_world(k, n, s2, budgets, seed)
-    return rows, summarize(rows)
+    pool = multiprocessing.get_context("spawn").Pool(jobs) if jobs > 1 else None
+    try:
+        it = pool.imap_unordered(_job, todo) if pool else map(_job, todo)
+        for world_rows in tqdm(it, total=len(todo), disable=not progress, desc="worlds"):
+            rows += world_rows
+            if out is not None:
+                with open(out, "a") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in world_rows)
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
+    return rows
+
+
+def read_rows(path) -> list[dict]:
+    rows = []
+    for i, line in enumerate(Path(path).read_text().splitlines()):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"{path}: line {i + 1}: not JSON ({e.msg})") from None
+    return rows
+
+
+def print_table(table) -> None:
+    print(
+        "| world | tasks | design | budget | worlds | worse than the rules' hull by > 0.01 [95%] "
+        "| better by > 0.01 [95%] | kept a rule | mean gap | advantage available |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for t in table:
+        lo, hi = t["worse_ci"]
+        blo, bhi = t["better_ci"]
+        print(
+            f"| {t['kind']} | {t['tasks']} | {t['design']} | {t['budget']:g} | {t['worlds']} | "
+            f"{t['worse_rate']:.3f} [{lo:.3f}, {hi:.3f}] | {t['better_rate']:.3f} "
+            f"[{blo:.3f}, {bhi:.3f}] | {t['kept_rule']:.2f} | {t['mean_gap']:+.4f} | "
+            f"{t['advantage']:+.3f} |"
+        )
 
 
 def main() -> None:
@@ -117,24 +200,27 @@ def main() -> None:
     ap.add_argument("--worlds", type=int, default=200)
     ap.add_argument("--tasks", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--budgets", type=float, nargs="+", default=[1.05, 2.0])
-    ap.add_argument("--out", default="")
+    ap.add_argument("--kinds", nargs="+", default=["plain", "rescue"], choices=list(KINDS))
+    ap.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
+    ap.add_argument("--fallback", default="reference", choices=["rules_hull", "reference"])
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--out", default="", help="JSONL of rows, appended as worlds finish")
+    ap.add_argument("--resume", action="store_true", help="continue an existing --out")
+    ap.add_argument("--table", action="store_true", help="only print the table of --out")
     args = ap.parse_args()
-    if args.out and Path(args.out).exists():
-        ap.error(f"--out {args.out} exists: give a new file (nothing is replaced)")
-    rows, table = run(args.worlds, tuple(args.tasks), tuple(args.budgets))
-    print(
-        "| tasks | design | budget | worlds | worse than the rules' hull by > 0.01 [95%] | better by > 0.01 | kept turn 0 | mean gap |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for t in table:
-        lo, hi = t["worse_ci"]
-        print(
-            f"| {t['tasks']} | {t['design']} | {t['budget']:g} | {t['worlds']} | "
-            f"{t['worse_rate']:.3f} [{lo:.3f}, {hi:.3f}] | {t['better_rate']:.3f} | "
-            f"{t['kept_reference']:.2f} | {t['mean_gap']:+.4f} |"
-        )
-    if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "table": table}, indent=1) + "\n")
+    out = Path(args.out) if args.out else None
+    done, old = set(), []
+    if out is not None and out.exists():
+        if not (args.resume or args.table):
+            ap.error(f"--out {out} exists: give a new file, or --resume to continue it")
+        old = read_rows(out)
+        done = {(r["kind"], r["tasks"], r["stage2"], r["world"]) for r in old}
+    if not args.table:
+        old += run(
+            args.worlds, tuple(args.tasks), tuple(args.budgets), tuple(args.kinds),
+            args.fallback, jobs=args.jobs, out=out, done=done, designs=tuple(args.designs),
+        )  # fmt: skip
+    print_table(summarize(old))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ __all__ = [
     "design_effect",
     "detectable_difference",
     "detectable_difference_tasks",
+    "in_range",
     "mean_ci",
     "pairs_needed",
     "task_power",
@@ -234,3 +235,17 @@ def cluster_means(x, clusters) -> np.ndarray:
     d = np.asarray(x, np.float64)
     codes, n_g = np.unique(np.asarray(clusters), return_inverse=True, return_counts=True)[1:]
     return np.bincount(codes, weights=d, minlength=len(n_g)) / n_g
+
+
+def in_range(quantity: str, lo: float, hi: float) -> tuple[float, float]:
+    """An interval cut to the quantity's range (SR in [0, 1], dSR in [-1, 1], calls at
+    least 0): the true value lies there, so the cut interval covers whenever the uncut
+    one does (a t or bootstrap interval of an estimator that can leave the range, such
+    as dr's, otherwise prints rates below 0)."""
+    if quantity == "SR":
+        return max(lo, 0.0), min(hi, 1.0)
+    if quantity == "dSR":
+        return max(lo, -1.0), min(hi, 1.0)
+    if quantity.startswith("U"):
+        return max(lo, 0.0), hi
+    return lo, hi

@@ -81,6 +81,7 @@ import pandas as pd
 from helpdp._src import ope as ko
 from helpdp.data import Dataset, load_dataset
 from helpdp.events import state_events, state_histories
+from helpdp.intervals import in_range
 from helpdp.policies import StateView, action_probs, build_policy, components
 
 __all__ = [
@@ -90,7 +91,6 @@ __all__ = [
     "Estimate",
     "Logged",
     "estimate",
-    "in_range",
     "load_logged",
     "resolve_unit",
 ]
@@ -421,24 +421,20 @@ class Estimate:
     level: float
     unit: str
     per_task: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    _index: dict | None = field(default=None, repr=False, compare=False)
 
     def get(self, estimator: str = "wdr", quantity: str = "SR") -> tuple[float, float, float]:
-        r = self.table[
-            (self.table["estimator"] == estimator) & (self.table["quantity"] == quantity)
-        ]
-        if r.empty:
+        if self._index is None:  # one pass over the table (a filter per call was slow)
+            t = self.table
+            self._index = dict(zip(zip(t.estimator, t.quantity), zip(t.value, t.lo, t.hi)))
+        if (estimator, quantity) not in self._index:
             raise KeyError(f"no {estimator} estimate of {quantity}")
-        r = r.iloc[0]
-        return float(r["value"]), float(r["lo"]), float(r["hi"])
+        return tuple(float(x) for x in self._index[(estimator, quantity)])
 
     def to_dict(self) -> dict:
-        return {
-            "policy": self.policy,
-            "level": self.level,
-            "unit": self.unit,
-            "diagnostics": self.diagnostics,
-            "estimates": self.table.to_dict(orient="records"),
-        }
+        est = self.table.to_dict(orient="records")
+        return {"policy": self.policy, "level": self.level, "unit": self.unit,
+                "diagnostics": self.diagnostics, "estimates": est}  # fmt: skip
 
     def support_line(self, estimator: str = "wdr") -> str:
         """Where the value comes from: agreeing episodes, those that deviate from the
@@ -456,6 +452,8 @@ class Estimate:
         return out + f"; {q} = model {model:+.3f} + data {data:+.3f}"
 
     def line(self, estimator: str = "wdr") -> str:
+        if self.diagnostics["agree"] == 0:  # the model's extrapolation alone: no value
+            return f"OPE ({estimator}): no value: no logged episode agrees with {self.policy}"
         s, slo, shi = self.get(estimator, "SR")
         u, ulo, uhi = self.get(estimator, "U")
         d = self.diagnostics
@@ -751,7 +749,7 @@ def estimate(
                     if q[0] == "d":
                         v = v - _pseudo(ref[0], loo_r.get((est, name)))[None, :]
                 value, lo, hi, k = _interval(v, unit, level)
-                lo, hi = in_range(q, lo, hi)
+                lo, hi = in_range(q, lo, hi)  # SR within [0, 1], dSR [-1, 1], calls >= 0
                 rows.append(
                     {
                         "estimator": est,
@@ -795,20 +793,6 @@ def estimate(
     table = pd.DataFrame(rows)
     pt = pd.DataFrame(per_task, columns=["task", "estimator", "quantity", "value", "estimate"])
     return Estimate(name, table, diag, level, unit, pt)
-
-
-def in_range(quantity: str, lo: float, hi: float) -> tuple[float, float]:
-    """An interval cut to the quantity's range (SR in [0, 1], dSR in [-1, 1], calls at
-    least 0): the true value lies there, so the cut interval covers whenever the uncut
-    one does (a t or bootstrap interval of an estimator that can leave the range, such
-    as dr's, otherwise prints rates below 0)."""
-    if quantity == "SR":
-        return max(lo, 0.0), min(hi, 1.0)
-    if quantity == "dSR":
-        return max(lo, -1.0), min(hi, 1.0)
-    if quantity.startswith("U"):
-        return max(lo, 0.0), hi
-    return lo, hi
 
 
 def slug(name: str) -> str:

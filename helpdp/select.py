@@ -30,7 +30,14 @@ valued by off-policy evaluation (``helpdp.ope``) on tasks it was not fitted on:
 * **choice**: among the supported candidates, the best point at the budget on the upper concave hull of the
   candidates' cross-fitted (U, SR - ``pessimism`` x half-width): one candidate, or a per-episode mixture of two
   that spends the budget (plus ``slack``) exactly, as the constrained MDP's optimum
-  is; the chosen candidates are then refitted on all selection tasks.
+  is;
+* **confirmation** (high-confidence policy improvement): ``confirm`` of the selection
+  tasks are held out before any of the above; the choice (and up to ``confirm_top - 1``
+  runners-up), fitted on the other tasks, must beat on them, at a Bonferroni-corrected
+  level, the reference and the best rule at the budget (the rules' hull valued on every
+  selection task), with a data part above 0 and a model-free (``model_free``) estimate
+  above 0, else the reference is kept (``fallback``); ``bench/safe_select.py`` measures
+  how often that loses to the best rule, exactly, on random HelpWorlds (docs/ope.md).
 
 Writes ``OUT/budget=<b>/selected.json`` (the policy: :func:`load_policy` reads it,
 as do ``helpdp.label policy=`` and ``helpdp.evaluate policy_files=``) and
@@ -56,6 +63,7 @@ from helpdp.cliconf import as_config, parse_budgets, run_app
 from helpdp.cliconf import doc_field as _f
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
+from helpdp.intervals import in_range
 from helpdp.ope import ESTIMATORS, estimate, load_logged
 from helpdp.policies import (
     AtTurns,
@@ -179,13 +187,22 @@ class SelectConfig:
     confirm: float = _f(
         0.5,
         "share of the selection tasks held out as the confirmation fold, which no candidate "
-        "sees while the choice is made: a choice other than the reference replaces it only if, "
-        "there, its paired lower bound (corrected for the candidates confirmed) is above 0, its "
-        "data part is above 0 and the model-free estimate agrees in sign; else the reference "
-        "is kept (0: no confirmation, the choice of the folds alone)",
+        "sees while the choice is made: a choice replaces the best rule (fallback) only if, "
+        "there, its paired lower bound against it (corrected for the candidates confirmed) is "
+        "above 0, its data part is above 0 and the model-free estimate agrees in sign; else "
+        "the best rule is kept (0: no confirmation, the choice of the folds alone)",
     )
     confirm_top: int = _f(
         3, "candidates taken to the confirmation fold in the choice's order (Bonferroni over them)"
+    )
+    fallback: str = _f(
+        "reference",
+        "what a choice must beat on the confirmation fold, and what is kept where it does not: "
+        "reference, beat both the reference and the best rule at the budget (the hull of the "
+        "rules with their own agreeing episodes, valued on every selection task), else keep the "
+        "reference where it is affordable (a rule's gain carried by the model alone cannot "
+        "replace it); rules_hull, beat the best rule, else keep it (a choice of rules alone is "
+        "replaced by it); bench/safe_select.py measures both, docs/ope.md",
     )
     model_free: str = _f(
         "pdis",
@@ -339,6 +356,7 @@ def _pool(per_fold: pd.DataFrame, per_task: dict, cfg, unit: str, ref_name: str)
         row.update({"dSR_mf": v, "dSR_mf_lo": lo, "dSR_mf_hi": hi})
         for k in ("agree", "tasks_empty", "deviate", "deviate_ref", "differs", "support"):
             row[k] = int(g[k].sum())
+        row["agree_min"] = int(g["agree"].min())  # the fold with the fewest agreeing episodes
         # support counts per fold: every fold in which the candidate acts differently needs
         # its own agreeing episodes (a sum would let one fold's carry another's none)
         parts = g.loc[g["differs"] > 0, "support"]
@@ -415,15 +433,33 @@ def _fit(chosen, fixed, fit_on, budget, cfg, gamma) -> tuple[list, dict]:
     return parts, fitted
 
 
-def _fallback(cands, ref, ref_affordable, budget, cfg):
-    """What is kept when nothing is confirmed: the reference where it is affordable, else
-    the best point of the supported rules' hull at the budget (chosen on the folds)."""
-    if ref_affordable:
-        return [(1.0, cands[cands["candidate"] == ref.name].iloc[0])]
-    rules = cands[cands["supported"] & (cands["kind"] == "rule")]
-    pick = _hull_at(pd.DataFrame({"U": rules["U"], "SR": rules["SR"]}), budget + cfg.slack)
+def _rules_hull(cands, per_task, ref, budget, cfg, confirm, unit):
+    """The best rule at the budget: the best point at the budget on the hull of the rules
+    (never, ``rules``, the reference where it is a rule) with at least ``min_support``
+    agreeing episodes of their own in every fold (a rule's value needs no deviation from
+    the reference, only its own episodes), each valued on every selection task: its
+    cross-fitted per-task values on the choice's tasks and its estimates on the
+    confirmation fold (rules are fitted to nothing, so the fold is fair to them).
+    Returns ``[(weight, candidate row)]``."""
+    pols = {p.name: p for p in [Never(), *(AtTurns(tuple(r)) for r in cfg.rules), ref]}
+    rules = cands[cands["candidate"].isin(set(pols)) & (cands["agree_min"] >= cfg.min_support)]
+    vals = {}
+    for i, row in rules.iterrows():
+        pt = [per_task[row["candidate"]]]
+        if confirm is not None:
+            est = estimate(
+                pols[row["candidate"]], confirm, estimators=(cfg.estimator,), n_boot=cfg.n_boot,
+                level=cfg.level, seed=cfg.seed, unit=unit,
+            )  # fmt: skip
+            if est.diagnostics["agree"] < cfg.min_support:
+                continue
+            pt.append(est.per_task)
+        vals[i] = [np.concatenate([_task_values(t, cfg.estimator, q) for t in pt]).mean()
+                   for q in ("U", "SR")]  # fmt: skip
+    table = pd.DataFrame(vals.values(), index=list(vals), columns=["U", "SR"])
+    pick = _hull_at(table, budget + cfg.slack)
     if pick is None:
-        raise ValueError(f"budget {budget:g}: no supported rule spends at most the budget")
+        raise ValueError(f"budget {budget:g}: no rule with support spends at most the budget")
     return [(w, cands.loc[i]) for w, i in pick]
 
 
@@ -436,15 +472,17 @@ def _confirm_order(chosen, ok, score, cands, ref, budget, cfg) -> list:
     for i in within.sort_values("SR", ascending=False).index:
         if len(order) >= cfg.confirm_top:
             break
-        if cands.loc[i, "candidate"] not in names:
+        rule = cands.loc[i, "kind"] == "rule" and cfg.fallback == "rules_hull"
+        if cands.loc[i, "candidate"] not in names and not rule:
             order.append([(1.0, cands.loc[i])])
             names.add(cands.loc[i, "candidate"])
     return order
 
 
 def _confirm_one(pol, name, confirm, ref, budget, cfg, level, unit) -> dict:
-    """One candidate on the confirmation fold: its paired estimates and why it fails the
-    bar (empty ``why_not``: confirmed)."""
+    """One candidate on the confirmation fold: its paired estimates against ``ref`` (what
+    it would replace: the rules' hull at the budget) and why it fails the bar (empty
+    ``why_not``: confirmed)."""
     est = estimate(
         pol,
         confirm,
@@ -490,42 +528,64 @@ def _confirm_one(pol, name, confirm, ref, budget, cfg, level, unit) -> dict:
     }
 
 
-def _confirm(chosen, ok, score, cands, fixed, ref, ref_affordable, budget, cfg, gamma,
-             choose, confirm, n_confirm, log):  # fmt: skip
-    """High-confidence policy improvement: the choice and the runners-up
-    (:func:`_confirm_order`), fitted on the choice's tasks, are valued on the confirmation
-    fold against the reference at level ``1 - (1 - level) / k`` (Bonferroni over the ``k``
-    confirmed); the first in the choice's order that clears the bar (:func:`_confirm_one`)
-    is kept, else the reference or the best rule (:func:`_fallback`). Returns ``(chosen,
-    record, parts, fitted)``: the policy deployed is the one confirmed, fitted on the
-    choice's tasks."""
-    if len(chosen) == 1 and chosen[0][1]["candidate"] == ref.name:
-        parts, fitted = _fit(chosen, fixed, choose, budget, cfg, gamma)
-        return chosen, {"outcome": "the reference was chosen: nothing to confirm"}, parts, fitted
+def _as_policy(parts, seed):
+    return parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=seed)
+
+
+def _confirm(chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, budget, cfg,
+             gamma, choose, confirm, n_confirm, log):  # fmt: skip
+    """High-confidence policy improvement. The bar: the best rule at the budget
+    (:func:`_rules_hull`, valued on every selection task) and, with
+    ``fallback=reference``, the reference too. With ``rules_hull`` a choice made of rules
+    alone is replaced by the best rule. Otherwise the choice and the runners-up
+    (:func:`_confirm_order`), fitted on the choice's tasks, are valued on the
+    confirmation fold paired with each policy of the bar, at level ``1 - (1 - level) /
+    k`` (Bonferroni over the ``k`` confirmed); the first in the choice's order that
+    clears it against each (:func:`_confirm_one`) is kept, else the fallback (the
+    reference where affordable, or the best rule). Returns ``(chosen, record, parts,
+    fitted)``: the policy deployed, fitted on the choice's tasks."""
+    unit = "task" if n_confirm >= cfg.min_tasks else "episode"
+    hull = _rules_hull(cands, per_task, ref, budget, cfg, confirm, unit)
+    names = {id(h): " / ".join(f"{r['candidate']} {w:.2f}" for w, r in h) for h in [hull]}
+    bars, kept = [hull], hull
+    if cfg.fallback == "reference" and ref_affordable:
+        kept = [(1.0, cands[cands["candidate"] == ref.name].iloc[0])]
+        names[id(kept)] = f"{ref.name} 1.00"
+        bars = [kept] + ([hull] if names[id(hull)] != names[id(kept)] else [])
+    bar_pols = [(names[id(b)], _as_policy(_fit(b, fixed, choose, budget, cfg, gamma)[0], cfg.seed))
+                for b in bars]  # fmt: skip
+    kept_parts, kept_name = _fit(kept, fixed, choose, budget, cfg, gamma)[0], names[id(kept)]
+    if len(chosen) == 1 and chosen[0][1]["candidate"] == ref.name and kept is not hull:
+        return kept, {"outcome": "the reference was chosen: nothing to confirm"}, kept_parts, {}
+    if cfg.fallback == "rules_hull" and all(r["kind"] == "rule" for _, r in chosen):
+        return kept, {"outcome": f"rules chosen: kept the best rule, {kept_name}"}, kept_parts, {}
     order = _confirm_order(chosen, ok, score, cands, ref, budget, cfg)
     level = 1 - (1 - cfg.level) / len(order)
-    unit = "task" if n_confirm >= cfg.min_tasks else "episode"
-    head = {"level": level, "unit": unit, "tasks": n_confirm, "tried": []}
+    against = " and ".join(n for n, _ in bar_pols)
+    head = {"level": level, "unit": unit, "tasks": n_confirm, "against": against, "tried": []}
     for cand in order:
         parts, fitted = _fit(cand, fixed, choose, budget, cfg, gamma)
-        pol = parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=cfg.seed)
+        pol = _as_policy(parts, cfg.seed)
         name = " / ".join(f"{r['candidate']} {w:.2f}" for w, r in cand)
-        rec = _confirm_one(pol, name, confirm, ref, budget, cfg, level, unit)
+        mine = [(n, b) for n, b in bar_pols if n != name] or bar_pols  # not against itself
+        for bar_name, bar in mine:  # the record of the first bar it fails, or the last
+            rec = _confirm_one(pol, name, confirm, bar, budget, cfg, level, unit)
+            rec["against"] = bar_name
+            if not rec["confirmed"]:
+                break
         head["tried"].append(rec)
         mf = cfg.model_free
         log(
-            f"budget {budget:g}: confirm {name}: dSR {rec['dSR']:+.3f} [{rec['dSR_lo']:+.3f}, "
-            f"{rec['dSR_hi']:+.3f}] at level {level:.4f} (model {rec['dSR_model']:+.3f}, data "
-            f"{rec['dSR_data']:+.3f}; {mf} {rec[f'dSR_{mf}']:+.3f}) on {n_confirm} "
-            "confirmation tasks: "
+            f"budget {budget:g}: confirm {name} against {rec['against']}: dSR {rec['dSR']:+.3f} "
+            f"[{rec['dSR_lo']:+.3f}, {rec['dSR_hi']:+.3f}] at level {level:.4f} (model "
+            f"{rec['dSR_model']:+.3f}, data {rec['dSR_data']:+.3f}; {mf} "
+            f"{rec[f'dSR_{mf}']:+.3f}) on {n_confirm} confirmation tasks: "
             + ("confirmed" if rec["confirmed"] else "refused: " + rec["why_not"])
         )
         if rec["confirmed"]:
             return cand, {**head, "outcome": f"confirmed {name}"}, parts, fitted
-    kept = _fallback(cands, ref, ref_affordable, budget, cfg)
-    parts, fitted = _fit(kept, fixed, choose, budget, cfg, gamma)
-    what = " / ".join(r["candidate"] for _, r in kept)
-    return kept, {**head, "outcome": f"none of {len(order)} confirmed: kept {what}"}, parts, fitted
+    outcome = f"none of {len(order)} confirmed: kept {kept_name}"
+    return kept, {**head, "outcome": outcome}, kept_parts, {}
 
 
 def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
@@ -540,6 +600,8 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         raise ValueError(f"rungs: unknown rung {bad[0]!r} (one of {', '.join(RUNGS)})")
     if cfg.folds < 2:
         raise ValueError(f"folds must be >= 2, got {cfg.folds}")
+    if cfg.fallback not in ("rules_hull", "reference"):
+        raise ValueError(f"fallback: {cfg.fallback!r}: one of rules_hull, reference")
     events = _event_rules(cfg)
     logged = load_logged(ds, splits=list(cfg.splits))
     if cfg.exclude_tasks:
@@ -594,7 +656,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     confirmation = None
     if confirm_tasks:
         chosen, confirmation, parts, fitted = _confirm(
-            chosen, ok, score, cands, fixed, ref, ref_affordable, budget, cfg, ds.gamma,
+            chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, budget, cfg, ds.gamma,
             logged, full.subset(in_confirm), len(confirm_tasks), log,
         )  # fmt: skip
         confirmation["confirm_tasks"] = confirm_tasks
@@ -605,7 +667,10 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     ope = {"estimator": cfg.estimator, "level": cfg.level, "unit": unit, "reference": ref.name}
     for q in ("SR", "U", "dSR", "dU"):
         v, lo, hi = _chosen_interval(chosen, per_task, cfg, unit, q)
+        lo, hi = in_range(q, lo, hi)
         ope.update({q: float(v), f"{q}_lo": float(lo), f"{q}_hi": float(hi)})
+    for part in ("dSR_model", "dSR_data"):  # the difference's model part and data part
+        ope[part] = float(sum(w * r[part] for w, r in chosen))
 
     # what `helpdp.search` prints today: the table keyed by the collected states,
     # on the same tasks, valued by its own (in-sample) model
@@ -658,6 +723,20 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     }
 
 
+def _candidate_line(r, min_support: int) -> str:
+    """One candidate's printed line: no value where no logged episode agrees with it (its
+    estimate would be the model's extrapolation alone); rates cut to their range."""
+    mark = "" if r.supported else f"  UNSUPPORTED (< {min_support}): never picked"
+    sup = f"agree {r.agree}, support {r.deviate}/{r.deviate_ref}{mark}"
+    if r.agree == 0:
+        return f"no value: no logged episode agrees with it  {sup}"
+    return (
+        f"SR={r.SR:.3f} [{max(r.SR_lo, 0.0):.3f}, {min(r.SR_hi, 1.0):.3f}]  U={r.U:.2f} ± "
+        f"{r.U_hw:.2f}  dSR={r.dSR:+.3f} [{max(r.dSR_lo, -1.0):+.3f}, {min(r.dSR_hi, 1.0):+.3f}]"
+        f" (model {r.dSR_model:+.3f}, data {r.dSR_data:+.3f})  {sup}"
+    )
+
+
 def run_select(cfg) -> list[dict]:
     """The body of ``python -m helpdp.select``."""
 
@@ -689,18 +768,16 @@ def run_select(cfg) -> list[dict]:
         )
         width = max(24, *(len(c) for c in cands["candidate"]))
         for r in cands.sort_values("U").itertuples():
-            mark = "" if r.supported else f"  UNSUPPORTED (< {cfg.min_support}): never picked"
-            print(
-                f"  {r.candidate:<{width}} SR={r.SR:.3f} ± {r.SR_hw:.3f}  U={r.U:.2f} ± {r.U_hw:.2f}"
-                f"  dSR={r.dSR:+.3f} [{r.dSR_lo:+.3f}, {r.dSR_hi:+.3f}]"
-                f" (model {r.dSR_model:+.3f}, data {r.dSR_data:+.3f})  agree {r.agree},"
-                f" support {r.deviate}/{r.deviate_ref}{mark}"
-            )
+            print(f"  {r.candidate:<{width}} " + _candidate_line(r, cfg.min_support))
         print(
             f"budget {b:g}: selected {rec['policy_name']}: OPE SR={o['SR']:.3f} "
             f"[{o['SR_lo']:.3f}, {o['SR_hi']:.3f}] U={o['U']:.2f} [{o['U_lo']:.2f}, "
-            f"{o['U_hi']:.2f}] | in-sample model (helpdp.search, collected states): {model}"
-            f" -> {d / 'selected.json'}"
+            f"{o['U_hi']:.2f}], dSR={o['dSR']:+.3f} [{o['dSR_lo']:+.3f}, {o['dSR_hi']:+.3f}] "
+            f"(model {o['dSR_model']:+.3f}, data {o['dSR_data']:+.3f}) -> {d / 'selected.json'}"
+        )
+        print(
+            f"  (not the selected policy: the table helpdp.search would choose at this budget, "
+            f"keyed by the collected states and valued by its own in-sample model: {model})"
         )
         recs.append(rec)
     return recs

@@ -286,18 +286,21 @@ class HelpWorld:
     (two failed turns in a row end the episode in failure); else it goes on.
     ``horizon`` turns without success end in failure. So help pays at the start and
     again once the previous help has worn off, and the coarse key (turn, age of the
-    latest help, last failed) is Markov.
+    latest help, last failed) is Markov. ``rescue`` > 0 adds a state-dependent advantage
+    that no turn rule can take: help right after a failed turn solves with ``rescue``
+    more (0: none, the default).
     """
 
     difficulty: tuple = (0.1, 0.3, 0.5, 0.2)
     horizon: int = 6
     memory: int = 2
+    rescue: float = 0.0
 
     def step_probs(self, task: int, t: int, last_help: int, failed: bool, a: int):
         """(P(solved), P(failed turn)) of one turn."""
         d = self.difficulty[task]
         plan = a == 1 or (last_help >= 0 and t - last_help <= self.memory)
-        p_s = 0.12 + 0.30 * a + 0.12 * plan - 0.2 * d
+        p_s = 0.12 + 0.30 * a + 0.12 * plan - 0.2 * d + self.rescue * a * bool(failed)
         p_f = (0.35 + 0.3 * d) * (0.4 if plan else 1.0) + 0.15 * failed
         return p_s, (1.0 - p_s) * min(p_f, 1.0)
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from helpdp._src import ope as ko
-from helpdp.ope import estimate, in_range, load_logged, resolve_unit
+from helpdp.intervals import in_range
+from helpdp.ope import estimate, load_logged, resolve_unit
 from helpdp.policies import AtTurns, Never, TurnZero
 from helpdp.synthetic import HelpWorld
 

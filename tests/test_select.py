@@ -104,7 +104,9 @@ def test_run_select_on_the_demo(tmp_path, capsys):
     cfg = SelectConfig(budget=[1.0], rungs=["turn_age"], rules=[[0]], n_boot=30, out=str(tmp_path))
     (rec,) = run_select(cfg)
     out = capsys.readouterr().out
-    assert "budget 1: selected " in out and "in-sample model (helpdp.search" in out
+    assert (
+        "budget 1: selected " in out and "not the selected policy: the table helpdp.search" in out
+    )
     saved = json.loads((tmp_path / "budget=1" / "selected.json").read_text())
     assert saved["policy"] == rec["policy"]
     per_fold = pd.read_csv(tmp_path / "budget=1" / "candidates.csv")
@@ -265,7 +267,7 @@ def test_confirmation_keeps_a_real_gain(tmp_path):
     ds = ts.join(grid, ts.collect_design(BIG, design, 30, seed=4))
     cfg = SelectConfig(
         splits=["train"], rungs=[], rules=[[0], [0, 3], [0, 2]], event_rules=[], n_boot=100,
-        out=str(tmp_path),
+        fallback="reference", out=str(tmp_path),
     )  # fmt: skip
     rec = select(ds, cfg, 2.0, log=lambda *_: None)
     conf = rec["confirm"]
@@ -274,6 +276,77 @@ def test_confirmation_keeps_a_real_gain(tmp_path):
     t = conf["tried"][0]
     assert t["dSR_lo"] > 0 and t["dSR_data"] > 0 and t["dSR_pdis"] > 0
     assert rec["policy_name"] == "rule: turns 0,2"
+    # the default (fallback=rules_hull): a choice of rules alone is the rules' hull at the
+    # budget valued on all 16 tasks, the same rule here, with nothing to confirm
+    cfg.fallback = "rules_hull"
+    rec = select(ds, cfg, 2.0, log=lambda *_: None)
+    assert rec["confirm"]["outcome"] == "rules chosen: kept the best rule, rule: turns 0,2 1.00"
+    assert rec["policy_name"] == "rule: turns 0,2"
+
+
+def test_a_choice_must_beat_the_rules_hull_not_only_the_reference(tmp_path):
+    """A world where help right after a failed turn pays (rescue) and turn 0 lies 0.03
+    below the rules' hull at one call: a DP on (turn, last failed) beats turn 0 on the
+    choice's tasks, but on the confirmation fold it is paired with the reference and with
+    the best rule at the budget (the rules' hull valued on every selection task), and
+    refused; what is kept is the reference (fallback=reference, the default) or the best
+    rule, which spends the budget (rules_hull)."""
+    w = HelpWorld(difficulty=tuple(np.round(np.linspace(0.05, 0.5, 16), 3)), rescue=0.25, memory=1)
+    cfg = SelectConfig(
+        splits=["train"], rungs=["turn_fail"], rules=[[0], [0, 2], [0, 3], list(range(6))],
+        event_rules=[], n_boot=100, out=str(tmp_path),
+    )  # fmt: skip
+    ds = w.collect(seeds=6, seed=3)
+    rec = select(ds, cfg, 1.05, log=lambda *_: None)  # the default: fallback=reference
+    conf = rec["confirm"]
+    ref, best = conf["against"].split(" and ")
+    assert ref == "rule: turns 0 1.00" and best != ref
+    (tried,) = conf["tried"]
+    assert tried["candidate"].split(" ")[-2] == "turn_fail" and not tried["confirmed"]
+    assert conf["outcome"] == "none of 1 confirmed: kept rule: turns 0 1.00"
+    cfg.fallback = "rules_hull"
+    rec = select(ds, cfg, 1.05, log=lambda *_: None)
+    conf = rec["confirm"]
+    assert conf["against"] == best
+    assert conf["outcome"] == f"none of 1 confirmed: kept {best}"
+    assert all(
+        c["candidate"] == "never" or c["candidate"].startswith("rule") for c in rec["components"]
+    )
+    # it spends the budget on all 16 tasks (the printed U: the choice's 8 tasks alone)
+    assert 1.0 < rec["ope"]["U"] < 1.1
+
+
+def test_the_best_rule_values_rules_on_their_own_episodes_over_every_task():
+    """The rules' hull takes a rule with its own agreeing episodes even where its paired
+    support against the reference is short (supported=False); a rule with fewer than
+    min_support agreeing episodes in a fold is left out."""
+    from helpdp.select import _rules_hull
+
+    def pt(sr, u):
+        return pd.DataFrame(
+            [(f"t{i}", "wdr", q, v) for i in range(4) for q, v in (("SR", sr), ("U", u))],
+            columns=["task", "estimator", "quantity", "value"],
+        )
+
+    cands = pd.DataFrame(
+        [
+            {"candidate": "never", "kind": "rule", "supported": True, "agree_min": 40},
+            {"candidate": "rule: turns 0", "kind": "rule", "supported": True, "agree_min": 40},
+            {"candidate": "rule: turns 0,2", "kind": "rule", "supported": False, "agree_min": 30},
+            {"candidate": "rule: turns 0,3", "kind": "rule", "supported": True, "agree_min": 2},
+        ]
+    )
+    per_task = {"never": pt(0.2, 0.0), "rule: turns 0": pt(0.6, 1.0),
+                "rule: turns 0,2": pt(0.9, 1.5), "rule: turns 0,3": pt(1.0, 1.2)}  # fmt: skip
+    cfg = SelectConfig(rules=[[0], [0, 2], [0, 3]])
+    ref = AtTurns((0,))
+    got = _rules_hull(cands, per_task, ref, 1.0, cfg, None, "task")
+    # never + turns 0,2 at one call: 0.2 + 0.7 / 1.5 = 0.667 > turn 0's 0.6; turns 0,3
+    # (agreeing in 2 episodes of a fold) is not a point of the hull
+    assert [(round(w, 3), r["candidate"]) for w, r in got] == [
+        (0.333, "never"),
+        (0.667, "rule: turns 0,2"),
+    ]
 
 
 def test_support_is_counted_per_fold():
