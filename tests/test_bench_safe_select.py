@@ -28,3 +28,20 @@ def test_one_world_runs_the_protocol():
     assert r["tasks"] == 8 and np.isfinite(r["gap"]) and 0 <= r["SR"] <= 1
     table = safe_select.summarize(rows)
     assert table[0]["worlds"] == 1 and table[0]["worse_rate"] in (0.0, 1.0)
+
+
+def test_the_shipped_meta_evaluation_recomputes_the_docs_table():
+    # docs/ope.md's table is summarize() of the shipped rows: plain worlds 1 of 120 choices
+    # worse than the rules' hull by more than 0.01, rescue worlds 69 of 120
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "docs/results/tables/safe-select-fallback-reference.jsonl"
+    )
+    table = safe_select.summarize(safe_select.read_rows(path))
+    assert len(table) == 16 and all(t["worlds"] == 15 for t in table)
+    worse = {k: sum(t["worse"] for t in table if t["kind"] == k) for k in ("plain", "rescue")}
+    assert worse == {"plain": 1, "rescue": 69}
+    best = max(table, key=lambda t: t["better_rate"])
+    assert (best["kind"], best["tasks"], best["design"], best["budget"], best["better"]) == (
+        "rescue", 16, "grid + stage 2", 1.05, 3,
+    )  # fmt: skip
