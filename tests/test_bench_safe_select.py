@@ -45,3 +45,21 @@ def test_the_shipped_meta_evaluation_recomputes_the_docs_table():
     assert (best["kind"], best["tasks"], best["design"], best["budget"], best["better"]) == (
         "rescue", 16, "grid + stage 2", 1.05, 3,
     )  # fmt: skip
+
+
+def test_the_shipped_rules_hull_rows_recompute_the_comparison():
+    # docs/ope.md: fallback=rules_hull loses nowhere at budget 2 and 17 + 27 of 120 at 1.05
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "docs/results/tables/safe-select-fallback-rules_hull.jsonl"
+    )
+    table = safe_select.summarize(safe_select.read_rows(path))
+    worse = {(t["kind"], t["budget"]): 0 for t in table}
+    for t in table:
+        worse[(t["kind"], t["budget"])] += t["worse"]
+    assert worse == {
+        ("plain", 1.05): 17,
+        ("plain", 2.0): 0,
+        ("rescue", 1.05): 27,
+        ("rescue", 2.0): 0,
+    }
