@@ -426,6 +426,8 @@ def run_label(cfg) -> tuple[pd.DataFrame, dict]:
 
     per_name = {str(k): parse_budgets(v, f"budgets.{k}")[0] for k, v in (cfg.budgets or {}).items()}
     parse_budgets(cfg.budget)  # before the data loads: a typo costs nothing
+    if cfg.strategy not in STRATEGIES:  # before the search, not after it
+        raise UsageError(f"strategy: {cfg.strategy!r} is not one of {', '.join(STRATEGIES)}")
     data = Path(cfg.data) if cfg.data else demo_dataset_path()
     ds = load_dataset(data, gamma=cfg.gamma)
     unknown = sorted(set(per_name) - set(ds.actions[1:]))

@@ -200,3 +200,15 @@ def test_labels_from_an_event_rule_spec():
         policy_labels(ds, _cfg(policy="turn0", budget=[1, 2]))
     with pytest.raises(UsageError, match="policy: policy 'sometimes': not a policy name"):
         policy_labels(ds, _cfg(policy="sometimes"))
+
+
+def test_an_unknown_strategy_is_refused_before_the_data_loads(tmp_path):
+    # the issue's `strategy=bogus` was refused only after the search had run; now first
+    # (here the data directory does not even exist: the strategy is named, not the data)
+    from helpdp.cliconf import UsageError
+
+    cfg = LabelConfig(data=str(tmp_path / "missing"), strategy="bogus", out=str(tmp_path / "o"))
+    with pytest.raises(
+        UsageError, match="strategy: 'bogus' is not one of all_states, trajectory_only"
+    ):
+        run_label(cfg)
