@@ -536,3 +536,18 @@ def test_detectable_difference_and_pairs_needed_invert_each_other():
     assert pairs_needed(0.5, 0.05) == 785 and pairs_needed(0.5, 0.14) == 101
     assert detectable_difference(0.5, pairs_needed(0.5, 0.05)) <= 0.05
     assert detectable_difference(0.5, 0) == float("inf")
+
+
+def test_the_report_names_the_tables_budget_and_the_helpers():
+    """The report's first line said "Budget 1" when the helper ran at several budgets:
+    it names the DP table's budget and, with a helper, the helper's budgets."""
+    from helpdp.evaluate import EvaluateConfig
+    from helpdp.evaluate.report import report
+
+    summary = pd.DataFrame(columns=["split"])
+    cfg = EvaluateConfig(budget=1.0, random_p=[], seeds=[0, 1, 2])
+    assert "The DP table's budget 1; seeds 0..2 (3)" in report(summary, [], None, cfg, 1.0, 0)
+    cfg = EvaluateConfig(budget=1.0, random_p=[], seeds=[0, 1, 2], helper_dir="H",
+                         helper_budgets=[0.5, 1, 2])  # fmt: skip
+    head = report(summary, [], None, cfg, 1.0, 0)
+    assert "The DP table's budget 1 (the helper's: 0.5, 1, 2); seeds" in head

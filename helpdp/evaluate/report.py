@@ -162,6 +162,14 @@ def forecast_frontier(ds, train_tasks) -> pd.DataFrame | None:
         return None
 
 
+def _budgets(cfg) -> list[float]:
+    """The helper's budgets where a helper is evaluated (``helper_budgets``), else []."""
+    hb = getattr(cfg, "helper_budgets", None)
+    if not getattr(cfg, "helper_dir", None) or hb is None:
+        return []
+    return [float(b) for b in ([hb] if isinstance(hb, (int, float, str)) else hb)]
+
+
 def _fmt_ci(t) -> str:
     if t is None or not isinstance(t, tuple) or math.isnan(t[0]):
         return "n/a"
@@ -187,7 +195,9 @@ def report(
     lines = [
         "# Help policies in the environments",
         "",
-        f"Budget {cfg.budget:g}; seeds {cfg.seeds[0]}..{cfg.seeds[-1]} ({len(cfg.seeds)}), one "
+        f"The DP table's budget {cfg.budget:g}"
+        + (f" (the helper's: {', '.join(f'{b:g}' for b in hb)})" if (hb := _budgets(cfg)) else "")
+        + f"; seeds {cfg.seeds[0]}..{cfg.seeds[-1]} ({len(cfg.seeds)}), one "
         f"episode per (task, seed); every policy on the same pairs. Policies fitted on "
         f"{n_train} train tasks. The DP forecast at this budget: {forecast}. "
         f"{seconds:.0f} s.",
