@@ -551,3 +551,13 @@ def test_the_report_names_the_tables_budget_and_the_helpers():
                          helper_budgets=[0.5, 1, 2])  # fmt: skip
     head = report(summary, [], None, cfg, 1.0, 0)
     assert "The DP table's budget 1 (the helper's: 0.5, 1, 2); seeds" in head
+
+
+def test_the_headroom_row_says_why_one_seed_has_no_cross_fitted_value():
+    # chosen on even seeds and measured on odd ones: one seed printed "nan (nan)"
+    from helpdp.evaluate.report import headroom_report
+
+    rooms = [{"split": "test", "budget": 1.0, "crossfit": (float("nan"), float("nan")),
+              "insample": (0.5, 1.0)}]  # fmt: skip
+    text = headroom_report(rooms)
+    assert "| test | 1 | n/a (needs 2 seeds or more) | 0.500 (1.00) |" in text and "nan" not in text

@@ -314,9 +314,9 @@ def headroom_report(rooms: list[dict]) -> str:
     ]
     for h in rooms:
         (cs, cu), (ins, inu) = h["crossfit"], h["insample"]
-        lines.append(
-            f"| {h['split']} | {h['budget']:g} | {cs:.3f} ({cu:.2f}) | {ins:.3f} ({inu:.2f}) |"
-        )
+        # one seed has no odd seeds to measure on: say so rather than print nan (nan)
+        cf = f"{cs:.3f} ({cu:.2f})" if np.isfinite(cs) else "n/a (needs 2 seeds or more)"
+        lines.append(f"| {h['split']} | {h['budget']:g} | {cf} | {ins:.3f} ({inu:.2f}) |")
     return "\n".join(lines) + "\n"
 
 
