@@ -34,6 +34,15 @@ def run_cli(cfg: CollectConfig) -> CollectResult:
     if result.skipped:
         print(f"left out {len(result.skipped)} tasks: {'; '.join(result.skipped[:3])}", flush=True)
     print(result.line(), flush=True)
+    n_format = (result.summary.get("outcomes") or {}).get("format_error", 0)
+    if n_format:  # a share of invalid episodes with no word on why confused users
+        print(
+            f"  format_error ({n_format}): the actor's reply was neither a well-formed tool call "
+            "nor a final answer (a small model breaks the protocol); such an episode ends there, "
+            "counts as a failure and is not valid: episodes.parquet's outcome and steps.parquet's "
+            "failure say which turn (docs/collect.md, 'Episodes and their outcomes')",
+            flush=True,
+        )
     if cfg.policy:
         episodes = pd.read_parquet(Path(cfg.out) / "episodes.parquet")
         steps = pd.read_parquet(Path(cfg.out) / "steps.parquet", columns=["state_id"])
