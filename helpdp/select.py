@@ -528,6 +528,11 @@ def _confirm_one(pol, name, confirm, ref, budget, cfg, level, unit) -> dict:
     }
 
 
+def _label(mix) -> str:
+    """``[(weight, candidate row)]`` as printed: ``name weight / name weight``."""
+    return " / ".join(f"{r['candidate']} {w:.2f}" for w, r in mix)
+
+
 def _as_policy(parts, seed):
     return parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=seed)
 
@@ -546,15 +551,13 @@ def _confirm(chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, bud
     fitted)``: the policy deployed, fitted on the choice's tasks."""
     unit = "task" if n_confirm >= cfg.min_tasks else "episode"
     hull = _rules_hull(cands, per_task, ref, budget, cfg, confirm, unit)
-    names = {id(h): " / ".join(f"{r['candidate']} {w:.2f}" for w, r in h) for h in [hull]}
     bars, kept = [hull], hull
     if cfg.fallback == "reference" and ref_affordable:
         kept = [(1.0, cands[cands["candidate"] == ref.name].iloc[0])]
-        names[id(kept)] = f"{ref.name} 1.00"
-        bars = [kept] + ([hull] if names[id(hull)] != names[id(kept)] else [])
-    bar_pols = [(names[id(b)], _as_policy(_fit(b, fixed, choose, budget, cfg, gamma)[0], cfg.seed))
+        bars = [kept] + ([hull] if _label(hull) != _label(kept) else [])
+    bar_pols = [(_label(b), _as_policy(_fit(b, fixed, choose, budget, cfg, gamma)[0], cfg.seed))
                 for b in bars]  # fmt: skip
-    kept_parts, kept_name = _fit(kept, fixed, choose, budget, cfg, gamma)[0], names[id(kept)]
+    kept_parts, kept_name = _fit(kept, fixed, choose, budget, cfg, gamma)[0], _label(kept)
     if len(chosen) == 1 and chosen[0][1]["candidate"] == ref.name and kept is not hull:
         return kept, {"outcome": "the reference was chosen: nothing to confirm"}, kept_parts, {}
     if cfg.fallback == "rules_hull" and all(r["kind"] == "rule" for _, r in chosen):
@@ -566,7 +569,7 @@ def _confirm(chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, bud
     for cand in order:
         parts, fitted = _fit(cand, fixed, choose, budget, cfg, gamma)
         pol = _as_policy(parts, cfg.seed)
-        name = " / ".join(f"{r['candidate']} {w:.2f}" for w, r in cand)
+        name = _label(cand)
         mine = [(n, b) for n, b in bar_pols if n != name] or bar_pols  # not against itself
         for bar_name, bar in mine:  # the record of the first bar it fails, or the last
             rec = _confirm_one(pol, name, confirm, bar, budget, cfg, level, unit)
