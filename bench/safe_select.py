@@ -202,7 +202,9 @@ def main() -> None:
     ap.add_argument("--budgets", type=float, nargs="+", default=[1.05, 2.0])
     ap.add_argument("--kinds", nargs="+", default=["plain", "rescue"], choices=list(KINDS))
     ap.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
-    ap.add_argument("--fallback", default="reference", choices=["rules_hull", "reference"])
+    ap.add_argument(
+        "--fallback", default="reference", choices=["reference", "confirmed_rule", "rules_hull"]
+    )
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default="", help="JSONL of rows, appended as worlds finish")
     ap.add_argument("--resume", action="store_true", help="continue an existing --out")

@@ -61,6 +61,7 @@ from helpdp._src import ope as ko
 from helpdp.budget import InfeasibleBudget, search_budget
 from helpdp.cliconf import as_config, parse_budgets, run_app
 from helpdp.cliconf import doc_field as _f
+from helpdp.confirm import as_policy, confirm_one, hull_at, mix_name, rules_hull, task_values
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.intervals import in_range
@@ -101,6 +102,8 @@ REFUSED = {
 }
 #: the estimators ``select`` offers
 SELECT_ESTIMATORS = tuple(e for e in ESTIMATORS if e not in REFUSED)
+#: what the confirmation keeps where no candidate clears it (``SelectConfig.fallback``)
+FALLBACKS = ("reference", "confirmed_rule", "rules_hull")
 #: ``event_rules``' default: turn 0, then after a repeated call / a loop / a failed call /
 #: an unknown tool / any of them, at most 2 calls an episode (3 for the union)
 EVENT_RULES = (
@@ -201,8 +204,10 @@ class SelectConfig:
         "reference, beat both the reference and the best rule at the budget (the hull of the "
         "rules with their own agreeing episodes, valued on every selection task), else keep the "
         "reference where it is affordable (a rule's gain carried by the model alone cannot "
-        "replace it); rules_hull, beat the best rule, else keep it (a choice of rules alone is "
-        "replaced by it); bench/safe_select.py measures both, docs/ope.md",
+        "replace it); confirmed_rule, as reference, but the best rule chosen on the choice's "
+        "tasks alone replaces the reference first where it beats it on the confirmation fold "
+        "(the same bar); rules_hull, beat the best rule, else keep it (a choice of rules alone "
+        "is replaced by it); bench/safe_select.py measures the three, docs/ope.md",
     )
     model_free: str = _f(
         "pdis",
@@ -221,25 +226,6 @@ def _task_folds(tasks: list[str], folds: int, seed: int) -> dict[str, int]:
     return {t: i % folds for i, t in enumerate(order)}
 
 
-def _hull_at(points: pd.DataFrame, budget: float):
-    """The best point at ``budget`` on the upper concave hull of (U, SR): ``[(weight,
-    row index)]`` (one or two rows), or None when no point spends at most the budget."""
-    p = points.sort_values(["U", "SR"], ascending=[True, False])
-    ok = p[p["U"] <= budget]
-    if ok.empty:
-        return None
-    best = ok.loc[ok["SR"].idxmax()]
-    out = [(1.0, best.name)]
-    best_sr = float(best["SR"])
-    for i, a in ok.iterrows():  # mixtures of a cheaper and a dearer point
-        for j, b in p[p["U"] > budget].iterrows():
-            lam = (budget - a["U"]) / (b["U"] - a["U"])
-            sr = (1 - lam) * a["SR"] + lam * b["SR"]
-            if sr > best_sr + 1e-12:
-                best_sr, out = sr, [(1.0 - lam, i), (lam, j)]
-    return out
-
-
 def _reference(cfg: SelectConfig, rules_pt: dict, rules: list, budget: float, level: float):
     """The reference policy: ``cfg.reference`` turns or spec, or the rule with the highest
     pooled SR within the budget (never where none is)."""
@@ -252,16 +238,11 @@ def _reference(cfg: SelectConfig, rules_pt: dict, rules: list, budget: float, le
         return AtTurns(tuple(cfg.reference))
     best, best_sr = rules[0], -math.inf
     for pol in rules:
-        sr = ko.t_interval(_task_values(rules_pt[pol.name], cfg.estimator, "SR"), level)[0]
-        u = ko.t_interval(_task_values(rules_pt[pol.name], cfg.estimator, "U"), level)[0]
+        sr = ko.t_interval(task_values(rules_pt[pol.name], cfg.estimator, "SR"), level)[0]
+        u = ko.t_interval(task_values(rules_pt[pol.name], cfg.estimator, "U"), level)[0]
         if u <= budget + cfg.slack and sr > best_sr:
             best, best_sr = pol, sr
     return best
-
-
-def _task_values(per_task: pd.DataFrame, estimator: str, quantity: str) -> np.ndarray:
-    r = per_task[(per_task["estimator"] == estimator) & (per_task["quantity"] == quantity)]
-    return r.sort_values("task")["value"].to_numpy()
 
 
 def _fold_estimates(logged, ep_fold, cfg, budget, gamma, fixed, ref, log, unit):
@@ -338,7 +319,7 @@ def _pool(per_fold: pd.DataFrame, per_task: dict, cfg, unit: str, ref_name: str)
         for q in ("SR", "U", "dSR", "dU"):
             if unit == "task":
                 v, lo, hi, _ = ko.t_interval(
-                    _task_values(per_task[name], cfg.estimator, q), cfg.level
+                    task_values(per_task[name], cfg.estimator, q), cfg.level
                 )
                 hw = (hi - lo) / 2
             else:
@@ -347,7 +328,7 @@ def _pool(per_fold: pd.DataFrame, per_task: dict, cfg, unit: str, ref_name: str)
             row.update({q: v, f"{q}_lo": v - hw, f"{q}_hi": v + hw, f"{q}_hw": hw})
         if unit == "task":
             v, lo, hi, _ = ko.t_interval(
-                _task_values(per_task[name], cfg.model_free, "dSR"), cfg.level
+                task_values(per_task[name], cfg.model_free, "dSR"), cfg.level
             )
         else:
             v = float((w * g["dSR_mf"]).sum())
@@ -391,7 +372,7 @@ def _chosen_interval(chosen, per_task: dict, cfg, unit: str, q: str) -> tuple[fl
     """``(value, lo, hi)`` of quantity ``q`` of the chosen candidate or mixture: across
     tasks, the mixture's per-task values (``unit="task"``); else the weighted rows."""
     if unit == "task":
-        vals = sum(w * _task_values(per_task[r["candidate"]], cfg.estimator, q) for w, r in chosen)
+        vals = sum(w * task_values(per_task[r["candidate"]], cfg.estimator, q) for w, r in chosen)
         v, lo, hi, _ = ko.t_interval(vals, cfg.level)
         return float(v), float(lo), float(hi)
     v = sum(w * r[q] for w, r in chosen)
@@ -433,36 +414,6 @@ def _fit(chosen, fixed, fit_on, budget, cfg, gamma) -> tuple[list, dict]:
     return parts, fitted
 
 
-def _rules_hull(cands, per_task, ref, budget, cfg, confirm, unit):
-    """The best rule at the budget: the best point at the budget on the hull of the rules
-    (never, ``rules``, the reference where it is a rule) with at least ``min_support``
-    agreeing episodes of their own in every fold (a rule's value needs no deviation from
-    the reference, only its own episodes), each valued on every selection task: its
-    cross-fitted per-task values on the choice's tasks and its estimates on the
-    confirmation fold (rules are fitted to nothing, so the fold is fair to them).
-    Returns ``[(weight, candidate row)]``."""
-    pols = {p.name: p for p in [Never(), *(AtTurns(tuple(r)) for r in cfg.rules), ref]}
-    rules = cands[cands["candidate"].isin(set(pols)) & (cands["agree_min"] >= cfg.min_support)]
-    vals = {}
-    for i, row in rules.iterrows():
-        pt = [per_task[row["candidate"]]]
-        if confirm is not None:
-            est = estimate(
-                pols[row["candidate"]], confirm, estimators=(cfg.estimator,), n_boot=cfg.n_boot,
-                level=cfg.level, seed=cfg.seed, unit=unit,
-            )  # fmt: skip
-            if est.diagnostics["agree"] < cfg.min_support:
-                continue
-            pt.append(est.per_task)
-        vals[i] = [np.concatenate([_task_values(t, cfg.estimator, q) for t in pt]).mean()
-                   for q in ("U", "SR")]  # fmt: skip
-    table = pd.DataFrame(vals.values(), index=list(vals), columns=["U", "SR"])
-    pick = _hull_at(table, budget + cfg.slack)
-    if pick is None:
-        raise ValueError(f"budget {budget:g}: no rule with support spends at most the budget")
-    return [(w, cands.loc[i]) for w, i in pick]
-
-
 def _confirm_order(chosen, ok, score, cands, ref, budget, cfg) -> list:
     """The candidates taken to the confirmation fold: the choice, then the best-scored
     affordable others (at most ``cfg.confirm_top`` in all)."""
@@ -479,112 +430,71 @@ def _confirm_order(chosen, ok, score, cands, ref, budget, cfg) -> list:
     return order
 
 
-def _confirm_one(pol, name, confirm, ref, budget, cfg, level, unit) -> dict:
-    """One candidate on the confirmation fold: its paired estimates against ``ref`` (what
-    it would replace: the rules' hull at the budget) and why it fails the bar (empty
-    ``why_not``: confirmed)."""
-    est = estimate(
-        pol,
-        confirm,
-        estimators=(cfg.estimator, cfg.model_free),
-        n_boot=cfg.n_boot,
-        level=level,
-        seed=cfg.seed,
-        reference=ref,
-        unit=unit,
+def _log_confirm(log, budget, name, rec, level, n_confirm, mf) -> None:
+    log(
+        f"budget {budget:g}: confirm {name} against {rec['against']}: dSR {rec['dSR']:+.3f} "
+        f"[{rec['dSR_lo']:+.3f}, {rec['dSR_hi']:+.3f}] at level {level:.4f} (model "
+        f"{rec['dSR_model']:+.3f}, data {rec['dSR_data']:+.3f}; {mf} "
+        f"{rec[f'dSR_{mf}']:+.3f}) on {n_confirm} confirmation tasks: "
+        + ("confirmed" if rec["confirmed"] else "refused: " + rec["why_not"])
     )
-    d, mf = est.diagnostics, cfg.model_free
-    v, lo, hi = est.get(cfg.estimator, "dSR")
-    m, m_lo, m_hi = est.get(mf, "dSR")
-    u = est.get(cfg.estimator, "U")
-    model, data = (float(x) for x in d["parts"][cfg.estimator]["dSR"])
-    why = []
-    if not lo > 0:
-        why.append(f"lower bound {lo:+.3f} <= 0")
-    if not data > 0:
-        why.append(f"data part {data:+.3f} <= 0 (the gain is the model's)")
-    if not m > 0:
-        why.append(f"{mf} {m:+.3f} <= 0")
-    if not d["differs"]:
-        why.append("acts as the reference on every confirmation episode")
-    elif d["support"] < cfg.min_support:
-        why.append(f"support {d['support']} < {cfg.min_support}")
-    if u[1] > budget + cfg.slack:
-        why.append(f"U {u[0]:.2f} [{u[1]:.2f}, {u[2]:.2f}] over the budget")
-    return {
-        "candidate": name,
-        "dSR": v,
-        "dSR_lo": lo,
-        "dSR_hi": hi,
-        "dSR_model": model,
-        "dSR_data": data,
-        f"dSR_{mf}": m,
-        f"dSR_{mf}_lo": m_lo,
-        f"dSR_{mf}_hi": m_hi,
-        "U": u[0],
-        "support": int(d["support"]),
-        "confirmed": not why,
-        "why_not": "; ".join(why),
-    }
-
-
-def _label(mix) -> str:
-    """``[(weight, candidate row)]`` as printed: ``name weight / name weight``."""
-    return " / ".join(f"{r['candidate']} {w:.2f}" for w, r in mix)
-
-
-def _as_policy(parts, seed):
-    return parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=seed)
 
 
 def _confirm(chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, budget, cfg,
              gamma, choose, confirm, n_confirm, log):  # fmt: skip
     """High-confidence policy improvement. The bar: the best rule at the budget
-    (:func:`_rules_hull`, valued on every selection task) and, with
-    ``fallback=reference``, the reference too. With ``rules_hull`` a choice made of rules
-    alone is replaced by the best rule. Otherwise the choice and the runners-up
-    (:func:`_confirm_order`), fitted on the choice's tasks, are valued on the
-    confirmation fold paired with each policy of the bar, at level ``1 - (1 - level) /
-    k`` (Bonferroni over the ``k`` confirmed); the first in the choice's order that
-    clears it against each (:func:`_confirm_one`) is kept, else the fallback (the
-    reference where affordable, or the best rule). Returns ``(chosen, record, parts,
-    fitted)``: the policy deployed, fitted on the choice's tasks."""
+    (:func:`rules_hull`, valued on every selection task) and, with
+    ``fallback=reference``, the reference too. With ``confirmed_rule``, first the best
+    rule chosen on the choice's tasks alone is paired with the reference on the
+    confirmation fold, and replaces it (as what is kept, and in the bar) where it clears
+    the bar against it. With ``rules_hull`` a choice made of rules alone is replaced by
+    the best rule. Otherwise the choice and the runners-up (:func:`_confirm_order`),
+    fitted on the choice's tasks, are valued on the confirmation fold paired with each
+    policy of the bar, at level ``1 - (1 - level) / k`` (Bonferroni over the ``k`` tests:
+    the candidates, and the rule's with ``confirmed_rule``); the first in the choice's
+    order that clears it against each (:func:`confirm_one`) is kept, else the fallback.
+    Returns ``(chosen, record, parts, fitted)``: the policy deployed, fitted on the
+    choice's tasks."""
     unit = "task" if n_confirm >= cfg.min_tasks else "episode"
-    hull = _rules_hull(cands, per_task, ref, budget, cfg, confirm, unit)
+    mf = cfg.model_free
+    hull = rules_hull(cands, per_task, ref, budget, cfg, confirm, unit)
+    order = _confirm_order(chosen, ok, score, cands, ref, budget, cfg)
+    level = 1 - (1 - cfg.level) / (len(order) + int(cfg.fallback == "confirmed_rule"))
+    head = {"level": level, "unit": unit, "tasks": n_confirm, "tried": []}
     bars, kept = [hull], hull
-    if cfg.fallback == "reference" and ref_affordable:
-        kept = [(1.0, cands[cands["candidate"] == ref.name].iloc[0])]
-        bars = [kept] + ([hull] if _label(hull) != _label(kept) else [])
-    bar_pols = [(_label(b), _as_policy(_fit(b, fixed, choose, budget, cfg, gamma)[0], cfg.seed))
-                for b in bars]  # fmt: skip
-    kept_parts, kept_name = _fit(kept, fixed, choose, budget, cfg, gamma)[0], _label(kept)
+    ref_kept = None
+    if cfg.fallback in ("reference", "confirmed_rule") and ref_affordable:
+        kept = ref_kept = [(1.0, cands[cands["candidate"] == ref.name].iloc[0])]
+        rule = rules_hull(cands, per_task, ref, budget, cfg, None, unit)  # the choice's tasks
+        if cfg.fallback == "confirmed_rule" and mix_name(rule) != mix_name(kept):
+            pol = as_policy(_fit(rule, fixed, choose, budget, cfg, gamma)[0], cfg.seed)
+            rec = confirm_one(pol, mix_name(rule), confirm, ref, budget, cfg, level, unit)
+            rec["against"] = ref.name
+            head["tried"].append(rec)
+            _log_confirm(log, budget, mix_name(rule), rec, level, n_confirm, mf)
+            kept = rule if rec["confirmed"] else kept
+        bars = [kept] + ([hull] if mix_name(hull) != mix_name(kept) else [])
+    kept_parts, kept_name = _fit(kept, fixed, choose, budget, cfg, gamma)[0], mix_name(kept)
     if len(chosen) == 1 and chosen[0][1]["candidate"] == ref.name and kept is not hull:
-        return kept, {"outcome": "the reference was chosen: nothing to confirm"}, kept_parts, {}
+        why = "nothing to confirm" if kept is ref_kept else f"kept {kept_name}, which beat it"
+        return kept, {**head, "outcome": f"the reference was chosen: {why}"}, kept_parts, {}
     if cfg.fallback == "rules_hull" and all(r["kind"] == "rule" for _, r in chosen):
         return kept, {"outcome": f"rules chosen: kept the best rule, {kept_name}"}, kept_parts, {}
-    order = _confirm_order(chosen, ok, score, cands, ref, budget, cfg)
-    level = 1 - (1 - cfg.level) / len(order)
-    against = " and ".join(n for n, _ in bar_pols)
-    head = {"level": level, "unit": unit, "tasks": n_confirm, "against": against, "tried": []}
+    bar_pols = [(mix_name(b), as_policy(_fit(b, fixed, choose, budget, cfg, gamma)[0], cfg.seed))
+                for b in bars]  # fmt: skip
+    head["against"] = " and ".join(n for n, _ in bar_pols)
     for cand in order:
         parts, fitted = _fit(cand, fixed, choose, budget, cfg, gamma)
-        pol = _as_policy(parts, cfg.seed)
-        name = _label(cand)
+        pol = as_policy(parts, cfg.seed)
+        name = mix_name(cand)
         mine = [(n, b) for n, b in bar_pols if n != name] or bar_pols  # not against itself
         for bar_name, bar in mine:  # the record of the first bar it fails, or the last
-            rec = _confirm_one(pol, name, confirm, bar, budget, cfg, level, unit)
+            rec = confirm_one(pol, name, confirm, bar, budget, cfg, level, unit)
             rec["against"] = bar_name
             if not rec["confirmed"]:
                 break
         head["tried"].append(rec)
-        mf = cfg.model_free
-        log(
-            f"budget {budget:g}: confirm {name} against {rec['against']}: dSR {rec['dSR']:+.3f} "
-            f"[{rec['dSR_lo']:+.3f}, {rec['dSR_hi']:+.3f}] at level {level:.4f} (model "
-            f"{rec['dSR_model']:+.3f}, data {rec['dSR_data']:+.3f}; {mf} "
-            f"{rec[f'dSR_{mf}']:+.3f}) on {n_confirm} confirmation tasks: "
-            + ("confirmed" if rec["confirmed"] else "refused: " + rec["why_not"])
-        )
+        _log_confirm(log, budget, name, rec, level, n_confirm, mf)
         if rec["confirmed"]:
             return cand, {**head, "outcome": f"confirmed {name}"}, parts, fitted
     outcome = f"none of {len(order)} confirmed: kept {kept_name}"
@@ -603,8 +513,8 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
         raise ValueError(f"rungs: unknown rung {bad[0]!r} (one of {', '.join(RUNGS)})")
     if cfg.folds < 2:
         raise ValueError(f"folds must be >= 2, got {cfg.folds}")
-    if cfg.fallback not in ("rules_hull", "reference"):
-        raise ValueError(f"fallback: {cfg.fallback!r}: one of rules_hull, reference")
+    if cfg.fallback not in FALLBACKS:
+        raise ValueError(f"fallback: {cfg.fallback!r}: one of {', '.join(FALLBACKS)}")
     events = _event_rules(cfg)
     logged = load_logged(ds, splits=list(cfg.splits))
     if cfg.exclude_tasks:
@@ -651,7 +561,7 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
             "beat the reference with a paired lower bound above 0"
         )
     score = pd.DataFrame({"U": ok["U"], "SR": ok["SR"] - cfg.pessimism * ok["SR_hw"]})
-    pick = _hull_at(score, budget + cfg.slack)
+    pick = hull_at(score, budget + cfg.slack)
     if pick is None:
         raise ValueError(f"budget {budget:g}: no supported candidate spends at most the budget")
     chosen = [(w, cands.loc[i]) for w, i in pick]

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpdp.confirm import hull_at as _hull_at
 from helpdp.policies import AtTurns, Never, StateView
-from helpdp.select import MixturePolicy, SelectConfig, _hull_at, load_policy, policy_json, select
+from helpdp.select import MixturePolicy, SelectConfig, load_policy, policy_json, select
 from helpdp.synthetic import HelpWorld
 
 WORLD = HelpWorld(difficulty=(0.1, 0.3, 0.5, 0.2, 0.4, 0.25))
@@ -282,6 +283,14 @@ def test_confirmation_keeps_a_real_gain(tmp_path):
     rec = select(ds, cfg, 2.0, log=lambda *_: None)
     assert rec["confirm"]["outcome"] == "rules chosen: kept the best rule, rule: turns 0,2 1.00"
     assert rec["policy_name"] == "rule: turns 0,2"
+    # fallback=confirmed_rule: the best rule on the choice's 8 tasks is paired with the
+    # reference on the other 8 first, beats it, and is what a candidate must then beat
+    cfg.fallback = "confirmed_rule"
+    rec = select(ds, cfg, 2.0, log=lambda *_: None)
+    first = rec["confirm"]["tried"][0]
+    assert first["against"] == "rule: turns 0" and first["confirmed"], first
+    assert first["candidate"] != "rule: turns 0 1.00" and first["dSR_lo"] > 0
+    assert rec["policy_name"] == "rule: turns 0,2"
 
 
 def test_a_choice_must_beat_the_rules_hull_not_only_the_reference(tmp_path):
@@ -314,13 +323,21 @@ def test_a_choice_must_beat_the_rules_hull_not_only_the_reference(tmp_path):
     )
     # it spends the budget on all 16 tasks (the printed U: the choice's 8 tasks alone)
     assert 1.0 < rec["ope"]["U"] < 1.1
+    # confirmed_rule: the best rule of the choice's tasks is paired with turn 0 on the
+    # confirmation fold first; a 0.03 gain is inside its noise there, so turn 0 is kept
+    cfg.fallback = "confirmed_rule"
+    rec = select(ds, cfg, 1.05, log=lambda *_: None)
+    conf = rec["confirm"]
+    first = conf["tried"][0]
+    assert first["against"] == "rule: turns 0" and not first["confirmed"], first
+    assert conf["outcome"].endswith("confirmed: kept rule: turns 0 1.00"), conf["outcome"]
 
 
 def test_the_best_rule_values_rules_on_their_own_episodes_over_every_task():
     """The rules' hull takes a rule with its own agreeing episodes even where its paired
     support against the reference is short (supported=False); a rule with fewer than
     min_support agreeing episodes in a fold is left out."""
-    from helpdp.select import _rules_hull
+    from helpdp.confirm import rules_hull as _rules_hull
 
     def pt(sr, u):
         return pd.DataFrame(
