@@ -200,7 +200,11 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
     with OutputLock(cfg.out):
         check_out(cfg)
         store = ShardStore(cfg.out)
-        store.prepare(plan.record(), overwrite=cfg.overwrite)
+        episodes = [
+            [{"episode_id": e.episode_id, "task_id": e.task_id, "seed": e.seed} for e in shard]
+            for shard in plan.shards
+        ]
+        store.prepare(plan.record(), overwrite=cfg.overwrite, episodes=episodes)
         todo, partial = _reusable(store, len(plan.shards))
         counts = _run(cfg, plan, store, todo, partial, actor, help_policy)
         _check_complete(cfg, plan, store, counts)

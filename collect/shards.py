@@ -26,11 +26,17 @@ checksums). A shard that is not (copied from another collection or another slot,
 tables swapped with the checksums updated) or that is a link is not reused: it is
 moved aside to ``shards/rejected-NNNNNN`` (kept, never removed; one line on stderr)
 and run again. A damaged shard of this plan (a checksum that does not match) is removed
-and run again, as before. Shards written before the binding (no fingerprint in their
-``meta.json``, or no ``meta.json``) are reused on their checksums alone: where they come
-from cannot be checked. Nothing is written or removed through a link: ``out/shards``
-or its ``plan.json`` as a symbolic link is refused (:class:`PlanMismatch`, with or
-without ``overwrite=true``), and the lock beside ``out`` is opened ``O_NOFOLLOW``.
+and run again, as before. A shard written before the binding (no fingerprint in its
+``meta.json``, or no ``meta.json``) is checked against the plan instead, once its
+checksums match (or, before checksums, its tables read in full): its tables must hold
+exactly the episodes this plan gives its index (those the collector passes to
+:meth:`ShardStore.prepare`; less any its ``meta.json`` records lost), and its
+``episodes.parquet``'s ``task_id`` and ``seed``, where it has them, must be theirs. One
+that does is reused; one that does not (copied from another collection, another seed,
+another slot) is moved aside like a foreign one. Nothing is written or removed through
+a link: ``out/shards`` or its ``plan.json`` as a symbolic link is refused
+(:class:`PlanMismatch`, with or without ``overwrite=true``), and the lock beside
+``out`` is opened ``O_NOFOLLOW``.
 
 :func:`aggregate` builds the dataset tables from all shards with DuckDB
 group-bys (no Python loop per row), typed as :mod:`helpdp.contract` declares them
@@ -53,6 +59,7 @@ import shutil
 import stat
 import sys
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +241,10 @@ class ShardStore:
         self.fingerprint: str | None = None
         #: the shards :meth:`problem` found not this plan's: moved aside by :meth:`discard`
         self._foreign: dict[int, str] = {}
+        #: each shard's episodes as the plan gives them (:meth:`prepare`): id -> (task
+        #: id, seed); None when not given (a shard written before the binding is then
+        #: reused on its checksums alone)
+        self._planned: list[dict[int, tuple[str, int]]] | None = None
 
     def path(self, index: int) -> Path:
         return self.dir / f"{index:06d}"
@@ -263,9 +274,22 @@ class ShardStore:
                 )
         return self.fingerprint
 
-    def prepare(self, plan: dict[str, Any], *, overwrite: bool = False) -> None:
+    def prepare(
+        self,
+        plan: dict[str, Any],
+        *,
+        overwrite: bool = False,
+        episodes: Sequence[Sequence[Mapping[str, Any]]] | None = None,
+    ) -> None:
         """Create the directory or check it belongs to ``plan``; clear leftovers of a crash.
-        ``overwrite``: remove every shard first (the collection runs again in full)."""
+        ``overwrite``: remove every shard first (the collection runs again in full).
+        ``episodes``: each shard's episodes (``episode_id``, ``task_id``, ``seed``), what
+        a shard written before the binding is checked against (:meth:`problem`)."""
+        if episodes is not None:
+            self._planned = [
+                {int(e["episode_id"]): (str(e["task_id"]), int(e["seed"])) for e in shard}
+                for shard in episodes
+            ]
         self._own_dir()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._own_dir()
@@ -331,8 +355,9 @@ class ShardStore:
     def problem(self, index: int) -> str | None:
         """Why the written shard ``index`` cannot be reused, or None when it is intact and
         finished: not this plan's (a link; its :data:`META` names another plan's
-        fingerprint, another index, or episodes its tables do not hold: see the module's
-        docstring), a file missing or not matching the sha256 recorded when it was
+        fingerprint, another index, or episodes its tables do not hold; written before the
+        binding, tables that do not hold the episodes the plan gives ``index``: see the
+        module's docstring), a file missing or not matching the sha256 recorded when it was
         written (a shard from before checksums: unreadable), or every episode failed by
         the environment (:data:`FAILED_OUTCOMES`)."""
         self._foreign.pop(index, None)
@@ -385,10 +410,9 @@ class ShardStore:
                     if "outcome" not in table.column_names:
                         return "episodes.parquet has no outcome column", False
                     episodes, failed = table.num_rows, _failed(table.column("outcome"))
-        if bound is not None:
-            held = self._held(d, bound)
-            if held:
-                return held, True
+        held = self._held(d, bound) if bound is not None else self._unbound(d, index)
+        if held:
+            return held, True
         if episodes and failed == episodes:
             return f"all {episodes} episodes ended in server errors", False
         return None, False
@@ -409,6 +433,40 @@ class ShardStore:
                 f"holds episodes of another shard ({len(strange)} episode ids in its tables "
                 f"are not the {len(recorded)} its {META} records, or are there twice)"
             )
+        return None
+
+    def _unbound(self, d: Path, index: int) -> str | None:
+        """Why the tables of shard ``d``, written before the binding, do not hold exactly
+        the episodes this plan gives shard ``index`` (less those its :data:`META` records
+        lost; their task ids and seeds where its episodes table has them), or None; None
+        too when the plan's episodes were not given (:meth:`prepare`)."""
+        if self._planned is None:
+            return None
+        planned = self._planned[index] if 0 <= index < len(self._planned) else {}
+        try:
+            lost = {int(i) for i in self.lost(index)}
+            table = pq.read_table(d / "episodes.parquet")
+            episodes = [int(i) for i in table.column("episode_id").to_pylist()]
+            others = {i for t in ("steps", "states") for i in _ids(d / f"{t}.parquet")}
+        except (OSError, ValueError, TypeError, pa.ArrowException, KeyError) as e:
+            return f"its episode ids cannot be read ({_first_line(e)})"
+        want = set(planned) - lost
+        strange = (set(episodes) ^ want) | (others - want) | (lost - set(planned))
+        if strange or len(episodes) != len(set(episodes)):
+            return (
+                f"written before the binding, it holds episodes this plan does not give shard "
+                f"{index:06d} ({len(strange)} episode ids in its tables are not the "
+                f"{len(planned)} of the plan, or are there twice)"
+            )
+        for pos, column in enumerate(("task_id", "seed")):
+            if column not in table.column_names:
+                continue
+            for i, value in zip(episodes, table.column(column).to_pylist()):
+                if value is None or str(value) != str(planned[i][pos]):
+                    return (
+                        f"written before the binding, its episode {i} has {column} {value!r}, "
+                        f"not the plan's {planned[i][pos]!r}"
+                    )
         return None
 
     def done(self, index: int) -> bool:

@@ -339,6 +339,56 @@ def test_a_shard_copied_to_another_slot_is_not_reused(runs, tmp_path):
     assert "is shard 000002 of its plan" in r.stderr, r.stderr
 
 
+def _unbind(d: Path, *, keep_meta: bool) -> None:
+    """Shard ``d`` as collect wrote it before the binding: its meta.json without
+    fingerprint, index and episode ids (its checksums still match), or none at all."""
+    if not keep_meta:
+        (d / META).unlink()
+        return
+    meta = json.loads((d / META).read_text())
+    for key in ("fingerprint", "index", "episode_ids"):
+        del meta[key]
+    (d / META).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+
+
+def test_an_old_format_shard_of_another_seed_is_not_reused(runs, tmp_path):
+    """Shards copied from the collection of another seed and made to look written before
+    the binding (000001: meta.json without it; 000002: no meta.json): reused on their
+    checksums alone, so the dataset held the other collection's episodes."""
+    out = _copy(runs, tmp_path / "out")
+    planted = {}
+    for shard, keep_meta in (("000001", True), ("000002", False)):
+        shutil.rmtree(out / "shards" / shard)
+        shutil.copytree(runs / "other" / "shards" / shard, out / "shards" / shard)
+        _unbind(out / "shards" / shard, keep_meta=keep_meta)
+        planted[shard] = _files(out / "shards" / shard)
+    r = _cli(out, runs / "work")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2/4 shards run" in r.stdout, r.stdout
+    assert _tables(out) == _tables(runs / "ref")
+    for shard, files in planted.items():
+        moved = [ln for ln in r.stderr.splitlines() if f"shards/{shard}: not reused" in ln]
+        assert len(moved) == 1 and "written before the binding" in moved[0], r.stderr
+        assert _files(out / "shards" / f"rejected-{shard}") == files  # kept, byte for byte
+    store = ShardStore(out)
+    assert all(store.done(i) for i in range(4))
+
+
+def test_an_old_format_shard_of_this_plan_is_still_reused(runs, tmp_path):
+    """Shards of this plan written before the binding (000001: meta.json without it;
+    000002: no meta.json) hold exactly the plan's episodes: reused, not run again."""
+    out = _copy(runs, tmp_path / "out")
+    _unbind(out / "shards" / "000001", keep_meta=True)
+    _unbind(out / "shards" / "000002", keep_meta=False)
+    old = {s: _files(out / "shards" / s) for s in ("000001", "000002")}
+    r = _cli(out, runs / "work")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "0/4 shards run" in r.stdout and "not reused" not in r.stderr, (r.stdout, r.stderr)
+    assert _tables(out) == _tables(runs / "ref")
+    assert {s: _files(out / "shards" / s) for s in old} == old  # as they were
+    assert not list((out / "shards").glob("rejected-*"))
+
+
 def test_bound_shards_record_their_plan_and_episodes(runs):
     store = ShardStore(runs / "ref")
     plan = json.loads((runs / "ref" / "shards" / "plan.json").read_text())
