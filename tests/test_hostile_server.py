@@ -1,9 +1,11 @@
-"""Slowloris against the OpenEnv server (``python -m collect.awm.openenv_server``).
+"""Slowloris against both servers (``python -m collect.awm.serve`` and
+``python -m collect.awm.openenv_server``).
 
 The bearer token is in a request's headers, so until they are in any client may hold a
-connection. 1,100 connections that never finished their headers used up the server's
+connection. 1,100 connections that never finished their headers used up a server's
 file descriptors (uvicorn has no header timeout: its keep-alive timer stops at the first
-byte) and honest requests failed 5 of 5 over 55 s. Here, scaled to a test:
+byte) and honest requests failed 5 of 5 over 55 s. Here, scaled to a test, for each
+server (the OpenEnv one where ``openenv`` is installed):
 
 * the command itself, under an open-file limit of 256, against 300 idle half-header
   connections: an honest request with the token still gets its answer (before the
@@ -18,6 +20,7 @@ byte) and honest requests failed 5 of 5 over 55 s. Here, scaled to a test:
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import resource
 import select
@@ -29,13 +32,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from awm_helpers import served
 
-pytest.importorskip("openenv")
+from collect.awm.env import EnvConfig, EnvPool
+from collect.worlds import WORLDS_DIR
 
-from awm_helpers import served  # noqa: E402
-
-from collect.awm.env import EnvConfig, EnvPool  # noqa: E402
-from collect.worlds import WORLDS_DIR  # noqa: E402
+needs_openenv = pytest.mark.skipif(
+    importlib.util.find_spec("openenv") is None, reason="needs the openenv extra"
+)
+#: the two servers: the plain one and, where openenv is installed, the OpenEnv one
+SERVERS = ["serve", pytest.param("openenv", marks=needs_openenv)]
 
 TOKEN = "slowloris-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -87,12 +93,14 @@ def _low_nofile() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
 
-def test_the_command_answers_an_honest_request_through_300_idle_connections(tmp_path):
+def _command_answers_through_idle_connections(module: str, tmp_path: Path) -> None:
+    """``python -m module`` under an open-file limit of 256: 300 idle half-header
+    connections, then an honest request (answered) and one without the token (refused)."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update({"HELPDP_SERVE_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)})
-    args = [sys.executable, "-m", "collect.awm.openenv_server", f"port={port}"]
+    args = [sys.executable, "-m", module, f"port={port}"]
     args += ["scenarios=[smart_home_1]", f"env.work_root={tmp_path / 'work'}"]
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
@@ -116,6 +124,10 @@ def test_the_command_answers_an_honest_request_through_300_idle_connections(tmp_
         assert reply.json()["active_sessions"] == 0
         refused = httpx.get(f"{url}/capacity", timeout=20)  # no token: refused, answered
         assert refused.status_code == 401
+        for s in idle:
+            s.close()
+        again = httpx.get(f"{url}/capacity", headers=AUTH, timeout=20)  # once they are gone
+        assert again.status_code == 200, again.text
         assert proc.poll() is None
     finally:
         for s in idle:
@@ -128,6 +140,15 @@ def test_the_command_answers_an_honest_request_through_300_idle_connections(tmp_
     assert "connection limits (max_connections=128" in text, text[-2000:]  # half of 256
 
 
+@needs_openenv
+def test_the_command_answers_an_honest_request_through_300_idle_connections(tmp_path):
+    _command_answers_through_idle_connections("collect.awm.openenv_server", tmp_path)
+
+
+def test_the_plain_command_answers_an_honest_request_through_300_idle_connections(tmp_path):
+    _command_answers_through_idle_connections("collect.awm.serve", tmp_path)
+
+
 @pytest.fixture()
 def pool(tmp_path):
     config = EnvConfig(expert_enabled=False, work_root=str(tmp_path / "work"))
@@ -135,25 +156,25 @@ def pool(tmp_path):
         yield pool
 
 
-def _server(pool, header_timeout_s: float):
+def _server(pool, header_timeout_s: float, kind: str = "openenv"):
+    """The uvicorn config of server ``kind`` (``serve``: collect.awm.serve's app,
+    ``openenv``: the OpenEnv one) with lowered connection limits, and its protocol."""
     from collect.awm.http_guard import ConnectionLimits
-    from collect.awm.openenv_server import (
-        OpenEnvServeConfig,
-        create_openenv_app,
-        openenv_uvicorn_config,
-    )
+    from collect.awm.serve import ServeConfig, create_app, uvicorn_config
 
     limits = ConnectionLimits(
         header_timeout_s=header_timeout_s, max_connections=50, max_connections_per_client=20
     )
-    config = OpenEnvServeConfig(max_sessions=2, connections=limits)
-    app = create_openenv_app(pool, config, token=TOKEN)
-    uv = openenv_uvicorn_config(app, config, lifespan="off")
+    config = ServeConfig(max_sessions=2, connections=limits)
+    if kind == "openenv":
+        from collect.awm.openenv_server import create_openenv_app as create_app
+    uv = uvicorn_config(create_app(pool, config, token=TOKEN), config, lifespan="off")
     return uv, uv.http
 
 
-def test_idle_connections_make_room_for_honest_ones_within_both_caps(pool):
-    uv, protocol = _server(pool, header_timeout_s=600.0)  # no timeout within the test
+@pytest.mark.parametrize("kind", SERVERS)
+def test_idle_connections_make_room_for_honest_ones_within_both_caps(pool, kind):
+    uv, protocol = _server(pool, header_timeout_s=600.0, kind=kind)  # no timeout within the test
     with served(uv) as url:
         one = _idle(url, 30)  # one address, cap 20: each one past 20 closes the oldest
         assert _wait_closed(one, 10, 20) == 10
@@ -170,8 +191,9 @@ def test_idle_connections_make_room_for_honest_ones_within_both_caps(pool):
             s.close()
 
 
-def test_idle_connections_are_closed_after_the_header_timeout(pool):
-    uv, protocol = _server(pool, header_timeout_s=1.0)
+@pytest.mark.parametrize("kind", SERVERS)
+def test_idle_connections_are_closed_after_the_header_timeout(pool, kind):
+    uv, protocol = _server(pool, header_timeout_s=1.0, kind=kind)
     with served(uv) as url:
         idle = _idle(url, 15)
         assert _wait_closed(idle, 15, 30) == 15
@@ -183,6 +205,7 @@ def test_idle_connections_are_closed_after_the_header_timeout(pool):
             s.close()
 
 
+@needs_openenv
 def test_a_websocket_session_outlives_the_header_timeout(pool):
     from openenv.core.env_server.mcp_types import ListToolsAction
     from openenv.core.mcp_client import MCPToolClient

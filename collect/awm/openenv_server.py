@@ -37,7 +37,7 @@ close is answered once its slot is free, and idle ones are closed after
 ``session_idle_s``; ``max_sessions_per_client`` is not enforced: OpenEnv's server gives
 its environment factory no client, docs/security.md); the max_turns of ``env`` ends an
 episode as locally. Below the app, the connections are limited before any header is read
-(:class:`OpenEnvServeConfig`'s ``connections``: a header timeout, a connection cap below
+(``connections``, as :mod:`collect.awm.serve`'s: a header timeout, a connection cap below
 the open-file limit and a cap per client address, :func:`~collect.awm.http_guard.guarded_protocol`):
 connections that never finish their headers cannot use up the server's descriptors.
 """
@@ -48,7 +48,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import signal
 import sys
 from typing import Any
 from urllib.parse import parse_qs
@@ -65,17 +64,14 @@ from openenv.core.env_server.mcp_types import (
 from openenv.core.env_server.types import ConcurrencyConfig, Observation, State
 from pydantic import Field
 
-from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvPool
-from collect.awm.http_guard import ConnectionLimits, _Guard, guarded_protocol, listen_backlog
+from collect.awm.http_guard import _Guard
 from collect.awm.protocol import Action, Failure
 from collect.awm.rewards import RewardConfig, episode_reward
 from collect.awm.sandbox import COMMAND_ERRORS
-from collect.awm.serve import ServeConfig, _read_token, check_bind, uvicorn_config
+from collect.awm.serve import ServeConfig, _read_token, run_server
 from collect.awm.verification import Verification
 from collect.awm.wire import _kind, public_info
-from collect.worlds import WORLDS_DIR
-from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 
 __all__ = [
@@ -86,7 +82,6 @@ __all__ = [
     "OpenEnvServeConfig",
     "REWARD_TYPES",
     "create_openenv_app",
-    "openenv_uvicorn_config",
     "serve_openenv",
 ]
 
@@ -626,12 +621,11 @@ def create_openenv_app(
         }
 
     app.add_middleware(_FreeOnDisconnect, server=server)
-    limits = getattr(config, "connections", None) or ConnectionLimits()
     app.add_middleware(
         _Guard,
         token=token,
         max_bytes=config.max_body_bytes,
-        drain_timeout_s=limits.header_timeout_s,  # a refused request's body, as its headers
+        drain_timeout_s=config.connections.header_timeout_s,  # a refused request's body
     )
     app.state.openenv_server = server
     return app
@@ -640,54 +634,13 @@ def create_openenv_app(
 @dataclasses.dataclass
 class OpenEnvServeConfig(ServeConfig):
     """``python -m collect.awm.openenv_server``: our confined AWM worlds as an OpenEnv
-    environment (the fields of ``collect.awm.serve``, and the connection limits)."""
-
-    connections: ConnectionLimits = _f(
-        ConnectionLimits(),
-        "limits on TCP connections, held before a request's headers (and its token) are read",
-    )
-
-
-def openenv_uvicorn_config(app: Any, config: ServeConfig, **overrides: Any):
-    """The ``uvicorn.Config`` that serves ``app``: :func:`~collect.awm.serve.uvicorn_config`
-    with uvicorn's HTTP protocol (the one ``http=auto`` picks) under ``config``'s
-    connection limits (:func:`~collect.awm.http_guard.guarded_protocol`; a plain
-    ``ServeConfig``: the defaults of :class:`~collect.awm.http_guard.ConnectionLimits`)
-    and a listen backlog kept within the open-file limit
-    (:func:`~collect.awm.http_guard.listen_backlog`)."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
-
-    limits = getattr(config, "connections", None) or ConnectionLimits()
-    overrides.setdefault("http", guarded_protocol(AutoHTTPProtocol, limits))
-    overrides.setdefault("backlog", listen_backlog())  # what one accept burst may take
-    return uvicorn_config(app, config, **overrides)
+    environment (the fields of ``collect.awm.serve``, connection limits included)."""
 
 
 def serve_openenv(config: ServeConfig) -> None:
-    """Run the OpenEnv-mode server until interrupted (blocking): as
-    :func:`~collect.awm.serve.run_server` (the bind checked first, the pool built on
-    ``config``'s worlds and closed on the way out), on :func:`openenv_uvicorn_config`."""
-    import uvicorn
-
-    token = check_bind(config)  # before anything starts
-    # uvicorn re-raises SIGTERM after its graceful shutdown; exit through Python so
-    # that the pool's workers and files are cleaned up.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    dataset = AWMDataset(config.data or WORLDS_DIR)
-    pool = EnvPool(
-        dataset, config.env, scenarios=config.scenarios or None, clock=dataset.clock(config.clock)
-    )
-    try:
-        app = create_openenv_app(pool, config, token=token or "")
-        print(
-            f"serving {len(pool.names())} scenarios as an OpenEnv environment on "
-            f"http://{config.host}:{config.port}"
-            + (" (bearer token required)" if token else " (no token: loopback only)"),
-            flush=True,
-        )
-        uvicorn.Server(openenv_uvicorn_config(app, config)).run()
-    finally:
-        pool.close()
+    """Run the OpenEnv-mode server until interrupted (blocking):
+    :func:`~collect.awm.serve.run_server` on :func:`create_openenv_app`."""
+    run_server(config, create_openenv_app, " as an OpenEnv environment")
 
 
 def main() -> None:

@@ -52,6 +52,10 @@ Security (the environments run dataset code; the clients are remote):
   ``max_sessions`` in all and ``max_sessions_per_client`` per client address (a
   WebSocket session is freed the moment its connection ends; an HTTP one at ``/close``
   or after ``session_idle_s``).
+- **Connections** (below the app, before any header is read: the token is in the
+  headers): ``connections.*``, :func:`~collect.awm.http_guard.guarded_protocol` (a header
+  timeout, a cap below the open-file limit, a cap per client address), so connections
+  that never finish their headers (slowloris) cannot use up the server's descriptors.
 - **Client address**: the socket's peer. ``X-Forwarded-For`` is believed only from a
   reverse proxy listed in ``trusted_proxies`` (empty by default; uvicorn's own default
   would believe it from loopback, so any local token holder could claim many addresses).
@@ -83,7 +87,14 @@ from collect.awm.clock import clock_field
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import AWMEnv, EnvConfig, EnvPool
 from collect.awm.episode import StepResult
-from collect.awm.http_guard import DEFAULT_TOKEN_ENV, _Guard, is_loopback
+from collect.awm.http_guard import (
+    DEFAULT_TOKEN_ENV,
+    ConnectionLimits,
+    _Guard,
+    guarded_protocol,
+    is_loopback,
+    listen_backlog,
+)
 from collect.awm.protocol import Action
 from collect.awm.sandbox import COMMAND_ERRORS
 from collect.awm.wire import SCHEMA, SessionError, _kind, action_from_dict, public_info
@@ -130,6 +141,10 @@ class ServeConfig:
         1 << 20, "largest HTTP request body or WebSocket message, bytes (larger: refused)"
     )
     session_idle_s: float = _f(900.0, "close sessions idle for this long, s")
+    connections: ConnectionLimits = _f(
+        ConnectionLimits(),
+        "limits on TCP connections, held before a request's headers (and its token) are read",
+    )
     env: EnvConfig = _f(EnvConfig(), "episode rules, sandbox limits, rewards, judge")
     clock: str = clock_field()
 
@@ -343,7 +358,12 @@ def create_app(pool: EnvPool, config: ServeConfig | None = None, *, token: str |
     server = _Server(pool, config)
     app = FastAPI(title="helpdp AWM environment server", version="1.0")
     app.state.server = server
-    app.add_middleware(_Guard, token=token, max_bytes=config.max_body_bytes)
+    app.add_middleware(
+        _Guard,
+        token=token,
+        max_bytes=config.max_body_bytes,
+        drain_timeout_s=config.connections.header_timeout_s,  # a refused request's body
+    )
 
     @app.exception_handler(SessionError)
     async def _session_error(_request, exc: SessionError):
@@ -462,9 +482,15 @@ def create_app(pool: EnvPool, config: ServeConfig | None = None, *, token: str |
 
 
 def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any):
-    """The ``uvicorn.Config`` that serves ``app`` with ``config``'s limits (WebSocket
-    messages over ``max_body_bytes`` are refused by the protocol, before buffering)."""
+    """The ``uvicorn.Config`` that serves ``app`` with ``config``'s limits: WebSocket
+    messages over ``max_body_bytes`` are refused by the protocol, before buffering;
+    uvicorn's HTTP protocol (the one ``http=auto`` picks) holds ``config.connections``
+    (:func:`~collect.awm.http_guard.guarded_protocol`) and the listen backlog is kept
+    within the open-file limit (:func:`~collect.awm.http_guard.listen_backlog`).
+    ``overrides``: more ``uvicorn.Config`` arguments (an ``http`` given here replaces
+    the guarded protocol)."""
     import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     proxies = trusted_proxies(config)
     kwargs: dict[str, Any] = {
@@ -477,6 +503,8 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any):
         # FORWARDED_ALLOW_IPS environment variable, which uvicorn reads otherwise)
         "proxy_headers": bool(proxies),
         "forwarded_allow_ips": proxies or [],
+        "http": guarded_protocol(AutoHTTPProtocol, config.connections),
+        "backlog": listen_backlog(),  # what one accept burst may take
         **overrides,
     }
     return uvicorn.Config(app, **kwargs)
