@@ -239,9 +239,9 @@ def main(config_json: str) -> None:
     import socket
 
     fork = load_sibling("fork")
-    sock, rmtree = socket.socket(fileno=cfg["fd_pass"]), load_sibling("rmtree")
+    sock = socket.socket(fileno=cfg["fd_pass"])
     roots = frozenset(name.split(".")[0] for name in PRELOAD)
-    template = fork.Template(ctx, sock, ops, rmtree, clock_reading, preload_roots=roots)
+    template = fork.Template(ctx, sock, ops, clock_reading, preload_roots=roots)
     template.hello = {k: v for k, v in hello.items() if k not in ("nonce", "clock", "pid")}
     ctx.loop.close()  # each child makes its own (an epoll set is shared across a fork)
     ctx.loop = None

@@ -76,11 +76,10 @@ class Template:
         ctx: Any,
         sock: socket.socket,
         ops: Any,
-        rmtree: Any,
         reading: Any,
         preload_roots: frozenset[str] = frozenset(),
     ):
-        self.ctx, self.sock, self.ops, self.rmtree = ctx, sock, ops, rmtree
+        self.ctx, self.sock, self.ops = ctx, sock, ops
         #: the packages an app's imports may have the template import (FRAMEWORK_ROOTS too)
         self.preload_roots = FRAMEWORK_ROOTS | preload_roots
         self.preloaded: list[str] = []  # what it imported for the apps it compiled
