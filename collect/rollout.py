@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 
 from collect.awm.observation import HELP_HEADERS, neutralise_markers, render_observation
@@ -50,8 +49,8 @@ from collect.types import (
     TurnRequest,
 )
 from helpdp.contract import EPISODES_SCHEMA, STATES_SCHEMA, STEPS_SCHEMA
-from helpdp.events import classify_steps
 from helpdp.policies import HelpPolicy, StateView, action_probs, safe_decide
+from helpdp.views import view_from_history
 
 if TYPE_CHECKING:
     from collect.awm.env import EnvPool
@@ -192,9 +191,6 @@ def render_world_text(text: str, headers: Sequence[str] = ()) -> str:
     interventions' help headers, quoted at line starts besides the default)."""
 
     return render_observation(text, (*HELP_HEADERS, *headers))
-
-
-_EVENT_KEYS = ("episode_id", "t", "kind", "tool_name", "failure", "format_error", "args_sha")
 
 
 @dataclass
@@ -464,43 +460,13 @@ class EpisodeRunner:
         )
 
     # -- helpers ------------------------------------------------------------------------
-    def _events(self) -> dict[str, Any]:
-        """The last turn's events for the view (``helpdp.events``): its class, the run of
-        identical calls it ended, the conversation's tokens up to it, the calls so far;
-        ``past``: those of every earlier state (``StateView.past``)."""
-        none = {"last_class": None, "repeats": 0, "context_tokens": None, "calls": 0, "past": ()}
-        if not self.steps:
-            return none
-        rows = [{k: s.get(k) for k in _EVENT_KEYS} for s in self.steps]
-        try:
-            ev = classify_steps(pd.DataFrame(rows, columns=list(_EVENT_KEYS)))
-        except ValueError:  # a kind or failure class events does not know: no events
-            return none
-        tokens = [int(s["prompt_tokens"]) + int(s["completion_tokens"]) or None for s in self.steps]
-        states = [(None, 0, None)] + [
-            (str(c), int(r), n) for c, r, n in zip(ev["turn_class"], ev["repeats"], tokens)
-        ]
-        last_class, repeats, context = states[-1]
-        return {
-            "last_class": last_class,
-            "repeats": repeats,
-            "context_tokens": context,
-            "calls": int(sum(self.calls)),
-            "past": tuple(states[:-1]),
-        }
-
     def _policy_action(self, t: int) -> int:
-        last = self.history[-1].failure if self.history else None
-        view = StateView(
+        view = view_from_history(  # the records of the turns so far (helpdp.views)
+            self.steps,
             state_id=self.state_id,
             task_id=self.spec.task_id,
-            depth=t,
             text=self.states[-1]["text"],  # the current state's, as states.parquet has it
             episode_id=self.spec.episode_id,
-            last_failure=last,
-            errors=self.errors,
-            last_help=max((h.t for h in self.history if h.action > 0), default=-1),
-            **self._events(),
         )
         self._view = view
         actions, error = safe_decide(self.ctx.policy, [view])

@@ -5,9 +5,11 @@ environment_factory=factory.environments())``.
 methods are the world's tools (one method per visible tool: its name, its parameters
 typed from the tool's JSON schema, its description as the docstring TRL renders) plus
 ``ask_expert``, gated by a :class:`~helpdp.policies.HelpPolicy` within
-``max_per_episode`` calls. TRL makes one instance per rollout: ``reset(**example)``
-starts the episode of the example's ``scenario``/``task_idx`` on an environment of the
-runtime, a tool call is one turn of :mod:`collect.awm.protocol` (``call_tool`` with the
+``max_per_episode`` calls; the gate sees the state as the collector's policies do
+(:func:`helpdp.views.view_from_history` of the world's turns so far: a call of
+``ask_expert`` is the help decision at a state, not a turn). TRL makes one instance
+per rollout: ``reset(**example)`` starts the episode of the example's
+``scenario``/``task_idx`` on an environment of the runtime, a tool call is one turn of :mod:`collect.awm.protocol` (``call_tool`` with the
 method's arguments), and ``get_reward()`` ends the episode (the verifier judges the
 world) and returns the graduated reward (:class:`~collect.awm.rewards.GraduatedReward`:
 solo completion 2.0, recovery after an error with the expert 1.3, blind expert call
@@ -48,9 +50,11 @@ from collect.awm.protocol import format_call_tool
 from collect.awm.rewards import GraduatedReward
 from collect.rollout import WORLD_OUTPUT_KINDS
 from collect.schedule import EpisodeSpec, stable_int64
+from collect.statekey import arguments_sha
 from collect.types import EpisodeView, Turn
-from helpdp.policies import HelpPolicy, Never, StateView
+from helpdp.policies import HelpPolicy, Never
 from helpdp.train.gate import Gate
+from helpdp.views import view_from_history
 
 __all__ = ["AWMEnvironmentFactory", "AWMToolEnvironment", "tool_method"]
 
@@ -192,6 +196,8 @@ class AWMToolEnvironment:
         self.env = None
         self.result = None  # the last step's StepResult
         self.view: EpisodeView | None = None
+        self.records: list[dict[str, Any]] = []  # the world turns, as helpdp.views reads them
+        self.helped: list[int] = []  # the help granted at the current state
         self.episode_id = -1
         self.errors = self.blind = self.recovery = 0
         self.ended = False
@@ -223,6 +229,7 @@ class AWMToolEnvironment:
         )
         f.gate.expert[self.episode_id] = True
         self.errors = self.blind = self.recovery = 0
+        self.records, self.helped = [], []
         self.result = None
         self.ended = False
         return None
@@ -237,15 +244,15 @@ class AWMToolEnvironment:
         if view is None or self.ended or not f.interventions:
             return f.denied_text
         t = len(view.history)
-        last = view.history[-1].failure if view.history else None
-        state = StateView(
-            0,
-            view.spec.task_id,
-            t,
-            self.env.trajectory_text(),
+        # the state as the collector's views have it: its turns are the world's (an
+        # ask_expert is the help decision at the state, not a turn of the actor)
+        state = view_from_history(
+            self.records,
+            state_id=0,
+            task_id=view.spec.task_id,
+            text=self.env.trajectory_text(),
             episode_id=self.episode_id,
-            last_failure=last,
-            errors=self.errors,
+            pending=len(self.helped),
         )
         try:
             action = int(f.gate.decide([state])[0])
@@ -260,6 +267,7 @@ class AWMToolEnvironment:
             self.recovery += 1
         else:
             self.blind += 1
+        self.helped.append(action)
         self._turn(action, help_, {"kind": "ask_expert", "arguments": {"question": question}}, "")
         return help_.text
 
@@ -305,6 +313,18 @@ class AWMToolEnvironment:
             result.observation = render_observation(result.observation or "")
         if info.get("failure") is not None:
             self.errors += 1
+        parsed = info.get("action") or {}
+        self.records.append(
+            {
+                "kind": str(parsed.get("kind") or "error"),
+                "tool_name": parsed.get("tool_name"),
+                "failure": info.get("failure"),
+                "format_error": bool(info.get("format_error", False)),
+                "args_sha": arguments_sha(parsed.get("arguments")),
+                "action": self.helped[-1] if self.helped else 0,
+            }
+        )
+        self.helped = []
         self._turn(
             0, None, info.get("action") or {}, result.observation or "", text, info.get("failure")
         )
