@@ -5,7 +5,8 @@
 
 Per world (``helpdp.synthetic.HelpWorld`` with random difficulties and help memory; kind
 ``rescue``: help right after a failed turn pays more, an advantage no turn rule takes; its
-values are exact by recursion): collect the grid, optionally stage 2 at turns 2 and 3
+values are exact by recursion): collect the grid (``--seeds`` per task and probability, 6
+by default), optionally stage 2 at turns 2 and 3
 (``TriggerRandomised``), run ``helpdp.select`` (its confirmation fold included), and
 value the chosen policy exactly against the best mixture of the fixed rules (never, the
 turn rules, always: the rules the selection has too) at the chosen policy's own exact
@@ -84,9 +85,11 @@ def make_world(k: int, n_tasks: int, stage2: bool, kind: str, seed: int = 0):
     return world, rng, s - hull_value(world, u)
 
 
-def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", seed=0):
+def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", seed=0, seeds=6):
+    """World ``k`` of a cell through the whole protocol (``seeds``: the grid's seeds per
+    task and trigger probability); one row per budget."""
     world, rng, advantage = make_world(k, n_tasks, stage2, kind, seed)
-    ds = world.collect(seeds=6, seed=int(rng.integers(1 << 30)))
+    ds = world.collect(seeds=seeds, seed=int(rng.integers(1 << 30)))
     if stage2:
         design = TriggerRandomised("turn0", ("turn:2", "turn:3"), 0.5)
         ds = ts.join(ds, ts.collect_design(world, design, 30, seed=int(rng.integers(1 << 30))))
@@ -107,6 +110,7 @@ def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", s
             {
                 "world": k, "tasks": n_tasks, "stage2": stage2, "kind": kind,
                 "fallback": fallback, "budget": float(b), "chosen": rec["policy_name"],
+                **({"seeds": seeds} if seeds != 6 else {}),
                 "SR": s, "U": u, "hull": h, "gap": s - h, "advantage": advantage,
                 "kept_rule": kinds <= rule_names,
                 "outcome": (rec["confirm"] or {}).get("outcome", ""),
@@ -118,15 +122,17 @@ def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", s
 def summarize(rows: list[dict], delta: float = 0.01) -> list[dict]:
     cells = {}
     for r in rows:
-        key = (r.get("kind", "plain"), r["tasks"], r["stage2"], r["budget"])
+        key = (r.get("kind", "plain"), r["tasks"], r["stage2"], r.get("seeds", 6), r["budget"])
         cells.setdefault(key, []).append(r)
     out = []
-    for (kind, n, s2, b), rs in sorted(cells.items()):
+    for (kind, n, s2, seeds, b), rs in sorted(cells.items()):
         gaps = np.array([r["gap"] for r in rs])
         worse, better = int((gaps < -delta).sum()), int((gaps > delta).sum())
         out.append(
             {
-                "kind": kind, "tasks": n, "design": "grid + stage 2" if s2 else "grid",
+                "kind": kind, "tasks": n, "seeds": seeds,
+                "design": ("grid + stage 2" if s2 else "grid")
+                + ("" if seeds == 6 else f", {seeds} seeds"),
                 "budget": b, "worlds": len(rs), "worse": worse, "worse_rate": worse / len(rs),
                 "worse_ci": wilson(worse, len(rs)), "better": better,
                 "better_rate": better / len(rs), "better_ci": wilson(better, len(rs)),
@@ -143,14 +149,14 @@ def _job(args):
 
 
 def run(worlds, tasks=(8, 16), budgets=(1.05, 2.0), kinds=("plain",), fallback="reference",
-        seed=0, progress=True, jobs=1, out=None, done=(), designs=DESIGNS):  # fmt: skip
+        seed=0, progress=True, jobs=1, out=None, done=(), designs=DESIGNS, seeds=6):  # fmt: skip
     """Every (kind, tasks, design, world) not in ``done``; rows appended to ``out`` (a
     JSONL path) as each world finishes. Returns the new rows."""
     todo = [
-        (k, n, s2, tuple(budgets), kind, fallback, seed)
+        (k, n, s2, tuple(budgets), kind, fallback, seed, seeds)
         for kind in kinds for n in tasks for s2 in (DESIGNS[d] for d in designs)
         for k in range(worlds)
-        if (kind, n, s2, k) not in set(done)
+        if (kind, n, s2, seeds, k) not in set(done)
     ]  # fmt: skip
     rows = []
     pool = multiprocessing.get_context("spawn").Pool(jobs) if jobs > 1 else None
@@ -205,6 +211,7 @@ def main() -> None:
     ap.add_argument(
         "--fallback", default="reference", choices=["reference", "confirmed_rule", "rules_hull"]
     )
+    ap.add_argument("--seeds", type=int, default=6, help="grid seeds per task and probability")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default="", help="JSONL of rows, appended as worlds finish")
     ap.add_argument("--resume", action="store_true", help="continue an existing --out")
@@ -216,11 +223,12 @@ def main() -> None:
         if not (args.resume or args.table):
             ap.error(f"--out {out} exists: give a new file, or --resume to continue it")
         old = read_rows(out)
-        done = {(r["kind"], r["tasks"], r["stage2"], r["world"]) for r in old}
+        done = {(r["kind"], r["tasks"], r["stage2"], r.get("seeds", 6), r["world"]) for r in old}
     if not args.table:
         old += run(
             args.worlds, tuple(args.tasks), tuple(args.budgets), tuple(args.kinds),
             args.fallback, jobs=args.jobs, out=out, done=done, designs=tuple(args.designs),
+            seeds=args.seeds,
         )  # fmt: skip
     print_table(summarize(old))
 

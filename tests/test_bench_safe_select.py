@@ -63,3 +63,55 @@ def test_the_shipped_rules_hull_rows_recompute_the_comparison():
         ("rescue", 1.05): 27,
         ("rescue", 2.0): 0,
     }
+
+
+def test_the_shipped_confirmed_rule_rows_recompute_the_comparison():
+    # docs/ope.md: fallback=confirmed_rule on the same 120 worlds: 4 + 1 of 120 plain choices
+    # worse than the rules' hull by more than 0.01, 36 + 21 of 120 rescue choices
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "docs/results/tables/safe-select-fallback-confirmed_rule.jsonl"
+    )
+    every = safe_select.read_rows(path)
+    rows = [r for r in every if r.get("seeds", 6) == 6 and r["tasks"] in (8, 16)]
+    assert {r["fallback"] for r in every} == {"confirmed_rule"} and len(rows) == 240
+    larger = {
+        (t["kind"], t["tasks"], t["seeds"], t["budget"]): t["worse"]
+        for t in safe_select.summarize([r for r in every if r not in rows])
+    }
+    assert larger == {
+        ("plain", 16, 24, 1.05): 0, ("plain", 16, 24, 2.0): 0,
+        ("plain", 48, 6, 1.05): 1, ("plain", 48, 6, 2.0): 0,
+        ("rescue", 16, 24, 1.05): 8, ("rescue", 16, 24, 2.0): 6,
+        ("rescue", 48, 6, 1.05): 11, ("rescue", 48, 6, 2.0): 8,
+    }  # fmt: skip
+    worse = {}
+    for t in safe_select.summarize(rows):
+        worse[(t["kind"], t["budget"])] = worse.get((t["kind"], t["budget"]), 0) + t["worse"]
+    assert worse == {
+        ("plain", 1.05): 4,
+        ("plain", 2.0): 1,
+        ("rescue", 1.05): 36,
+        ("rescue", 2.0): 21,
+    }
+    # the same worlds as the other fallbacks' rows (world k of a cell is one world)
+    ref = safe_select.read_rows(
+        Path(__file__).resolve().parents[1]
+        / "docs/results/tables/safe-select-fallback-reference.jsonl"
+    )
+    key = lambda r: (r["kind"], r["tasks"], r["stage2"], r["world"], r["budget"])  # noqa: E731
+    adv = {key(r): r["advantage"] for r in ref}
+    assert {key(r): r["advantage"] for r in rows} == adv
+
+
+def test_more_seeds_per_task_are_kept_apart_in_the_table():
+    rows = [
+        {"kind": "rescue", "tasks": 16, "stage2": False, "budget": 2.0, "gap": g, "world": k}
+        for k, g in enumerate((-0.02, 0.0))
+    ]
+    rows += [{**rows[0], "seeds": 24, "gap": 0.0}]
+    table = safe_select.summarize(rows)
+    assert [(t["design"], t["worlds"], t["worse"]) for t in table] == [
+        ("grid", 2, 1),
+        ("grid, 24 seeds", 1, 0),
+    ]
