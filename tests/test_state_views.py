@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from test_collect_rollout import Reset, Solution, Step  # the rollout tests' fake env types
 
 from collect.awm.protocol import format_call_tool, parse_turn
 from collect.interventions import InterventionConfig, Oracle
@@ -40,26 +41,6 @@ class Tool:
     name: str
     description: str = "A tool."
     input_schema: dict = field(default_factory=dict)
-
-
-@dataclass
-class Reset:
-    system_prompt: str
-    task: str
-
-
-@dataclass
-class Step:
-    observation: str
-    reward: float | None
-    done: bool
-    info: dict
-
-
-@dataclass
-class Solution:
-    calls: list
-    final_answer: str | None = None
 
 
 @dataclass
