@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -72,7 +73,10 @@ class ExecutorConfig:
         "the order the shards run in (their content and ids do not change): plan (task by "
         "task, seed by seed within a task) | seed (every task's shards of the first seed, then "
         "the next seed's: a collection stopped part way holds about as many episodes of each "
-        "task; for shard_size 1 and long runs that span sessions)",
+        "task; for shard_size 1 and long runs that span sessions) | seed_shuffled (as seed, "
+        "with the tasks of a seed in a fixed order drawn from a hash of their ids: a run "
+        "stopped inside its first seed holds a uniform sample of the tasks, each with all "
+        "its probabilities; a pilot over many worlds)",
     )
     episode_retries: int = _f(
         2,
@@ -100,17 +104,27 @@ class ExecutorConfig:
     ray_max_retries: int = _f(2, "ray: retries of a shard task whose worker died")
 
 
-ORDERS = ("plan", "seed")
+ORDERS = ("plan", "seed", "seed_shuffled")
 
 
 def run_order(todo: list[int], shards: list[list[Any]], order: str) -> list[int]:
     """The shards ``todo`` in the order they run (:attr:`ExecutorConfig.order`): as
-    planned, or by the smallest seed a shard holds (ties in plan order)."""
+    planned, or by the smallest seed a shard holds (ties in plan order, or for
+    ``seed_shuffled`` in the order of a sha256 of that seed and the task id: the same on
+    every host, and a task's shards of one seed stay together)."""
     if order not in ORDERS:
         raise ValueError(f"executor.order: unknown order {order!r} (one of {ORDERS})")
     if order == "plan":
         return list(todo)
-    return sorted(todo, key=lambda i: (min(s.seed for s in shards[i]), i))
+    if order == "seed":
+        return sorted(todo, key=lambda i: (min(s.seed for s in shards[i]), i))
+
+    def shuffled(i: int) -> tuple:
+        first = min(shards[i], key=lambda s: s.seed)  # the shard's place: its smallest seed's
+        tag = hashlib.sha256(f"{first.seed}\0{first.task_id}".encode()).hexdigest()
+        return (first.seed, tag, i)
+
+    return sorted(todo, key=shuffled)
 
 
 def resolve_workers(config: ExecutorConfig, n_tasks: int) -> int:

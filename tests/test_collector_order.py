@@ -50,6 +50,32 @@ def test_seed_order_interleaves_the_tasks_and_plan_order_keeps_the_plan():
         run_order(todo, shards, "random")
 
 
+def test_seed_shuffled_order_is_a_fixed_permutation_of_the_tasks_within_each_seed():
+    # 12 tasks x 2 probabilities x 2 seeds, one shard each, planned task by task
+    tasks = [f"w{w}/{t}" for w in range(4) for t in range(3)]
+    shards = [[_spec(t, s)] for t in tasks for s in (0, 1) for _p in (0, 1)]
+    todo = list(range(len(shards)))
+    order = run_order(todo, shards, "seed_shuffled")
+    assert sorted(order) == todo
+    seeds = [shards[i][0].seed for i in order]
+    assert seeds == sorted(seeds)  # seed 0's shards all run first
+    first = [shards[i][0].task_id for i in order[:24]]
+    # a task's two shards of a seed run one after the other, in plan order
+    assert all(first[k] == first[k + 1] for k in range(0, 24, 2))
+    assert [order[k] < order[k + 1] for k in range(0, 24, 2)] == [True] * 12
+    visited = first[::2]
+    assert sorted(visited) == sorted(tasks) and visited != tasks  # not the plan's order
+    # fixed: a hash of seed and task id, the same on every host and for what is left
+    import hashlib
+
+    def key(t: str, s: int) -> str:
+        return hashlib.sha256(f"{s}\0{t}".encode()).hexdigest()
+
+    assert visited == sorted(tasks, key=lambda t: key(t, 0))
+    left = [i for i in todo if i % 3]
+    assert run_order(left, shards, "seed_shuffled") == [i for i in order if i % 3]
+
+
 def test_seed_order_runs_shards_by_seed_with_the_same_tables_and_fingerprint(tmp_path, monkeypatch):
     # 2 tasks x 2 seeds, one shard each: the plan is (t0 s0, t0 s1, t1 s0, t1 s1)
     extra = ("schedule.probabilities=[0.5]", "schedule.seeds=[0,1]")
@@ -78,7 +104,10 @@ def test_an_unknown_order_is_refused_before_anything_runs(tmp_path):
     cfg = collect_config(_args(tmp_path / "out", tmp_path / "work", "executor.order=random"))
     with pytest.raises(ValueError) as e:
         validate(cfg)
-    assert str(e.value) == "executor.order must be one of ('plan', 'seed'), got 'random'"
+    assert (
+        str(e.value)
+        == "executor.order must be one of ('plan', 'seed', 'seed_shuffled'), got 'random'"
+    )
     assert not (tmp_path / "out").exists()
 
 
