@@ -1,36 +1,33 @@
 """Search the help cost r (``python -m helpdp.search`` runs ``run_search``) whose policy meets an expert-usage budget (docs/method.md, "Outputs").
 
-For ``rule=exact`` the optimal value ``g(r) = max_pi E[S] - r E[U]`` is convex and
-piecewise linear in r, each piece one deterministic policy, and E[U](r) is a
-non-increasing step function. After bracketing the budget on a log scale
-(``r_lo`` with E[U] > C, ``r_hi`` with E[U] <= C), each step solves at the
-intersection of the two bracketing policies' lines (Eisner-Severance chord
-search, falling back to log-scale bisection if rounding puts the intersection
-outside the bracket). When the solve at the intersection finds nothing better
-than both lines, the intersection is the breakpoint r*: both policies are optimal
-there, and the mixture that follows the more-help policy with probability
-``w = (C - U_hi) / (U_lo - U_hi)`` per episode spends C exactly. By constrained-MDP
-duality (Altman 1999) that mixture is optimal over all policies, randomized ones
-included; its E[S] equals the occupancy-measure LP's optimum (tested).
+For ``rule=exact`` the optimal value ``g(r) = max_pi E[S] - r E[U]`` is convex and piecewise
+linear in r, each piece one deterministic policy, and E[U](r) a non-increasing step. After
+bracketing the budget on a log scale (``r_lo`` with E[U] > C, ``r_hi`` with E[U] <= C), each
+step solves at the intersection of the two bracketing policies' lines (Eisner-Severance
+chord search; log-scale bisection if rounding puts it outside the bracket). When that solve
+finds nothing better than both lines, the intersection is the breakpoint r*: both policies
+are optimal there, and following the more-help one with probability ``w = (C - U_hi) /
+(U_lo - U_hi)`` per episode spends C exactly. By constrained-MDP duality (Altman 1999) that
+mixture is optimal over all policies, randomized ones included; its E[S] equals the
+occupancy-measure LP's optimum (tested).
 
 ``rule=paper`` has no such structure (its usage need not be monotone in r), so it
 bisects log r until r stops moving at the precision it is reported with (the next
 midpoint would read the same as an end at ``R_DIGITS`` significant digits) and
 mixes the two ends' policies, as at an exact breakpoint.
 
-**Solves counted.** A result's ``solves`` counts every solve its budget used,
-those shared with other budgets included: the per-task trace counts as one solve
-for every budget it answers, traced now or earlier, alone or in a list.
+**Solves counted.** A result's ``solves`` counts every solve its budget used, shared ones
+included; the per-task trace counts as one for every budget it answers (printed apart:
+"trace + 2 solves", one ``solve`` line each).
 
-**Per-task trace (the default where it applies).** With the exact rule, one
-intervention and an acyclic graph, the search reads r* and both sides' E[U], E[S]
-off the global frontier (``helpdp.trace``: every task's breakpoints, traced once
-per MDP and cached on it, then summed), then solves twice to materialise the two
-policies: at r* (the less-help side; the fixed-r tie rule gives the policy on
-the right of r*) and in the middle of the interval left of r* (the more-help
-side). Both solves are checked against the frontier's E[U] and E[S]; should they
-disagree (rounding at a degenerate breakpoint), the search falls back to the
-solve-based search above. ``method="solves"`` forces the latter.
+**Per-task trace (the default where it applies).** With the exact rule, one intervention
+and an acyclic graph, the search reads r* and both sides' E[U], E[S] off the global
+frontier (``helpdp.trace``: every task's breakpoints, traced once per MDP, cached on it,
+summed), then solves twice to materialise the two policies: at r* (the less-help side; the
+fixed-r tie rule gives the policy right of r*) and in the middle of the interval left of r*
+(the more-help side). Both are checked against the frontier's E[U] and E[S]; should they
+disagree (rounding at a degenerate breakpoint), the solve-based search above runs instead.
+``method="solves"`` forces it.
 """
 
 from __future__ import annotations
@@ -51,14 +48,11 @@ from helpdp.solve import Solution, cost_means, solve, solve_costs
 R_MAX = _trace.R_MAX  # beyond this the budget is declared infeasible
 USAGE_EPS = _trace.USAGE_EPS  # budget slack treated as "spent exactly"
 METHODS = ("auto", "frontier", "solves")
-# a materialised policy must reproduce the frontier's E[U] and E[S] to this
-FRONTIER_CHECK_TOL = 1e-9
-# a sweep answered from the frontier materialises its budgets' policies in batches
-# whose Solutions take at most this many bytes together (25 per state each)
-SWEEP_BATCH_BYTES = 1 << 30
+FRONTIER_CHECK_TOL = 1e-9  # a materialised policy reproduces the frontier's E[U], E[S] so
+# a sweep answered from the frontier materialises its policies in batches of Solutions
+SWEEP_BATCH_BYTES = 1 << 30  # of at most this many bytes together (25 per state each)
 # r is reported (search log, the command's line) to this many significant digits;
-# rule=paper's bisection stops when its next midpoint would not move r at them
-R_DIGITS = 6
+R_DIGITS = 6  # rule=paper's bisection stops when its next midpoint would not move r at them
 
 
 class InfeasibleBudget(ValueError):
@@ -129,6 +123,12 @@ class SearchResult:
     seconds: float
     rule: str
     gamma: float
+    traced: bool = False  # the per-task trace answered it (counted in solves as one)
+
+    @property
+    def solves_text(self) -> str:  # as printed: a line a solve, the trace apart
+        n = self.solves - self.traced
+        return f"{'trace + ' * self.traced}{n} solve{'s' * (n != 1)}"
 
     @property
     def expected_usage(self) -> float:
@@ -410,6 +410,7 @@ def _search_frontier(
         seconds=time.perf_counter() - t0,
         rule="exact",
         gamma=gamma,
+        traced=True,
     )
 
 
@@ -557,6 +558,7 @@ def _frontier_batch(mdp: MDP, queries, means: dict, tie_tol, kw) -> list[SearchR
                 seconds=(time.perf_counter() - t0) / len(queries),
                 rule="exact",
                 gamma=gamma,
+                traced=True,
             )
         )
     return out
@@ -790,7 +792,7 @@ def run_search(cfg) -> list[dict]:
             mix = f" (mixture: more-help policy with probability {res.weight_more_help:.4f})"
         print(
             f"budget {b:g}: r={_r_text(res.r)}  E[U]={js['expected_usage']:.4f}  "
-            f"E[S]={js['expected_success']:.4f}{mix}  [{res.solves} solves, {res.seconds:.3f}s{warm}] -> {where}"
+            f"E[S]={js['expected_success']:.4f}{mix}  [{res.solves_text}, {res.seconds:.3f}s{warm}] -> {where}"
         )
         warm = ""
         summaries.append(js)

@@ -78,7 +78,30 @@ def test_budget_list_sweeps_into_subdirectories(tmp_path):
         assert js["expected_usage"] <= float(b) + 1e-9
 
 
-WARM = r"\[\d+ solves, \d+\.\d{3}s \+ \d+\.\d{3}s warm-up \(numba compile/load, first solve\)\] -> "
+@pytest.mark.parametrize("method", ["auto", "solves"])
+def test_the_solve_count_printed_is_the_solve_lines_printed(tmp_path, capsys, method):
+    """Each budget's line counts the ``solve`` lines printed for it (numbered from 1 per
+    budget), and says "trace + " where the per-task trace answered it (its line once)."""
+    out = run_search(_cfg(SearchConfig, budget=[0.5, 1, 2], out=str(tmp_path), method=method))
+    lines = capsys.readouterr().out.splitlines()
+    groups: list[int] = []
+    for line in lines:
+        if re.match(r"solve +1:", line):
+            groups.append(0)
+        if line.startswith("solve "):
+            groups[-1] += 1
+    said = [
+        re.search(r"\[(trace \+ )?(\d+) solves?, ", ln) for ln in lines if ln.startswith("budget ")
+    ]
+    assert len(said) == len(groups) == 3
+    traced = any(ln.startswith("trace: ") for ln in lines)
+    assert traced == (method == "auto")
+    for m, n, o in zip(said, groups, out, strict=True):
+        assert int(m.group(2)) == n and bool(m.group(1)) == traced
+        assert o["solves"] == n + traced  # search.json counts the trace as one
+
+
+WARM = r"\[(?:trace \+ )?\d+ solves?, \d+\.\d{3}s \+ \d+\.\d{3}s warm-up \(numba compile/load, first solve\)\] -> "
 
 
 def test_frontier_agrees_with_search_and_plots(tmp_path, capsys):
