@@ -57,6 +57,20 @@ def test_same_arguments_give_the_same_bytes_and_the_seed_matters(generated):
     assert _records(fewer, "gen_envs.jsonl") == _records(files, "gen_envs.jsonl")[:2]
 
 
+def test_the_pinned_benchmark_is_what_the_generator_writes():
+    """The fixed benchmark of the real model's pilot and verdict (bench/real_pilot.sh):
+    n=40 seed=0, pinned by file sha256 in collect/worlds/benchmarks/gen40-seed0.sha256; a
+    change to the generator that moves it must say so (new pins, new benchmark name)."""
+    import hashlib
+
+    pins = ROOT / "collect" / "worlds" / "benchmarks" / "gen40-seed0.sha256"
+    want = dict(reversed(line.split("  ")) for line in pins.read_text().splitlines())
+    files, _stats = render(40, 0)
+    assert set(want) == set(files)
+    got = {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in files.items()}
+    assert got == want
+
+
 def test_the_command_writes_the_same_bytes_under_another_hash_seed(generated, tmp_path):
     _root, files, _stats = generated
     out = tmp_path / "worlds"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The real model's pilot over many tasks (docs/real-actor.md, "The pilot on 400 generated
+# tasks"; issue "the real model's verdict across at least 30 held-out tasks"): the 0.5B
+# model under llama.cpp (collect.realserve, 2 slots x 1 thread) at help probability 0 and
+# 1 on every task of the fixed generated benchmark (collect.worlds.generate n=40 seed=0,
+# checked against collect/worlds/benchmarks/gen40-seed0.sha256), seeds 0 and 1. Shards run
+# seed by seed with the tasks of a seed in a fixed shuffled order
+# (executor.order=seed_shuffled): a run stopped inside seed 0 holds a uniform sample of the
+# 400 tasks, each at both probabilities. It says which tasks the model ever solves, with and
+# without help, the episodes per hour here and the between-task variance that sizes the
+# held-out evaluation; the splits are chosen from it before any verdict episode runs.
+# Resumable: rerun the same command; finished shards are kept (and committed).
+#
+#   nohup nice -n 10 bash bench/real_pilot.sh >> outputs/real-pilot.log 2>&1 &
+#   python bench/real_pilot_report.py helpdp/data/real-actor-pilot   # what it has so far
+#
+# Needs `make real-actor llama-server`. `kill PID` (the script's) stops the collection and
+# the servers (a stopped episode reruns).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+OUT=helpdp/data/real-actor-pilot
+WORLDS=outputs/worlds-gen40-seed0
+if [ ! -f "$WORLDS/gen_solutions.jsonl" ]; then
+    "$PY" -m collect.worlds.generate out="$WORLDS" n=40 seed=0 > /dev/null
+fi
+(cd "$WORLDS" && sha256sum --quiet -c ../../collect/worlds/benchmarks/gen40-seed0.sha256)
+source bench/realserve_up.sh
+"$PY" -m collect out="$OUT" worlds="$WORLDS" collect/actor=qwen_coder_0_5b_llamacpp \
+    'schedule.probabilities=[0.0,1.0]' 'schedule.seeds=[0,1]' executor.order=seed_shuffled \
+    progress=false &
+pids+=($!)
+wait "${pids[1]}"
