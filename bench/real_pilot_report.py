@@ -1,0 +1,218 @@
+"""What the real model's pilot (bench/real_pilot.sh) says so far: which tasks the model
+solves with and without help, the help's effect with tasks as the unit, and how many
+held-out tasks and seeds a 0.05 difference at equal spend needs at 80% power.
+
+    python bench/real_pilot_report.py helpdp/data/real-actor-pilot \\
+        --worlds outputs/worlds-gen40-seed0 [--json FILE] [--rate]
+
+It reads the finished shards of a running or stopped collection (each shard's
+``episodes.parquet`` checked against the sha256 in its ``meta.json``), never writes into
+them. A task counts only where it has both probabilities of a seed (a stopped run may hold
+one). ``--rate`` adds the episodes per hour from the shards' modification times (on the
+machine that ran it; a clone's times are its checkout's).
+
+The sizing (``sizing``) models the paired difference of two policies at equal spend on a
+task with ``m`` seeds as a between-task part ``sigma_b`` (how much the true difference
+varies across tasks) plus each task's own noise ``sigma_w^2 / m``, with ``sigma_w^2 =
+q 2 p(1 - p)`` at the task's pooled success rate ``p`` (two policies near it) where a
+share ``q`` of the paired episodes diverge (the rest are one episode twice: difference
+0). Neither ``sigma_b`` nor ``q`` is measured by a pilot of never and always: ``sigma_b``
+is stated as a share of the between-task spread of the help effect (always - never), and
+``q`` as 1 (every pair diverges: the upper bound) or 0.3; the rows say which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from helpdp.intervals import cluster_ci, in_range, tasks_needed  # noqa: E402
+
+COLUMNS = ["episode_id", "task_id", "scenario", "task_idx", "seed", "trigger_p", "success"]
+COLUMNS += ["end_reason", "expert_calls", "steps"]
+SEEDS_GRID = (4, 8, 16, 32)
+SHARES = (0.0, 0.25)  # sigma_b as a share of the help effect's between-task sd
+# the share of paired episodes in which the two policies act differently somewhere (the
+# others are the same episode: the same seed, the same draws, difference 0); 0.15 on the
+# earlier real verdict's 81 pairs (12 nonzero, 3 tasks)
+DIVERGE = (1.0, 0.3)
+
+
+def load_pilot(shards_root: Path) -> tuple[pd.DataFrame, list[float]]:
+    """The finished shards' episodes (checked) and their files' modification times."""
+    frames, times = [], []
+    for meta_path in sorted(Path(shards_root).glob("shards/*/meta.json")):
+        meta = json.loads(meta_path.read_text())
+        ep = meta_path.parent / "episodes.parquet"
+        want = meta.get("sha256", {}).get("episodes.parquet")
+        if not ep.is_file() or hashlib.sha256(ep.read_bytes()).hexdigest() != want:
+            raise SystemExit(f"{ep}: missing or not the sha256 its meta.json records")
+        frames.append(pd.read_parquet(ep, columns=COLUMNS))
+        times.append(meta_path.stat().st_mtime)
+    if not frames:
+        raise SystemExit(f"{shards_root}: no finished shard (shards/*/meta.json)")
+    eps = pd.concat(frames, ignore_index=True)
+    eps["p"] = eps["trigger_p"].map(lambda v: float(np.asarray(v).ravel()[0]))
+    return eps, times
+
+
+def paired(eps: pd.DataFrame) -> pd.DataFrame:
+    """One row per (task, seed) holding both p=0 and p=1: ``s0``, ``s1`` (0/1)."""
+    piv = eps.pivot_table(index=["task_id", "seed"], columns="p", values="success", aggfunc="max")
+    piv = piv.reindex(columns=[0.0, 1.0]).dropna().astype(int)
+    piv.columns = ["s0", "s1"]
+    return piv.reset_index()
+
+
+def task_table(pairs: pd.DataFrame, calls: dict[str, int] | None = None) -> pd.DataFrame:
+    """Per task: seeds, successes without and with help, the pooled SR, and its class:
+    ``varies`` (solved in some episodes, failed in others: the tasks that can say when
+    help pays), ``never`` or ``always``."""
+    g = pairs.groupby("task_id")
+    t = pd.DataFrame({"seeds": g.size(), "k0": g["s0"].sum(), "k1": g["s1"].sum()})
+    t["pooled"] = (t["k0"] + t["k1"]) / (2 * t["seeds"])
+    t["kind"] = np.where(t["pooled"] == 0, "never", np.where(t["pooled"] == 1, "always", "varies"))
+    if calls is not None:
+        t["calls"] = [calls.get(i) for i in t.index]
+    return t
+
+
+def sizing(tasks: pd.DataFrame, pairs: pd.DataFrame, delta: float = 0.05) -> list[dict]:
+    """Held-out tasks that show ``delta`` at 80% power (two-sided 5%, tasks as the unit),
+    per seeds per task and share of the help effect's between-task sd taken as
+    ``sigma_b``, over the tasks whose outcome varies."""
+    var = tasks[tasks["kind"] == "varies"]
+    if len(var) < 2:
+        return []
+    p = var["pooled"].to_numpy()
+    sigma_w2 = float(np.mean(2 * p * (1 - p)))
+    eff = pairs[pairs["task_id"].isin(var.index)].assign(d=lambda x: x["s1"] - x["s0"])
+    effect_means = eff.groupby("task_id")["d"].mean()
+    m0 = float(eff.groupby("task_id").size().mean())
+    # the between-task variance of the help effect: the spread of task means less their noise
+    noise = float(np.mean(eff.groupby("task_id")["d"].var(ddof=1).fillna(0) / m0))
+    effect_b2 = max(float(np.var(effect_means, ddof=1)) - noise, 0.0)
+    rows = []
+    for share in SHARES:
+        for q in DIVERGE:
+            for m in SEEDS_GRID:
+                sd = math.sqrt((share**2) * effect_b2 + q * sigma_w2 / m)
+                n = tasks_needed(sd, delta)
+                row = {"share": share, "diverge": q, "seeds": m, "sd_task": sd, "tasks": n}
+                rows.append({**row, "episodes_per_policy": n * m})
+    return rows
+
+
+def reference_calls(worlds: Path) -> dict[str, int]:
+    out = {}
+    for line in (Path(worlds) / "gen_solutions.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        out[f"{rec['scenario']}/{rec['task_idx']}"] = len(rec["calls"])
+    return out
+
+
+def summary(eps: pd.DataFrame, calls: dict[str, int] | None = None) -> dict:
+    pairs = paired(eps)
+    tasks = task_table(pairs, calls)
+    out: dict = {
+        "episodes": len(eps),
+        "pairs": len(pairs),
+        "tasks": len(tasks),
+        "kinds": {k: int((tasks["kind"] == k).sum()) for k in ("never", "varies", "always")},
+        "end_reasons": {str(k): int(v) for k, v in eps["end_reason"].value_counts().items()},
+    }
+    for name, col in (("never", "s0"), ("always", "s1")):
+        mean, lo, hi, _se, g = cluster_ci(pairs[col], pairs["task_id"])
+        lo, hi = in_range("SR", lo, hi)
+        out[f"sr_{name}"] = {"mean": mean, "lo": lo, "hi": hi, "tasks": g}
+    if len(tasks) >= 2:
+        d = pairs["s1"] - pairs["s0"]
+        mean, lo, hi, _se, g = cluster_ci(d, pairs["task_id"])
+        lo, hi = in_range("dSR", lo, hi)
+        out["help_effect"] = {"mean": mean, "lo": lo, "hi": hi, "tasks": g}
+    if calls is not None:
+        by = tasks.groupby("calls").agg(tasks=("seeds", "size"), k0=("k0", "sum"), k1=("k1", "sum"))
+        by["n"] = tasks.groupby("calls")["seeds"].sum()
+        out["by_calls"] = {
+            int(c): {"tasks": int(r.tasks), "sr_never": r.k0 / r.n, "sr_always": r.k1 / r.n}
+            for c, r in by.iterrows()
+        }
+    out["varying_tasks"] = sorted(tasks.index[tasks["kind"] == "varies"])
+    out["sizing"] = sizing(tasks, pairs)
+    return out
+
+
+def render(s: dict, rate: float | None = None) -> str:
+    lines = [
+        f"{s['episodes']} episodes, {s['pairs']} (task, seed) pairs with both p=0 and p=1 "
+        f"over {s['tasks']} tasks",
+    ]
+    if rate is not None:
+        lines.append(f"{rate:.0f} episodes an hour (shard times)")
+    k = s["kinds"]
+    lines.append(
+        f"tasks never solved {k['never']}, solved in some episodes only {k['varies']}, "
+        f"always solved {k['always']}"
+    )
+    lines.append("end reasons: " + ", ".join(f"{a} {b}" for a, b in s["end_reasons"].items()))
+    for name in ("never", "always"):
+        r = s[f"sr_{name}"]
+        lines.append(
+            f"SR {name:6s} {r['mean']:.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}] (tasks as the unit, "
+            f"{r['tasks']} tasks)"
+        )
+    if "help_effect" in s:
+        r = s["help_effect"]
+        lines.append(
+            f"always - never {r['mean']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}] ({r['tasks']} tasks)"
+        )
+    if "by_calls" in s:
+        lines.append("by reference calls: calls tasks SR(never) SR(always)")
+        for c, r in s["by_calls"].items():
+            lines.append(f"  {c} {r['tasks']:4d} {r['sr_never']:.3f} {r['sr_always']:.3f}")
+    lines.append(f"tasks whose outcome varies: {', '.join(s['varying_tasks']) or 'none'}")
+    if s["sizing"]:
+        lines.append(
+            "held-out tasks for a 0.05 difference at equal spend, 80% power, tasks as the unit"
+        )
+        lines.append("  sigma_b share  diverging  seeds  sd_task  tasks  episodes per policy")
+        for r in s["sizing"]:
+            lines.append(
+                f"  {r['share']:13.2f}  {r['diverge']:9.2f}  {r['seeds']:5d}  {r['sd_task']:.3f}  "
+                f"{r['tasks']:5d}  {r['episodes_per_policy']:6d}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", type=Path, help="the pilot's collection (its shards/)")
+    ap.add_argument("--worlds", type=Path, help="its worlds: reference calls per task")
+    ap.add_argument("--json", type=Path, help="write the summary here (refused if it exists)")
+    ap.add_argument("--rate", action="store_true", help="episodes an hour from shard times")
+    a = ap.parse_args(argv)
+    if a.json is not None and a.json.exists():
+        ap.error(f"--json {a.json}: exists; give a new path")
+    eps, times = load_pilot(a.data)
+    s = summary(eps, reference_calls(a.worlds) if a.worlds else None)
+    rate = None
+    if a.rate and len(times) > 1:
+        rate = (len(eps) - 1) / ((max(times) - min(times)) / 3600)
+    print(render(s, rate))
+    if a.json is not None:
+        a.json.write_text(json.dumps(s, indent=1, sort_keys=True, default=float) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
