@@ -319,16 +319,19 @@ def eval_report(
     pool: bool = False,
     ship: str | None = None,
     table: str | None = None,
+    worlds: bool = False,
 ) -> dict:
     """Joined evaluate runs: SR (Wilson), calls, and paired differences; markdown.
     ``pool``: the splits as one (e.g. test and validation: every held-out task).
+    ``worlds``: also each comparison with worlds (a task id's part before ``/``) as the
+    unit, for tasks drawn by world (tasks of one world share its app and rows).
     ``ship``: also write the joined episodes as a slim episode table there (a new file);
     ``table``: read such a table instead of ``dirs`` (the same numbers), or a per-task
     counts table (:func:`counts_report`)."""
     from helpdp.evaluate.stats import episode_table, paired_ci
 
     if table is not None and "successes" in pd.read_parquet(table).columns:
-        return counts_report(table, pool)
+        return counts_report(table, pool, worlds)
     res = _load_eval(dirs, table)
     unknown = sorted(set(skip) - set(res["policy"]))
     if unknown:
@@ -381,7 +384,8 @@ def eval_report(
                 m, lo, hi = paired_ci(d.to_numpy())
                 cells.append(f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]")
             lines.append(f"| {cell[a]} | " + " | ".join(cells) + " |")
-        lines += ["", *_per_task(by, pols, cell), "", *_power(by, pols, cell, out, split), ""]
+        lines += ["", *_per_task(by, pols, cell), ""]
+        lines += [*_power(by, pols, cell, out, split, worlds=worlds), ""]
     print("\n".join(lines))
     return {f"{s}/{p}": v for (s, p), v in out.items()}
 
@@ -407,7 +411,7 @@ def read_counts(path: str) -> pd.DataFrame:
     return t
 
 
-def counts_report(path: str, pool: bool = False) -> dict:
+def counts_report(path: str, pool: bool = False, worlds: bool = False) -> dict:
     """The task-level numbers of a per-task counts table (:func:`read_counts`): each
     policy against "help at turn 0" and the rules' hull at its spend (the policies' mean
     calls from ``policy_calls``), tasks as the unit. The cluster interval needs only each
@@ -440,7 +444,7 @@ def counts_report(path: str, pool: bool = False) -> dict:
             "",
             *_per_task(by, pols, cell),
             "",
-            *_power(by, pols, cell, out, split, pairs_known=False),
+            *_power(by, pols, cell, out, split, pairs_known=False, worlds=worlds),
             "",
         ]
     print("\n".join(lines))
@@ -475,7 +479,13 @@ def _against(by: dict, pols: list[str], p: str) -> list[tuple[str, pd.Series]]:
 
 
 def _power(
-    by: dict, pols: list[str], cell: dict, out: dict, split: str, pairs_known: bool = True
+    by: dict,
+    pols: list[str],
+    cell: dict,
+    out: dict,
+    split: str,
+    pairs_known: bool = True,
+    worlds: bool = False,
 ) -> list[str]:
     """Each policy against "help at turn 0" and against the rules' hull at its own spend
     (helpdp.evaluate.rule_hull_baseline: an episode-wise mix of never, always and the
@@ -483,7 +493,8 @@ def _power(
     from these pairs and the pairs a difference of 0.05 needs, pairs independent) and with
     tasks as the unit ("for tasks like these": helpdp.evaluate.stats.task_ci, the tasks
     that differ, the largest share one task carries, the task-level detectable difference
-    and the tasks 0.05 needs). ``pairs_known=False``: the task-level columns only."""
+    and the tasks 0.05 needs). ``pairs_known=False``: the task-level columns only.
+    ``worlds``: a second table, the same with worlds as the unit (``row["worlds"]``)."""
     from helpdp.evaluate.stats import paired_ci, task_ci
     from helpdp.intervals import detectable_difference, pairs_needed
 
@@ -496,6 +507,11 @@ def _power(
         "|---" * (8 if pairs_known else 5) + "|---|",
     ]
     notes = []
+    wlines = [
+        "| policy (calls) | against | for worlds like these [95%] | worlds that differ "
+        "(largest share) | detectable (worlds) | worlds for 0.05 |",
+        "|---" * 6 + "|",
+    ]
     for p in pols:
         mine = by[p]["success"].astype(float)
         tasks = by[p].index.str.rsplit("#", n=1).str[0].to_numpy()
@@ -503,6 +519,10 @@ def _power(
             d = (mine - base).to_numpy()
             tk = task_ci(d, tasks)
             row = {"tasks": tk}
+            if worlds:
+                wk = task_ci(d, np.array([t.split("/")[0] for t in tasks]))
+                row["worlds"] = wk
+                wlines.append(f"| {cell[p]} | {name.replace('|', '/')} | {_cluster_cells(wk)} |")
             cells = (
                 f"| {cell[p]} ({by[p]['expert_calls'].mean():.2f}) | {name.replace('|', '/')} | "
             )
@@ -517,22 +537,29 @@ def _power(
                     "n/a (no spread) | n/a | " if need is None else f"{mde:.3f} | {need} | "
                 )
             out[(split, f"{p} vs {name}")] = row
-            share = "n/a" if np.isnan(tk["top_share"]) else f"{tk['top_share']:.0%}"
-            tmde = "n/a" if np.isnan(tk["detectable"]) else f"{tk['detectable']:.3f}"
-            lines.append(
-                cells + f"{tk['mean']:+.3f} [{tk['lo']:+.3f}, {tk['hi']:+.3f}] (df "
-                f"{tk['df']:.1f}) | {tk['differ']} of {tk['G']} ({share}) | {tmde} | "
-                f"{tk['tasks_for_delta'] if tk['tasks_for_delta'] is not None else 'n/a'} |"
-            )
+            lines.append(cells + _cluster_cells(tk) + " |")
             if tk["note"] and tk["note"] not in notes:
                 notes.append(tk["note"])
-    return lines + [
-        f"\n**{n}**: the task-level intervals describe these tasks only." for n in notes
-    ]
+    lines += [f"\n**{n}**: the task-level intervals describe these tasks only." for n in notes]
+    if worlds:
+        lines += ["", "With worlds as the unit (tasks drawn by world):", "", *wlines]
+    return lines
+
+
+def _cluster_cells(k: dict) -> str:
+    """A :func:`helpdp.evaluate.stats.task_ci` record as the table's four cells."""
+    share = "n/a" if np.isnan(k["top_share"]) else f"{k['top_share']:.0%}"
+    mde = "n/a" if np.isnan(k["detectable"]) else f"{k['detectable']:.3f}"
+    need = k["tasks_for_delta"] if k["tasks_for_delta"] is not None else "n/a"
+    return (
+        f"{k['mean']:+.3f} [{k['lo']:+.3f}, {k['hi']:+.3f}] (df {k['df']:.1f}) | "
+        f"{k['differ']} of {k['G']} ({share}) | {mde} | {need}"
+    )
 
 
 def _eval_main(args: list[str]) -> dict:
-    """``--eval-report DIRS [--skip=POLICY] [--pool] [--ship FILE] [--from-table FILE]``;
+    """``--eval-report DIRS [--skip=POLICY] [--pool] [--ship FILE] [--from-table FILE]
+    [--worlds]``;
     bad input exits 2 with one line naming the file."""
     ap = argparse.ArgumentParser(prog="real_actor.py --eval-report")
     ap.add_argument("dirs", nargs="*")
@@ -540,11 +567,14 @@ def _eval_main(args: list[str]) -> dict:
     ap.add_argument("--pool", action="store_true")
     ap.add_argument("--ship", default=None, metavar="FILE")
     ap.add_argument("--from-table", default=None, metavar="FILE")
+    ap.add_argument("--worlds", action="store_true", help="also worlds as the unit")
     a = ap.parse_args(args)
     if bool(a.dirs) == bool(a.from_table):
         ap.error("give the evaluate out directories or --from-table FILE, not both")
     try:
-        return eval_report(a.dirs, tuple(a.skip), a.pool, ship=a.ship, table=a.from_table)
+        return eval_report(
+            a.dirs, tuple(a.skip), a.pool, ship=a.ship, table=a.from_table, worlds=a.worlds
+        )
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -98,6 +98,30 @@ def test_eval_report_per_task_and_at_equal_spend_with_the_power(tmp_path, capsys
     assert "4 paired (task, seed) episodes" in capsys.readouterr().out
 
 
+def test_eval_report_with_worlds_as_the_unit(tmp_path, capsys):
+    """--worlds: the same differences clustered by world (the task id before "/"): three
+    worlds of two tasks, one pair each; the worlds' mean differences 1, 0.5, 0 give the t
+    interval of three means (equal worlds: CR2 is exactly that, 2 df)."""
+    bench = _bench()
+    pairs = ["w1/0#1", "w1/1#1", "w2/0#1", "w2/1#1", "w3/0#1", "w3/1#1"]
+    _results(tmp_path / "t0", "rule: turn 0", pairs, [0, 0, 0, 0, 0, 0], 1.0)
+    _results(tmp_path / "sel", "sel", pairs, [1, 1, 1, 0, 0, 0], 1.0)
+    out = bench.eval_report([str(tmp_path / d) for d in ("t0", "sel")], worlds=True)
+    w = out["test/sel vs rule: turn 0"]["worlds"]
+    assert (w["G"], w["differ"], w["df"]) == (3, 2, 2.0)
+    half = 4.302652729911275 * 0.5 / 3**0.5  # t(0.975, 2) * sd of (1, .5, 0) / sqrt(3)
+    assert w["mean"] == pytest.approx(0.5) and w["hi"] - 0.5 == pytest.approx(half)
+    assert out["test/sel vs rule: turn 0"]["tasks"]["G"] == 6
+    text = capsys.readouterr().out
+    assert "With worlds as the unit (tasks drawn by world):" in text
+    assert (
+        f"| sel | rule: turn 0 | +0.500 [{0.5 - half:+.3f}, {0.5 + half:+.3f}] (df 2.0) | 2 of 3"
+        in text
+    )
+    bench.eval_report([str(tmp_path / d) for d in ("t0", "sel")])  # without: no such table
+    assert "worlds as the unit" not in capsys.readouterr().out
+
+
 def _runtimes():
     spec = importlib.util.spec_from_file_location("bench_runtimes", ROOT / "bench" / "runtimes.py")
     mod = importlib.util.module_from_spec(spec)
