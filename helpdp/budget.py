@@ -44,6 +44,7 @@ import pandas as pd
 from helpdp import trace as _trace
 from helpdp.data import MDP, Dataset
 from helpdp.solve import Solution, cost_means, solve, solve_costs
+from helpdp.trace import InfeasibleBudget
 
 R_MAX = _trace.R_MAX  # beyond this the budget is declared infeasible
 USAGE_EPS = _trace.USAGE_EPS  # budget slack treated as "spent exactly"
@@ -53,10 +54,6 @@ FRONTIER_CHECK_TOL = 1e-9  # a materialised policy reproduces the frontier's E[U
 SWEEP_BATCH_BYTES = 1 << 30  # of at most this many bytes together (25 per state each)
 # r is reported (search log, the command's line) to this many significant digits;
 R_DIGITS = 6  # rule=paper's bisection stops when its next midpoint would not move r at them
-
-
-class InfeasibleBudget(ValueError):
-    """No policy in the data meets the budget (some states only ever saw help)."""
 
 
 class Solves:
@@ -371,10 +368,7 @@ def _search_frontier(
             f"trace: {fr.n_tasks} tasks, {len(fr)} frontier policies ({fr.seconds:.3f}s, "
             "one pass over every task)"
         )
-    try:
-        q = fr.query(budget)
-    except _trace.InfeasibleBudgetError as e:
-        raise InfeasibleBudget(str(e)) from None
+    q = fr.query(budget)  # InfeasibleBudget below the least usage
     at = Solves(
         mdp,
         what="budget search",
@@ -486,8 +480,8 @@ def search_budgets(
     for b in budgets:
         try:
             queries.append(fr.query(b))
-        except _trace.InfeasibleBudgetError as e:
-            error = InfeasibleBudget(str(e))  # raised after the results before it
+        except InfeasibleBudget as e:
+            error = e  # raised after the results before it
             break
     # search_budget solves at r* first and keeps that policy when it is the frontier's
     # less-help vertex, else solves in the middle of the vertex's interval: one pass

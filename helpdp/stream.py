@@ -31,7 +31,7 @@ import numpy as np
 from helpdp.contract import MANIFEST_FILE, DatasetError
 from helpdp.data import load_dataset, write_dataset
 from helpdp.subset import task_subset
-from helpdp.trace import Breakpoints, Frontier, InfeasibleBudgetError, trace_breakpoints
+from helpdp.trace import Breakpoints, Frontier, InfeasibleBudget, trace_breakpoints
 
 # peak memory of loading and tracing a part, per byte of its Parquet files
 # (measured: ~12x on history trees; the decoded tables, the model, the sort keys)
@@ -178,7 +178,7 @@ def answer(fr: Frontier, budget: float) -> dict:
     """search.json's numbers (docs/method.md, "Outputs") for ``budget``, read off ``fr``."""
     try:
         q = fr.query(float(budget))
-    except InfeasibleBudgetError as e:
+    except InfeasibleBudget as e:
         raise ValueError(str(e)) from None
     mixture = None
     if q.more_help is not None:

@@ -133,8 +133,9 @@ class Query:
         return w * self.more_help.expected_success + (1 - w) * self.less_help.expected_success
 
 
-class InfeasibleBudgetError(ValueError):
-    """Raised by ``Frontier.query`` (helpdp.budget re-raises it as InfeasibleBudget)."""
+class InfeasibleBudget(ValueError):
+    """No policy in the data meets the budget (some states only ever saw help): raised by
+    ``Frontier.query`` and by helpdp.budget's searches (one class, exported there)."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ class Frontier:
         k = int(np.searchsorted(-u, -(budget + USAGE_EPS), side="left"))
         if k >= len(u) or self.starts[k] > R_MAX:
             last = min(int(np.searchsorted(self.starts, R_MAX, side="right")) - 1, len(u) - 1)
-            raise InfeasibleBudgetError(
+            raise InfeasibleBudget(
                 f"budget {budget} is below the least expert usage any policy in the data reaches "
                 f"(E[U] = {u[last]:.6g} at r = {self.starts[last]:.3g}): some states were only "
                 "ever observed with help"
