@@ -31,7 +31,7 @@ import numpy as np
 from helpdp.contract import MANIFEST_FILE, DatasetError
 from helpdp.data import load_dataset, write_dataset
 from helpdp.subset import task_subset
-from helpdp.trace import Breakpoints, Frontier, InfeasibleBudget, trace_breakpoints
+from helpdp.trace import Breakpoints, InfeasibleBudget, TracedFrontier, trace_breakpoints
 
 # peak memory of loading and tracing a part, per byte of its Parquet files
 # (measured: ~12x on history trees; the decoded tables, the model, the sort keys)
@@ -42,7 +42,7 @@ BYTES_PER_PARQUET_BYTE = 16
 class StreamResult:
     """The merged frontier of a partitioned dataset and how it was computed."""
 
-    frontier: Frontier
+    frontier: TracedFrontier
     breakpoints: Breakpoints
     parts: int
     transitions: int
@@ -160,7 +160,7 @@ def trace_parts(
                 )
         results = ray.get(refs)
     bp = Breakpoints.merge([r[0] for r in results])
-    fr = Frontier.from_breakpoints(bp, time.perf_counter() - t0)
+    fr = TracedFrontier.from_breakpoints(bp, time.perf_counter() - t0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return StreamResult(
         frontier=fr,
@@ -174,7 +174,7 @@ def trace_parts(
     )
 
 
-def answer(fr: Frontier, budget: float) -> dict:
+def answer(fr: TracedFrontier, budget: float) -> dict:
     """search.json's numbers (docs/method.md, "Outputs") for ``budget``, read off ``fr``."""
     try:
         q = fr.query(float(budget))
@@ -222,6 +222,6 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def frontier_arrays(fr: Frontier) -> dict[str, np.ndarray]:
+def frontier_arrays(fr: TracedFrontier) -> dict[str, np.ndarray]:
     """The frontier's arrays (``starts``, ``usage``, ``success``), e.g. to save."""
     return {"starts": fr.starts, "usage": fr.usage, "success": fr.success}

@@ -8,7 +8,7 @@ breakpoints in r and the policy's E[U], E[S] between them, with the fixed-r
 solver's tie rule) in one backward pass of piecewise-linear functions. The
 global frontier is their sum: all breakpoints sorted by r, E[U] and E[S] jumping
 at each by the owning task's jumps (``Breakpoints.merge``). A budget is then a
-binary search (``Frontier.query``): the breakpoint r* where E[U] falls to the
+binary search (``TracedFrontier.query``): the breakpoint r* where E[U] falls to the
 budget, the two optimal policies on either side, and the mixture weight that
 spends the budget exactly. Since the two policies differ only in the task(s)
 whose breakpoint r* is, the mixture randomises within that task only.
@@ -110,7 +110,7 @@ class Vertex:
 
 @dataclass(frozen=True)
 class Query:
-    """A budget answered from the frontier (``Frontier.query``)."""
+    """A budget answered from the frontier (``TracedFrontier.query``)."""
 
     budget: float
     r: float  # the breakpoint r* (0 when the budget does not bind)
@@ -135,11 +135,11 @@ class Query:
 
 class InfeasibleBudget(ValueError):
     """No policy in the data meets the budget (some states only ever saw help): raised by
-    ``Frontier.query`` and by helpdp.budget's searches (one class, exported there)."""
+    ``TracedFrontier.query`` and by helpdp.budget's searches (one class, exported there)."""
 
 
 @dataclass(frozen=True)
-class Frontier:
+class TracedFrontier:
     """The global usage-success frontier: vertex ``k`` is optimal on
     ``[starts[k], ends[k])`` (``starts[0] = 0``, the last open-ended), with
     normalised E[U] ``usage[k]`` (non-increasing) and E[S] ``success[k]``.
@@ -155,7 +155,7 @@ class Frontier:
     ends: np.ndarray | None = None
 
     @staticmethod
-    def from_breakpoints(bp: Breakpoints, seconds: float = 0.0) -> Frontier:
+    def from_breakpoints(bp: Breakpoints, seconds: float = 0.0) -> TracedFrontier:
         r = bp.r
         # breakpoints of several tasks at the same r (to R_MERGE) are one global
         # breakpoint, placed at the group's largest r: at and above it every task of
@@ -187,7 +187,7 @@ class Frontier:
             # the merged vertex takes the values of the last breakpoint it absorbs
             last = np.r_[idx[1:] - 1, len(usage) - 1]
             starts, usage, success, ends = starts[idx], usage[last], success[last], ends[last]
-        return Frontier(starts, usage, success, bp.n_tasks, seconds, ends)
+        return TracedFrontier(starts, usage, success, bp.n_tasks, seconds, ends)
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -280,7 +280,7 @@ def warm_up(mdp: MDP) -> None:
     )
 
 
-def frontier_of(mdp: MDP, *, gamma: float, tie_tol: float = 1e-12) -> Frontier | None:
+def frontier_of(mdp: MDP, *, gamma: float, tie_tol: float = 1e-12) -> TracedFrontier | None:
     """The global frontier of ``mdp`` (cached on it), or None where the per-task
     trace does not apply or a task is too large for it."""
     if not applies(mdp):
@@ -290,6 +290,6 @@ def frontier_of(mdp: MDP, *, gamma: float, tie_tol: float = 1e-12) -> Frontier |
         t = time.perf_counter()
         bp = trace_breakpoints(mdp, gamma=gamma, tie_tol=tie_tol)
         mdp.cache[key] = (
-            None if bp is None else Frontier.from_breakpoints(bp, time.perf_counter() - t)
+            None if bp is None else TracedFrontier.from_breakpoints(bp, time.perf_counter() - t)
         )
     return mdp.cache[key]

@@ -18,7 +18,7 @@ from helpdp import (
 from helpdp._src import parametric
 from helpdp.subset import task_subset
 from helpdp.synthetic import SyntheticParams
-from helpdp.trace import Breakpoints, Frontier, frontier_of, trace_breakpoints
+from helpdp.trace import Breakpoints, TracedFrontier, frontier_of, trace_breakpoints
 
 # three tasks, two decisions each; help gains (= the breakpoints in r):
 # task 0: 0.2, 0.6 ; task 1: 0.4, 0.8 ; task 2: 0.3, 0.5
@@ -64,7 +64,7 @@ def test_merging_groups_of_tasks_equals_the_whole():
     ]
     merged = Breakpoints.merge(parts)
     assert merged.n_tasks == whole.n_tasks == 3 and merged.weight == whole.weight
-    a, b = Frontier.from_breakpoints(whole), Frontier.from_breakpoints(merged)
+    a, b = TracedFrontier.from_breakpoints(whole), TracedFrontier.from_breakpoints(merged)
     assert np.array_equal(a.starts, b.starts)
     assert a.usage == pytest.approx(b.usage, abs=1e-15)
     assert a.success == pytest.approx(b.success, abs=1e-15)
@@ -166,7 +166,7 @@ def test_breakpoints_a_rounding_apart_are_one_global_breakpoint():
         d_usage=np.full(5, -0.5),
         n_tasks=5,
     )
-    fr = Frontier.from_breakpoints(bp)
+    fr = TracedFrontier.from_breakpoints(bp)
     assert fr.starts.tolist() == [0.0, 0.2, third[2], 0.5]
     assert [fr.vertex(k).r_max for k in range(4)] == [0.2, third[0], 0.5, np.inf]
     assert fr.usage == pytest.approx([1.0, 0.875, 0.5, 0.375], abs=1e-15)
