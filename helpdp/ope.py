@@ -64,7 +64,8 @@ inform the difference. With ``support = min(deviate, deviate_ref)`` at 0 the
 difference is the control variate's extrapolation (``helpdp.select`` never picks such
 a candidate).
 
-The numeric kernels are in ``helpdp._src.ope``.
+The numeric kernels are in ``helpdp._src.ope``; the estimators, one function each in
+a registry, in ``helpdp.estimators``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ import pandas as pd
 
 from helpdp._src import ope as ko
 from helpdp.data import Dataset, load_dataset
+from helpdp.estimators import ESTIMATORS, REGISTRY, Terms
 from helpdp.events import state_events, state_histories
 from helpdp.intervals import in_range
 from helpdp.policies import StateView, action_probs, build_policy, components
@@ -95,9 +97,6 @@ __all__ = [
     "resolve_unit",
 ]
 
-ESTIMATORS = ("is", "snis", "pdis", "dr", "wdr", "dm")
-#: the estimators whose value has a model part (the DM estimate) and a data part
-MODEL_BASED = ("dr", "wdr", "dm")
 #: interval units (module docstring)
 UNITS = ("auto", "task", "episode", "stratum")
 #: ``unit="auto"`` takes tasks as the unit from this many tasks on
@@ -547,11 +546,10 @@ def _q_model(
     return q
 
 
-def _terms(logged: Logged, policy, ctx: dict | None = None, target=None, drop=None) -> dict:
-    """Per-episode terms per quantity (``terms``), the padded arrays of the weighted DR
-    (``rho_pad``, ``pads``), the quantities' ``names``, the target's ``dist`` and
-    ``target`` (what :func:`_target` gave; pass it back to skip recomputing it);
-    ``drop``: steps left out of the control variate's fit."""
+def _terms(logged: Logged, policy, ctx: dict | None = None, target=None, drop=None) -> Terms:
+    """What the estimators read (:class:`helpdp.estimators.Terms`); ``target``: what
+    :func:`_target` gave (passed back to skip recomputing it); ``drop``: steps left out
+    of the control variate's fit."""
     ptr = logged.ep_ptr
     taken, w, dist = _target(policy, logged) if target is None else target
     rho, _ = ko.ratios(ptr, logged.mu, logged.mix, taken, w)
@@ -578,28 +576,21 @@ def _terms(logged: Logged, policy, ctx: dict | None = None, target=None, drop=No
         out[name] = terms
         v_next = ko.next_values(ptr, v, terminal)
         pads[name] = (v0, ko.padded(ptr, reward + v_next - q_taken, fill_last=False))
-    return {
-        "terms": out,
-        "rho_pad": rho_pad,
-        "pads": pads,
-        "names": list(quantities),
-        "dist": dist,
-        "target": (taken, w, dist),
-    }
+    return Terms(out, rho_pad, pads, list(quantities), dist, (taken, w, dist))
 
 
-def _leave_one_out(logged: Logged, tm: dict, ctx: dict, g, task, estimators) -> dict:
+def _leave_one_out(logged: Logged, tm: Terms, ctx: dict, g, task, estimators) -> dict:
     """The delete-one-task jackknife of the model-based estimators: ``{(estimator,
     quantity): (K,)}``, the mean over the other tasks with the control variate refitted
     without task ``j`` (its steps out of the fit; the target's probabilities kept)."""
-    ests = [e for e in estimators if e in MODEL_BASED]
-    out = {(e, n): np.full(g.shape[1], np.nan) for e in ests for n in tm["names"] + ["U"]}
+    ests = [e for e in estimators if REGISTRY[e].model_based]
+    out = {(e, n): np.full(g.shape[1], np.nan) for e in ests for n in tm.names + ["U"]}
     if not ests:
         return out
     step_task = np.repeat(task, np.diff(logged.ep_ptr))
     ones = np.ones((1, len(task)))
     for j in range(g.shape[1]):
-        tj = _terms(logged, None, ctx, target=tm["target"], drop=step_task == j)
+        tj = _terms(logged, None, ctx, target=tm.target, drop=step_task == j)
         for e, n in out:
             v = _per_task(tj, e, n, ones, g, task)[0]
             v[j] = np.nan
@@ -629,26 +620,15 @@ def _group_matrix(codes: np.ndarray) -> np.ndarray:
     return g
 
 
-def _per_task(tm: dict, est: str, name: str, counts, g, task) -> np.ndarray:
+def _per_task(tm: Terms, est: str, name: str, counts, g, task) -> np.ndarray:
     """``(B, K)``: one estimator's value of one quantity per task under each replicate
     of ``counts`` (NaN: a task the replicate did not draw, or, for ``snis``, a task
     without an agreeing episode). ``U`` (several interventions): the sum of ``U_k``."""
     if name == "U":
-        return sum(_per_task(tm, est, n, counts, g, task) for n in tm["names"] if n[:2] == "U_")
-    t = tm["terms"][name]
+        return sum(_per_task(tm, est, n, counts, g, task) for n in tm.names if n[:2] == "U_")
     drawn = counts @ g
     with np.errstate(invalid="ignore", divide="ignore"):
-        if est == "snis":
-            den = (counts * tm["terms"]["SR"]["w"]) @ g
-            val = np.where(den > 0, ((counts * t["is"]) @ g) / np.where(den > 0, den, 1.0), np.nan)
-        elif est == "wdr":
-            v0, d_pad = tm["pads"][name]
-            val = np.full(drawn.shape, np.nan)
-            for j in range(g.shape[1]):
-                m = task == j
-                val[:, j] = ko.weighted_dr(counts[:, m], v0[m], tm["rho_pad"][m], d_pad[m])
-        else:
-            val = ((counts * t[est]) @ g) / drawn
+        val = REGISTRY[est].per_task(tm, name, counts, g, task)
     return np.where(drawn > 0, val, np.nan)
 
 
@@ -664,10 +644,10 @@ def _interval(vals: np.ndarray, unit: str, level: float) -> tuple[float, float, 
     return float(point), float(lo), float(hi), int(np.isfinite(vals[0]).sum())
 
 
-def _support(tm: dict, tr: dict, ptr: np.ndarray) -> dict:
+def _support(tm: Terms, tr: Terms, ptr: np.ndarray) -> dict:
     """The episodes that inform the difference from the reference (module docstring)."""
-    dev = ko.differs(ptr, tm["dist"], tr["dist"])
-    agree, agree_r = tm["terms"]["SR"]["w"] > 0, tr["terms"]["SR"]["w"] > 0
+    dev = ko.differs(ptr, tm.dist, tr.dist)
+    agree, agree_r = tm.terms["SR"]["w"] > 0, tr.terms["SR"]["w"] > 0
     out = {
         "agree_ref": int(agree_r.sum()),
         "deviate": int((agree & dev).sum()),
@@ -704,9 +684,9 @@ def estimate(
     intervals (``unit``: module docstring); with a ``reference`` policy also the paired
     differences ``dSR``, ``dU`` and the support diagnostics."""
     logged = data if isinstance(data, Logged) else load_logged(data)
-    bad = [e for e in estimators if e not in ESTIMATORS]
+    bad = [e for e in estimators if e not in REGISTRY]
     if bad:
-        raise ValueError(f"estimators: unknown {bad[0]!r} (one of {', '.join(ESTIMATORS)})")
+        raise ValueError(f"estimators: unknown {bad[0]!r} (one of {', '.join(REGISTRY)})")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     if n_boot < 10:
@@ -727,7 +707,7 @@ def estimate(
         rng = np.random.default_rng(seed)
         strata = task if unit == "episode" else logged.episodes["stratum"].to_numpy()
         counts = np.vstack([ones, ko.stratified_counts(strata, n_boot, rng)]).astype(np.float64)
-    names = tm["names"] + ["U"]
+    names = tm.names + ["U"]
     rows, per_task, parts = [], [], {e: {} for e in estimators}
     dm = {n: _per_task(tm, "dm", n, ones, g, task)[0] for n in ("SR", "U")}
     if tr is not None:
@@ -766,10 +746,12 @@ def estimate(
                 ]
                 if q in dm:  # the model's part: the DM estimate (none for the IS family)
                     model = (
-                        float(np.nanmean(dm[q][np.isfinite(v[0])])) if est in MODEL_BASED else 0.0
+                        float(np.nanmean(dm[q][np.isfinite(v[0])]))
+                        if REGISTRY[est].model_based
+                        else 0.0
                     )
                     parts[est][q] = [model, value - model]
-    w = tm["terms"]["SR"]["w"]
+    w = tm.terms["SR"]["w"]
     empty = int(((w > 0).astype(np.float64) @ g == 0).sum())
     diag = {
         "episodes": int(logged.n_episodes),
