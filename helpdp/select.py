@@ -24,9 +24,11 @@ valued by off-policy evaluation (``helpdp.ope``) on tasks it was not fitted on:
   steps, but with fewer than ``min_support`` agreeing episodes in which it deviates
   from the reference (or the reference from it), is marked unsupported and never
   picked: its difference is the control variate's extrapolation, not data;
-* **estimators**: ``SELECT_ESTIMATORS`` (``dr``, ``wdr``); ``is``, ``pdis``, ``snis``
-  and ``dm`` are refused (their intervals did not reach 0.90 coverage on HelpWorld,
-  ``bench/ope_coverage.py``);
+* **estimators**: only those of the allow list ``helpdp.estimators.COVERAGE_CHECKED``
+  (``dr``, ``wdr``: their intervals were checked to cover, ``bench/ope_coverage.py``,
+  docs/ope.md's coverage table); ``is``, ``pdis``, ``snis`` and ``dm`` are refused (they
+  did not reach 0.90 coverage on HelpWorld), and so is any estimator registered since
+  until it is added there with its check;
 * **choice**: among the supported candidates, the best point at the budget on the upper concave hull of the
   candidates' cross-fitted (U, SR - ``pessimism`` x half-width): one candidate, or a per-episode mixture of two
   that spends the budget (plus ``slack``) exactly, as the constrained MDP's optimum
@@ -64,6 +66,7 @@ from helpdp.cliconf import doc_field as _f
 from helpdp.confirm import as_policy, confirm_one, hull_at, mix_name, rules_hull, task_values
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
+from helpdp.estimators import COVERAGE_CHECKED, refusal
 from helpdp.intervals import in_range
 from helpdp.ope import ESTIMATORS, estimate, load_logged
 from helpdp.policies import (
@@ -78,7 +81,6 @@ from helpdp.splits import stable_int64
 from helpdp.subset import task_subset
 
 __all__ = [
-    "REFUSED",
     "SELECT_ESTIMATORS",
     "MixturePolicy",
     "SelectConfig",
@@ -88,20 +90,10 @@ __all__ = [
     "select",
 ]
 
-#: why ``select`` does not offer an estimator: its 95% intervals did not reach 0.90
-#: coverage on HelpWorld at the shipped designs (bench/ope_coverage.py, docs/results/ope.md)
-REFUSED = {
-    "is": "trajectory IS: its heavy-tailed weights leave the 95% intervals at 0.69 coverage "
-    "(U, dSR) with 3 seeds and 0.81 with 10 on HelpWorld (docs/results/ope.md); use wdr or dr",
-    "pdis": "per-decision IS: 95% intervals at 0.62 coverage (dU) with 3 seeds and 0.83 with "
-    "10 on HelpWorld (docs/results/ope.md); use wdr or dr",
-    "snis": "self-normalised IS is biased upwards where few episodes agree (coverage of SR "
-    "0.35 with 3 seeds, 0.57 with 10 on HelpWorld, docs/results/ope.md); use wdr or dr",
-    "dm": "the model alone has no data correction (coverage of SR 0.30 with 3 seeds, 0.36 "
-    "with 10 on HelpWorld, docs/results/ope.md); use wdr or dr",
-}
-#: the estimators ``select`` offers
-SELECT_ESTIMATORS = tuple(e for e in ESTIMATORS if e not in REFUSED)
+#: the estimators ``select`` offers: the allow list of those whose coverage was checked
+#: (``helpdp.estimators.COVERAGE_CHECKED``, docs/ope.md's coverage table); any other is
+#: refused with ``helpdp.estimators.refusal``'s line
+SELECT_ESTIMATORS = tuple(e for e in ESTIMATORS if e in COVERAGE_CHECKED)
 #: what the confirmation keeps where no candidate clears it (``SelectConfig.fallback``)
 FALLBACKS = ("reference", "confirmed_rule", "rules_hull")
 #: ``event_rules``' default: turn 0, then after a repeated call / a loop / a failed call /
@@ -505,8 +497,8 @@ def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
     """One budget's selection (module docstring); returns the record written to
     ``selected.json`` with the chosen policy under ``policy``."""
 
-    if cfg.estimator not in SELECT_ESTIMATORS:
-        why = REFUSED.get(cfg.estimator, f"not one of {', '.join(ESTIMATORS)}")
+    why = refusal(cfg.estimator)  # the allow list (helpdp.estimators.COVERAGE_CHECKED)
+    if why is not None:
         raise ValueError(f"estimator: {cfg.estimator!r}: {why}")
     bad = [r for r in cfg.rungs if r not in RUNGS]
     if bad:
