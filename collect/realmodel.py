@@ -19,7 +19,6 @@ verified file with ``transformers`` (``gguf_file=``, dequantised to float32 on l
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
+from helpdp.contract import sha256_file
 
 __all__ = [
     "MODELS",
@@ -125,14 +125,6 @@ def gguf_metadata(path: str | Path) -> dict:
     }
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def verify_model(name: str, path: str | Path, *, check_hash: bool = True) -> dict:
     """Check a joined file against the pins of model ``name``; its metadata, or ModelError."""
     m = _model(name)
@@ -143,7 +135,7 @@ def verify_model(name: str, path: str | Path, *, check_hash: bool = True) -> dic
     if size != m.size:
         raise ModelError(f"{path}: {size} bytes, expected {m.size}")
     if check_hash:
-        digest = _sha256(path)
+        digest = sha256_file(path, 1 << 22)
         if digest != m.sha256:
             raise ModelError(f"{path}: sha256 {digest}, expected {m.sha256} (pinned)")
     meta = gguf_metadata(path)

@@ -66,7 +66,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from helpdp.contract import STATES_SCHEMA, TRANSITIONS_SCHEMA, conform, fsync_dir
+from helpdp.contract import STATES_SCHEMA, TRANSITIONS_SCHEMA, conform, fsync_dir, sha256_file
 
 __all__ = [
     "FAILED_OUTCOMES",
@@ -128,14 +128,6 @@ def write_text(text: str, path: Path) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _failed(outcomes: pa.Array | pa.ChunkedArray) -> int:
@@ -398,7 +390,7 @@ class ShardStore:
                 if m.get("index") != index:
                     return f"is shard {m.get('index')!s:0>6} of its plan, not {index:06d}", True
             for t in TABLES:
-                if _sha256_file(d / f"{t}.parquet") != sums.get(f"{t}.parquet"):
+                if sha256_file(d / f"{t}.parquet") != sums.get(f"{t}.parquet"):
                     return f"{t}.parquet does not match its sha256", False
         else:  # written before checksums: readable in full?
             for t in TABLES:

