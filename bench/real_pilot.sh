@@ -9,6 +9,10 @@
 # 400 tasks, each at both probabilities. It says which tasks the model ever solves, with and
 # without help, the episodes per hour here and the between-task variance that sizes the
 # held-out evaluation; the splits are chosen from it before any verdict episode runs.
+# env.max_turns=12 (the longest reference solution is 8 calls, plus list_tools and the
+# answer): at the default 30, a first run finished 22 episodes in 5 minutes and then held
+# both slots for over 20 minutes with two episodes (long tool results re-read each turn
+# at about 55 prompt tokens a second per thread), about 25 episodes an hour.
 # Resumable: rerun the same command; finished shards are kept (and committed).
 #
 #   nohup nice -n 10 bash bench/real_pilot.sh >> outputs/real-pilot.log 2>&1 &
@@ -28,6 +32,6 @@ fi
 source bench/realserve_up.sh
 "$PY" -m collect out="$OUT" worlds="$WORLDS" collect/actor=qwen_coder_0_5b_llamacpp \
     'schedule.probabilities=[0.0,1.0]' 'schedule.seeds=[0,1]' executor.order=seed_shuffled \
-    progress=false &
+    env.max_turns=12 progress=false &
 pids+=($!)
 wait "${pids[1]}"
