@@ -33,7 +33,7 @@ import pandas as pd
 
 from helpdp.data import from_frames
 from helpdp.ope import Logged, load_logged
-from helpdp.policies import StateView, TriggerRandomised, TurnZero, TurnZeroThen, action_probs
+from helpdp.policies import TriggerRandomised, TurnZero, TurnZeroThen, action_probs
 from helpdp.synthetic import HelpWorld, world_dataset
 
 PROBS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
@@ -48,17 +48,7 @@ class EventWorld(HelpWorld):
 
     def view(self, task: int, t: int, last_help: int, failed: bool, episode_id: int = 0):
         last = None if t == 0 else ("failed" if failed else "working")
-        return StateView(
-            state_id=self.state_id(task, t, last_help, failed),
-            task_id=f"toy/{task}",
-            depth=t,
-            text="",
-            episode_id=episode_id,
-            last_failure="error" if failed else None,
-            errors=int(failed),
-            last_help=last_help,
-            last_class=last,
-        )
+        return replace(super().view(task, t, last_help, failed, episode_id), last_class=last)
 
 
 def collect_design(
