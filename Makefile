@@ -95,6 +95,19 @@ $(LLAMA_VENV)/.built:
 llama-server: real-actor $(LLAMA_VENV)/.built
 	$(BIN)/python -m collect.realserve check=true port=8041
 
+# the official AWM runtime (agent-world-model==0.1.0, Python >= 3.12) in a venv of its own, never
+# in .venv, for bench/awm_conformance.py (docs/environments.md, "Conformance with the official AWM
+# runtime"); mcp<2: its mcp-agent pin otherwise pulls mcp 2.x, where FastMCP was renamed
+PYTHON312 ?= python3.12
+AWM_VENV := .venv-awm-official
+$(AWM_VENV)/.built:
+	$(PYTHON312) -m venv $(AWM_VENV)
+	$(AWM_VENV)/bin/pip install -q --upgrade pip
+	$(AWM_VENV)/bin/pip install -q 'agent-world-model==0.1.0' 'mcp<2'
+	touch $@
+.PHONY: awm-official
+awm-official: $(AWM_VENV)/.built
+
 # the B200 recipe rehearsed on CPU (docs/grpo.md): two ranks under accelerate, a tiny helper
 # gating the stand-in expert, a kill and a resume, every check; about 3 min of CPU on 2 cores.
 # It refuses an out directory that holds an earlier rehearsal: make rehearsal REHEARSAL=DIR

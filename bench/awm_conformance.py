@@ -1,0 +1,522 @@
+"""Conformance of helpdp's AWM runtime with the official ``agent-world-model==0.1.0`` (issue #49).
+
+For each world of the given AWM directories it compares three things with the official
+package, run in a Python 3.12 venv of its own (never in .venv):
+
+* **reset**: the world's initial database, built by helpdp
+  (:func:`collect.awm.app.build_scenario_database`: the sandboxed build worker on the
+  default world clock) and by the official ``awm.core.db.create_sqlite_database`` +
+  ``awm.core.sample.execute_sample_data``; ``iterdump()`` and the row count of every
+  table. Normalisation (:func:`normalise_timestamps`): a dump line that differs only in
+  date/time literals (``YYYY-MM-DD`` with an optional ``HH:MM:SS[.ffffff]``) counts as the
+  same, because helpdp's seed rows read the fixed world clock where the official build
+  reads the wall clock (``datetime('now')``, ``CURRENT_TIMESTAMP``); such lines are counted.
+* **tools**: the tool list (names, input schemas, descriptions) helpdp derives from the
+  app's OpenAPI document (:func:`collect.awm.tools.tools_from_openapi`, the app loaded in
+  helpdp's sandboxed app worker) against ``fastapi_mcp.FastApiMCP(app).tools`` (0.4.0) in
+  the official venv, the app imported in process there (the server's rewritten code when it
+  compiles, else the world's own code with ``DATABASE_PATH`` set). Normalisation: the
+  top-level ``"title": "<name>Arguments"`` fastapi-mcp puts on every input schema is
+  dropped (:func:`strip_arguments_title`), key order and the order of ``required`` are
+  ignored; helpdp's descriptions are built with ``describe_responses=True`` (the
+  ``env.describe_responses`` option; its default, False, leaves the response example out).
+* **server rewrite**: the official ``awm.core.server.run_server`` rewrite of each line
+  holding ``create_engine(`` (and of ``uvicorn.run(app``) applied to the world's
+  ``full_code``: does the result compile.
+
+The official venv (``--venv DIR``; created when absent, refused when DIR exists and is not
+such a venv) is made with::
+
+    python3.12 -m venv DIR
+    DIR/bin/pip install 'agent-world-model==0.1.0' 'mcp<2'
+
+(``mcp<2``: the package's ``mcp-agent`` pin otherwise pulls ``mcp`` 2.x, where ``FastMCP``
+was renamed, and ``awm`` does not import.) ``make awm-official`` does the same for
+``.venv-awm-official``.
+
+Usage (default sources: ../shared/awm-samples, collect/worlds and 20 generated worlds)::
+
+    .venv/bin/python bench/awm_conformance.py --venv .venv-awm-official --out FILE.md
+
+Note: the official side runs the worlds' code in process, unsandboxed, as the official
+server does; give it only datasets you would run with the official package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PIP_INSTALL = ("agent-world-model==0.1.0", "mcp<2")
+PYTHON312 = ("python3.12", "/root/.pyenv/versions/3.12.1/bin/python3.12")
+ASPECTS = ("reset", "tools", "server rewrite")
+
+_TS = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?")
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def normalise_timestamps(line: str) -> str:
+    """``line`` with every date/time literal replaced by ``<TS>``."""
+    return _TS.sub("<TS>", line)
+
+
+def compare_dumps(ours: list[str], theirs: list[str]) -> tuple[str | None, int]:
+    """(first difference in one line or None, number of lines equal only after normalising)."""
+    clock_lines = 0
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if a == b:
+            continue
+        if normalise_timestamps(a) == normalise_timestamps(b):
+            clock_lines += 1
+            continue
+        return f"dump line {i + 1}: helpdp {_short(a)} vs official {_short(b)}", clock_lines
+    if len(ours) != len(theirs):
+        return f"dump length: helpdp {len(ours)} lines vs official {len(theirs)}", clock_lines
+    return None, clock_lines
+
+
+def compare_counts(ours: dict[str, int], theirs: dict[str, int]) -> str | None:
+    """First table whose row count differs (or that only one side has), else None."""
+    for table in sorted(set(ours) | set(theirs)):
+        a, b = ours.get(table), theirs.get(table)
+        if a != b:
+            return f"rows of {table}: helpdp {a} vs official {b}"
+    return None
+
+
+def compare_tools(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str | None:
+    """First difference between two MCP tool listings (name, inputSchema, description)."""
+    a_names, b_names = [t["name"] for t in ours], [t["name"] for t in theirs]
+    if set(a_names) != set(b_names):
+        only_a = sorted(set(a_names) - set(b_names))
+        only_b = sorted(set(b_names) - set(a_names))
+        return f"names: only helpdp {only_a[:3]}, only official {only_b[:3]}"
+    by_name = {t["name"]: t for t in theirs}
+    for t in ours:
+        o = by_name[t["name"]]
+        if _canon(t["inputSchema"]) != _canon(strip_arguments_title(t["name"], o["inputSchema"])):
+            return f"{t['name']} inputSchema: {_schema_diff(t['inputSchema'], o['inputSchema'])}"
+    head_diffs = [
+        t["name"]
+        for t in ours
+        if _head(t.get("description")) != _head(by_name[t["name"]].get("description"))
+    ]
+    resp_diffs = [
+        t["name"]
+        for t in ours
+        if (t.get("description") or "").strip()
+        != (by_name[t["name"]].get("description") or "").strip()
+    ]
+    if resp_diffs and not head_diffs:
+        t, o = next(t for t in ours if t["name"] == resp_diffs[0]), by_name[resp_diffs[0]]
+        return (
+            f"descriptions of {len(resp_diffs)}/{len(ours)} tools differ only in the "
+            f"'### Responses' section, first {resp_diffs[0]} "
+            f"{divergence(t.get('description') or '', o.get('description') or '')}"
+        )
+    for t in ours:
+        o = by_name[t["name"]]
+        if (t.get("description") or "").strip() != (o.get("description") or "").strip():
+            return f"{t['name']} description: {divergence(t.get('description') or '', o.get('description') or '')}"
+    if a_names != b_names:
+        return "names: same set, different order"
+    return None
+
+
+def _head(description: str | None) -> str:
+    """A tool description without its ``### Responses`` section."""
+    return (description or "").split("### Responses")[0].strip()
+
+
+def strip_arguments_title(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without the top-level ``"title": "<name>Arguments"`` fastapi-mcp adds."""
+    if isinstance(schema, dict) and schema.get("title") == f"{name}Arguments":
+        return {k: v for k, v in schema.items() if k != "title"}
+    return schema
+
+
+def _canon(schema: Any) -> str:
+    """Key order and the order of ``required`` do not matter."""
+
+    def norm(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: sorted(v) if k == "required" and isinstance(v, list) else norm(v)
+                for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [norm(v) for v in node]
+        return node
+
+    return json.dumps(norm(schema), sort_keys=True)
+
+
+def _schema_diff(a: dict[str, Any], b: dict[str, Any]) -> str:
+    pa, pb = a.get("properties") or {}, b.get("properties") or {}
+    if set(pa) != set(pb):
+        return f"properties helpdp {sorted(pa)} vs official {sorted(pb)}"
+    for k in sorted(pa):
+        if _canon(pa[k]) != _canon(pb[k]):
+            return (
+                f"property {k}: helpdp {_short(_canon(pa[k]))} vs official {_short(_canon(pb[k]))}"
+            )
+    return f"helpdp {_short(_canon(a))} vs official {_short(_canon(b))}"
+
+
+def divergence(a: str, b: str, width: int = 40) -> str:
+    """Where two texts first differ: the character offset and a window of each."""
+    a, b = a.strip(), b.strip()
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    lo = max(0, i - 10)
+    return f"at char {i}: helpdp {a[lo : i + width]!r} vs official {b[lo : i + width]!r}"
+
+
+def _short(text: str, n: int = 90) -> str:
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= n else text[: n - 3] + "...")
+
+
+def server_rewrite(code: str, db_path: str = "/tmp/x.db") -> str:
+    """The official ``run_server`` rewrite of ``code`` (awm 0.1.0, ``awm/core/server.py``).
+
+    Only used where the official package is not importable (the tests); the conformance
+    run applies the package's own ``run_server`` logic in the official venv.
+    """
+    import textwrap
+
+    def lines_of(raw: str, indent: int) -> list[str]:
+        return textwrap.indent(textwrap.dedent(raw).strip(), " " * indent).split("\n")
+
+    out = ["import warnings", 'warnings.filterwarnings("ignore", category=DeprecationWarning)']
+    for line in code.split("\n"):
+        if "create_engine(" in line:
+            left = line.split("create_engine(")[0]
+            line = f"{left}create_engine('sqlite:///{db_path}', connect_args={{'check_same_thread': False}})"
+        if "uvicorn.run(app" in line:
+            out.extend(lines_of("import os\nhost = '127.0.0.1'\nport = 8001", 4))
+            out.extend(
+                lines_of(
+                    "from fastapi_mcp import FastApiMCP\nmcp = FastApiMCP(app)\nmcp.mount_http()", 4
+                )
+            )
+            line = "    uvicorn.run(app, host=host, port=int(port))"
+        out.append(line)
+    return "\n".join(out)
+
+
+def markdown_table(rows: list[dict[str, str]]) -> str:
+    """One row per world: source, world, then each aspect's verdict."""
+    head = "| source | world | " + " | ".join(ASPECTS) + " |"
+    sep = "|" + "---|" * (2 + len(ASPECTS))
+    body = [
+        "| "
+        + " | ".join(
+            [r["source"], r["world"]] + [r.get(a, "n/a").replace("|", "\\|") for a in ASPECTS]
+        )
+        + " |"
+        for r in rows
+    ]
+    return "\n".join([head, sep, *body]) + "\n"
+
+
+def summary(rows: list[dict[str, str]]) -> dict[str, dict[str, int]]:
+    """Per aspect: how many worlds are same / differ / n/a."""
+    out: dict[str, dict[str, int]] = {}
+    for a in ASPECTS:
+        c = {"same": 0, "differs": 0, "n/a": 0}
+        for r in rows:
+            v = r.get(a, "n/a")
+            c[
+                "same" if v.startswith("same") else "differs" if v.startswith("differs") else "n/a"
+            ] += 1
+        out[a] = c
+    return out
+
+
+# --------------------------------------------------------------------------- the official venv
+
+
+def _is_official_venv(d: Path) -> bool:
+    py = d / "bin" / "python"
+    if not py.exists():
+        return False
+    r = subprocess.run(
+        [str(py), "-c", "import importlib.metadata as m; print(m.version('agent-world-model'))"],
+        capture_output=True,
+        text=True,
+    )
+    return r.returncode == 0 and r.stdout.strip() == "0.1.0"
+
+
+def ensure_venv(d: Path) -> Path:
+    """The official venv's python (created when ``d`` is absent); ``SystemExit`` otherwise."""
+    d = Path(d)
+    if d.exists():
+        if not _is_official_venv(d):
+            raise SystemExit(f"{d} exists and is not a venv with agent-world-model==0.1.0: refused")
+        return d / "bin" / "python"
+    py312 = next((p for p in PYTHON312 if shutil.which(p) or Path(p).exists()), None)
+    if py312 is None:
+        raise SystemExit("no python3.12 found (agent-world-model needs Python >= 3.12)")
+    subprocess.run([py312, "-m", "venv", str(d)], check=True)
+    r = subprocess.run([str(d / "bin" / "pip"), "install", "-q", *PIP_INSTALL])
+    if r.returncode != 0:
+        shutil.rmtree(d, ignore_errors=True)
+        raise SystemExit("pip install of the official package failed (no network?)")
+    return d / "bin" / "python"
+
+
+_OFFICIAL = r"""
+import contextlib, io, json, os, sqlite3, sys, types
+JOB = sys.argv[1]
+sys.argv = ["official"]
+from loguru import logger
+logger.remove()
+from awm.core.db import create_sqlite_database
+from awm.core.sample import execute_sample_data
+import awm.core.server as server
+
+def dump(path):
+    conn = sqlite3.connect(path)
+    lines = list(conn.iterdump())
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+    counts = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
+    conn.close()
+    return lines, counts
+
+def rewritten(code, db_path):
+    # awm.core.server.run_server's loop, without writing the file or starting the server
+    new = ['import warnings', 'warnings.filterwarnings("ignore", category=DeprecationWarning)']
+    for line in code.split("\n"):
+        if 'create_engine(' in line:
+            left = line.split('create_engine(')[0]
+            line = f"{left}create_engine('sqlite:///{db_path}', connect_args={{'check_same_thread': False}})"
+        if 'uvicorn.run(app' in line:
+            new.extend(server.format_raw_code_to_lines("import os\nhost = '127.0.0.1'\nport = 8001", 4))
+            line = '    uvicorn.run(app, host=host, port=int(port))'
+        new.append(line)
+    return "\n".join(new)
+
+job = json.load(open(JOB))
+out = []
+for w in job:
+    r = {"name": w["name"]}
+    db_path = None
+    if w.get("db_schema") is not None:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                db_path, ok, failed, errs = create_sqlite_database(w["name"], w["db_schema"], w["dir"])
+                if w.get("sample_data") is not None:
+                    execute_sample_data(db_path, w["sample_data"], w["name"])
+            r["dump"], r["counts"] = dump(db_path)
+        except Exception as e:
+            r["db_error"] = f"{type(e).__name__}: {e}"
+    code = w.get("code")
+    if code is not None:
+        src = rewritten(code, db_path or os.path.join(w["dir"], "empty.db"))
+        try:
+            compile(src, "temp_server.py", "exec")
+            r["rewrite"] = None
+        except SyntaxError as e:
+            r["rewrite"] = f"{type(e).__name__}: {e.msg} (line {e.lineno})"
+            src = code
+        os.environ["DATABASE_PATH"] = "sqlite:///" + (db_path or os.path.join(w["dir"], "empty.db"))
+        try:
+            mod = types.ModuleType("awm_world")
+            cwd = os.getcwd(); os.chdir(w["dir"])
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(src, "temp_server.py", "exec"), mod.__dict__)
+            finally:
+                os.chdir(cwd)
+            from fastapi_mcp import FastApiMCP
+            mcp = FastApiMCP(mod.app)
+            r["tools"] = [{"name": t.name, "description": t.description, "inputSchema": t.inputSchema} for t in mcp.tools]
+            r["tools_from"] = "rewritten" if r["rewrite"] is None else "original"
+        except Exception as e:
+            r["tools_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    out.append(r)
+json.dump(out, sys.stdout)
+"""
+
+
+def run_official(python: Path, worlds: list[dict[str, Any]], work: Path) -> list[dict[str, Any]]:
+    job = work / "job.json"
+    job.write_text(json.dumps(worlds))
+    script = work / "official.py"
+    script.write_text(_OFFICIAL)
+    r = subprocess.run(
+        [str(python), str(script), str(job)], capture_output=True, text=True, cwd=work
+    )
+    if r.returncode != 0:
+        raise SystemExit(f"the official side failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout)
+
+
+# --------------------------------------------------------------------------- helpdp's side
+
+
+def _dump(path: Path) -> tuple[list[str], dict[str, int]]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        lines = list(conn.iterdump())
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        counts = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
+    finally:
+        conn.close()
+    return lines, counts
+
+
+def helpdp_side(scenario: Any, work: Path) -> dict[str, Any]:
+    from collect.awm.app import build_scenario_database
+    from collect.awm.sandbox import AppWorker, SandboxLimits
+    from collect.awm.tools import tools_from_openapi
+
+    r: dict[str, Any] = {}
+    db = None
+    if scenario.db_schema is not None:
+        try:
+            db, _report = build_scenario_database(scenario, work / "helpdp-db")
+            r["dump"], r["counts"] = _dump(db)
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            r["db_error"] = f"{type(e).__name__}: {e}"
+    if scenario.env_code is not None:
+        app = AppWorker(SandboxLimits(), workdir=work / "helpdp-app", name=scenario.name)
+        try:
+            openapi = app.load(scenario.env_code, db)
+            # descriptions as fastapi-mcp writes them: with the success response example
+            # (env.describe_responses=true; helpdp's default leaves it out)
+            tools = tools_from_openapi(openapi, describe_responses=True)
+            r["tools"] = [t.as_dict() for t in tools]
+        except Exception as e:  # noqa: BLE001
+            r["tools_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        finally:
+            app.close()
+    return r
+
+
+def verdicts(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, str]:
+    v: dict[str, str] = {}
+    if "dump" in ours or "dump" in theirs or "db_error" in ours or "db_error" in theirs:
+        if "dump" not in ours or "dump" not in theirs:
+            v["reset"] = (
+                f"differs: build failed (helpdp {ours.get('db_error')}, official {theirs.get('db_error')})"
+            )
+        else:
+            diff, clock = compare_dumps(ours["dump"], theirs["dump"])
+            diff = compare_counts(ours["counts"], theirs["counts"]) or diff
+            note = f" ({clock} lines differ only in clock timestamps)" if clock else ""
+            v["reset"] = f"differs: {diff}" if diff else f"same{note}"
+    if "tools" in ours or "tools" in theirs or "tools_error" in ours or "tools_error" in theirs:
+        if "tools" not in ours or "tools" not in theirs:
+            v["tools"] = (
+                f"differs: no tools (helpdp {ours.get('tools_error')}, official {theirs.get('tools_error')})"
+            )
+        else:
+            diff = compare_tools(ours["tools"], theirs["tools"])
+            n = len(ours["tools"])
+            src = (
+                " (official: the world's own code)"
+                if theirs.get("tools_from") == "original"
+                else ""
+            )
+            v["tools"] = f"differs: {diff}{src}" if diff else f"same ({n} tools){src}"
+    if "rewrite" in theirs:
+        v["server rewrite"] = (
+            f"differs: does not compile: {theirs['rewrite']}"
+            if theirs["rewrite"]
+            else "same (compiles)"
+        )
+    return v
+
+
+# --------------------------------------------------------------------------- main
+
+
+def default_sources(tmp: Path) -> list[tuple[str, Path]]:
+    gen = tmp / "generated"
+    subprocess.run(
+        [sys.executable, "-m", "collect.worlds.generate", f"out={gen}", "n=20", "seed=0"],
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
+    return [
+        ("awm-samples", ROOT.parent / "shared" / "awm-samples"),
+        ("demo worlds", ROOT / "collect" / "worlds"),
+        ("generated (n=20 seed=0)", gen),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--venv", type=Path, default=ROOT / ".venv-awm-official")
+    ap.add_argument("--out", type=Path, help="markdown table (refused when the file exists)")
+    ap.add_argument(
+        "dirs", nargs="*", type=Path, help="AWM directories (default: the three sources)"
+    )
+    args = ap.parse_args(argv)
+    if args.out is not None and args.out.exists():
+        raise SystemExit(f"{args.out} exists: refused")
+    python = ensure_venv(args.venv)
+
+    from collect.awm.dataset import AWMDataset
+
+    rows: list[dict[str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="awm-conformance-") as t:
+        tmp = Path(t)
+        sources = [(str(d), d) for d in args.dirs] if args.dirs else default_sources(tmp)
+        for label, d in sources:
+            ds = AWMDataset(d)
+            jobs, ours = [], []
+            for i, name in enumerate(ds.names()):
+                sc = ds.get(name)
+                work = tmp / f"{len(rows)}-{i}"
+                (work / "official").mkdir(parents=True)
+                ours.append(helpdp_side(sc, work))
+                jobs.append(
+                    {
+                        "name": name,
+                        "db_schema": sc.db_schema,
+                        "sample_data": sc.sample_data,
+                        "code": sc.env_code,
+                        "dir": str(work / "official"),
+                    }
+                )
+            theirs = run_official(python, jobs, tmp)
+            for job, o, th in zip(jobs, ours, theirs):
+                row = {"source": label, "world": job["name"], **verdicts(o, th)}
+                rows.append(row)
+                print(
+                    " | ".join(row.get(k, "n/a") for k in ("source", "world", *ASPECTS)), flush=True
+                )
+    table = markdown_table(rows)
+    counts = summary(rows)
+    print(json.dumps(counts))
+    if args.out is not None:
+        with open(args.out, "x") as f:
+            f.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

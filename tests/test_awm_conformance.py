@@ -1,0 +1,176 @@
+"""bench/awm_conformance.py: the pure parts, and (slow) a run against the official package."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location(
+    "awm_conformance", ROOT / "bench" / "awm_conformance.py"
+)
+conf = importlib.util.module_from_spec(_spec)
+sys.modules["awm_conformance"] = conf
+_spec.loader.exec_module(conf)
+
+
+def test_normalise_timestamps():
+    line = "INSERT INTO \"t\" VALUES(1,'2026-12-03 06:49:25','2031-02-03T04:05:06.123456','x 2020-01-02');"
+    assert conf.normalise_timestamps(line) == "INSERT INTO \"t\" VALUES(1,'<TS>','<TS>','x <TS>');"
+    assert conf.normalise_timestamps("no dates 12-03") == "no dates 12-03"
+
+
+def test_compare_dumps_counts_clock_lines():
+    ours = ["CREATE TABLE t(a);", "INSERT INTO t VALUES('2031-02-03 04:05:06');", "COMMIT;"]
+    theirs = ["CREATE TABLE t(a);", "INSERT INTO t VALUES('2026-12-03 06:49:25');", "COMMIT;"]
+    assert conf.compare_dumps(ours, theirs) == (None, 1)
+    diff, clock = conf.compare_dumps(ours, [theirs[0], "INSERT INTO t VALUES('y');", "COMMIT;"])
+    assert clock == 0 and diff.startswith("dump line 2: helpdp ")
+    assert conf.compare_dumps(ours, ours[:2]) == ("dump length: helpdp 3 lines vs official 2", 0)
+
+
+def test_compare_counts():
+    assert conf.compare_counts({"a": 1, "b": 2}, {"b": 2, "a": 1}) is None
+    assert conf.compare_counts({"a": 1}, {"a": 2}) == "rows of a: helpdp 1 vs official 2"
+    assert conf.compare_counts({"a": 1}, {}) == "rows of a: helpdp 1 vs official None"
+
+
+def test_compare_tools():
+    ours = [
+        {
+            "name": "f",
+            "description": "F",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"x": {}, "y": {}},
+                "required": ["x", "y"],
+            },
+        }
+    ]
+    theirs = [
+        {
+            "name": "f",
+            "description": "F\n",
+            "inputSchema": {
+                "properties": {"y": {}, "x": {}},
+                "type": "object",
+                "required": ["y", "x"],
+                "title": "fArguments",
+            },
+        }
+    ]
+    assert conf.compare_tools(ours, theirs) is None
+    theirs[0]["inputSchema"]["properties"].pop("y")
+    assert conf.compare_tools(ours, theirs) == (
+        "f inputSchema: properties helpdp ['x', 'y'] vs official ['x']"
+    )
+    assert conf.compare_tools(ours, [{**theirs[0], "name": "g"}]) == (
+        "names: only helpdp ['f'], only official ['g']"
+    )
+
+
+def test_server_rewrite_breaks_a_multiline_engine_call():
+    one = "from sqlalchemy import create_engine\nengine = create_engine('sqlite:///a.db')\n"
+    compile(conf.server_rewrite(one), "x", "exec")
+    multi = "from sqlalchemy import create_engine\nengine = create_engine(\n    'sqlite:///a.db',\n    echo=False,\n)\n"
+    with pytest.raises(SyntaxError):  # IndentationError: the demo worlds' case
+        compile(conf.server_rewrite(multi), "x", "exec")
+
+
+def test_markdown_table_and_summary():
+    rows = [
+        {
+            "source": "s",
+            "world": "a",
+            "reset": "same",
+            "tools": "differs: x | y",
+            "server rewrite": "same (compiles)",
+        },
+        {"source": "s", "world": "b"},
+    ]
+    assert conf.markdown_table(rows) == (
+        "| source | world | reset | tools | server rewrite |\n"
+        "|---|---|---|---|---|\n"
+        "| s | a | same | differs: x \\| y | same (compiles) |\n"
+        "| s | b | n/a | n/a | n/a |\n"
+    )
+    assert conf.summary(rows) == {
+        "reset": {"same": 1, "differs": 0, "n/a": 1},
+        "tools": {"same": 0, "differs": 1, "n/a": 1},
+        "server rewrite": {"same": 1, "differs": 0, "n/a": 1},
+    }
+
+
+def test_refuses_a_directory_that_is_not_the_official_venv(tmp_path):
+    (tmp_path / "v").mkdir()
+    with pytest.raises(SystemExit, match="is not a venv with agent-world-model"):
+        conf.ensure_venv(tmp_path / "v")
+
+
+def test_refuses_an_existing_out_file(tmp_path):
+    out = tmp_path / "t.md"
+    out.write_text("x")
+    with pytest.raises(SystemExit, match="exists: refused"):
+        conf.main(["--venv", str(tmp_path / "none"), "--out", str(out)])
+
+
+@pytest.fixture(scope="module")
+def official_python(tmp_path_factory):
+    venv = ROOT / ".venv-awm-official"
+    if venv.exists() and conf._is_official_venv(venv):
+        return venv / "bin" / "python"
+    if not any(shutil.which(p) or Path(p).exists() for p in conf.PYTHON312):
+        pytest.skip("no python3.12: agent-world-model==0.1.0 needs Python >= 3.12")
+    target = tmp_path_factory.mktemp("official") / "venv"
+    try:
+        return conf.ensure_venv(target)
+    except (SystemExit, subprocess.CalledProcessError) as e:
+        pytest.skip(f"the official venv could not be created (no network?): {e}")
+
+
+@pytest.mark.slow
+def test_demo_world_against_the_official_package(official_python, tmp_path):
+    pytest.importorskip("fastapi")
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap missing: helpdp's sandboxed build worker does not start")
+    from collect.awm.dataset import AWMDataset
+
+    sc = AWMDataset(ROOT / "collect" / "worlds").get("smart_home_1")
+    (tmp_path / "official").mkdir()
+    ours = conf.helpdp_side(sc, tmp_path)
+    job = {
+        "name": sc.name,
+        "db_schema": sc.db_schema,
+        "sample_data": sc.sample_data,
+        "code": sc.env_code,
+        "dir": str(tmp_path / "official"),
+    }
+    theirs = conf.run_official(official_python, [job], tmp_path)[0]
+    v = conf.verdicts(ours, theirs)
+    assert v["reset"].startswith("same")
+    assert v["server rewrite"].startswith("differs: does not compile: IndentationError")
+    assert "tools" in v
+
+
+def test_divergence():
+    assert (
+        conf.divergence("abcdef", "abcXef", width=3)
+        == "at char 3: helpdp 'abcdef' vs official 'abcXef'"
+    )
+    assert (
+        conf.divergence("abc", "abc\n\nmore", width=5)
+        == "at char 3: helpdp 'abc' vs official 'abc\\n\\nmor'"
+    )
+
+
+def test_compare_tools_response_sections():
+    ours = [{"name": "f", "description": "F\n\n### Responses:\n**200**: ok", "inputSchema": {}}]
+    theirs = [{"name": "f", "description": "F\n\n### Responses:\n\n**200**: ok", "inputSchema": {}}]
+    assert conf.compare_tools(ours, theirs).startswith(
+        "descriptions of 1/1 tools differ only in the '### Responses' section, first f at char 18"
+    )
