@@ -262,6 +262,16 @@ def _is_official_venv(d: Path) -> bool:
     return r.returncode == 0 and r.stdout.strip() == "0.1.0"
 
 
+def _runs(python: str) -> bool:
+    """``python`` exists and starts (a pyenv shim without that version does not)."""
+    if not (shutil.which(python) or Path(python).exists()):
+        return False
+    try:
+        return subprocess.run([python, "-c", "pass"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
 def ensure_venv(d: Path) -> Path:
     """The official venv's python (created when ``d`` is absent); ``SystemExit`` otherwise."""
     d = Path(d)
@@ -269,7 +279,7 @@ def ensure_venv(d: Path) -> Path:
         if not _is_official_venv(d):
             raise SystemExit(f"{d} exists and is not a venv with agent-world-model==0.1.0: refused")
         return d / "bin" / "python"
-    py312 = next((p for p in PYTHON312 if shutil.which(p) or Path(p).exists()), None)
+    py312 = next((p for p in PYTHON312 if _runs(p)), None)
     if py312 is None:
         raise SystemExit("no python3.12 found (agent-world-model needs Python >= 3.12)")
     subprocess.run([py312, "-m", "venv", str(d)], check=True)

@@ -124,7 +124,7 @@ def official_python(tmp_path_factory):
     venv = ROOT / ".venv-awm-official"
     if venv.exists() and conf._is_official_venv(venv):
         return venv / "bin" / "python"
-    if not any(shutil.which(p) or Path(p).exists() for p in conf.PYTHON312):
+    if not any(conf._runs(p) for p in conf.PYTHON312):
         pytest.skip("no python3.12: agent-world-model==0.1.0 needs Python >= 3.12")
     target = tmp_path_factory.mktemp("official") / "venv"
     try:
