@@ -72,6 +72,25 @@ def episode_state(ep: Any) -> dict[str, Any]:
     }
 
 
+def end_info(ep: Any, v: Verification, verification: dict[str, Any]) -> dict[str, Any]:
+    """What both runtimes add to the ``info`` of an episode's last step: the outcome, the
+    ``verification`` record (the local runtime's whole :class:`Verification`, the remote
+    one's mode, status and message) and the episode's counts."""
+    return {
+        "outcome": v.outcome,
+        "valid": v.valid,
+        "verification": verification,
+        "format_errors": ep.format_errors,
+        "failures": dict(ep.failures),
+        "turns": ep.turn,
+        "tool_calls": ep.tool_calls,
+        "expert_calls": ep.expert_calls,
+        "episode_id": ep.episode_id,
+        "scenario": ep.scenario.name,
+        "task_idx": ep.task_idx,
+    }
+
+
 def trajectory_text(trajectory: list[dict[str, Any]], final_answer: str | None = None) -> str:
     """An episode's actions and observations as the expert reads them (world output
     rendered as data, :func:`collect.awm.observation.render_observation`)."""
@@ -136,21 +155,7 @@ class EpisodeRecord:
         self.outcome = verification.outcome
         self.last_verification = verification
         reward = episode_reward(verification.outcome, self.config.rewards)
-        info.update(
-            {
-                "outcome": verification.outcome,
-                "valid": verification.valid,
-                "verification": asdict(verification),
-                "format_errors": self.format_errors,
-                "failures": dict(self.failures),
-                "turns": self.turn,
-                "tool_calls": self.tool_calls,
-                "expert_calls": self.expert_calls,
-                "episode_id": self.episode_id,
-                "scenario": self.scenario.name,
-                "task_idx": self.task_idx,
-            }
-        )
+        info.update(end_info(self, verification, asdict(verification)))
         return StepResult(observation, reward, True, info)
 
     def trajectory_text(self, final_answer: str | None = None) -> str:

@@ -49,6 +49,7 @@ from collect.awm.env import EnvConfig
 from collect.awm.episode import (
     ResetResult,
     StepResult,
+    end_info,
     episode_state,
     trajectory_text,
     truncation_info,
@@ -547,21 +548,8 @@ class OpenEnvAWMEnv:
             self._step(CallToolAction(tool_name="done", arguments={}))
         self.done = True
         self.outcome = v.outcome
-        info.update(
-            {
-                "outcome": v.outcome,
-                "valid": v.valid,
-                "verification": {"mode": v.mode, "status": v.status, "message": v.message},
-                "format_errors": self.format_errors,
-                "failures": dict(self.failures),
-                "turns": self.turn,
-                "tool_calls": self.tool_calls,
-                "expert_calls": self.expert_calls,
-                "episode_id": self.episode_id,
-                "scenario": self.scenario.name,
-                "task_idx": self.task_idx,
-            }
-        )
+        record = {"mode": v.mode, "status": v.status, "message": v.message}
+        info.update(end_info(self, v, record))
         return StepResult(observation, episode_reward(v.outcome, self.config.rewards), True, info)
 
     def verify(self, final_answer: str | None = None) -> Verification:
