@@ -242,7 +242,7 @@ def run_one(rt: Runtime, schedule: Schedule, out: Path, port: int, llama_python:
     """Run ``rt``'s collection into ``out/rt.name`` (its servers' logs beside it)."""
     import contextlib
 
-    from collect.realserve import ServeConfig, serve
+    from collect.realserve import RealServeConfig, serve
 
     ds = out / rt.name
     cpu0, t0 = _children_cpu(), time.time()
@@ -250,7 +250,7 @@ def run_one(rt: Runtime, schedule: Schedule, out: Path, port: int, llama_python:
         server = contextlib.nullcontext(None)
         if rt.slots:
             server = serve(
-                ServeConfig(
+                RealServeConfig(
                     slots=rt.slots,
                     threads=rt.threads,
                     port=port,

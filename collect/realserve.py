@@ -46,7 +46,7 @@ from collect.realmodel import MODELS, ModelError, ensure_model
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 
-__all__ = ["ServeConfig", "ServeError", "Slots", "serve", "server_command", "with_sha256"]
+__all__ = ["RealServeConfig", "ServeError", "Slots", "serve", "server_command", "with_sha256"]
 
 
 class ServeError(RuntimeError):
@@ -54,7 +54,7 @@ class ServeError(RuntimeError):
 
 
 @dataclass
-class ServeConfig:
+class RealServeConfig:
     """python -m collect.realserve: the real actor behind llama.cpp servers (one per slot)."""
 
     model: str = _f(next(iter(MODELS)), f"the installed model to serve: {' | '.join(MODELS)}")
@@ -80,12 +80,12 @@ class ServeConfig:
     check: bool = _f(False, "start, send one chat request through the front, print it, stop")
 
 
-def alias(config: ServeConfig) -> str:
+def alias(config: RealServeConfig) -> str:
     """The model name the endpoint answers to."""
     return config.alias or config.model
 
 
-def server_command(config: ServeConfig, gguf: Path, slot: int) -> list[str]:
+def server_command(config: RealServeConfig, gguf: Path, slot: int) -> list[str]:
     """The command line of slot ``slot``'s ``llama_cpp.server``."""
     t = str(int(config.threads))
     return [
@@ -192,7 +192,7 @@ def with_sha256(data: bytes, sha256: str) -> bytes:
     return json.dumps(listing).encode()
 
 
-def _front(config: ServeConfig) -> ThreadingHTTPServer:
+def _front(config: RealServeConfig) -> ThreadingHTTPServer:
     slots = Slots(config.slots)
     sha256 = MODELS[config.model].sha256  # serve() has checked the file against it
 
@@ -266,7 +266,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def _wait_ready(config: ServeConfig, procs: list[subprocess.Popen]) -> None:
+def _wait_ready(config: RealServeConfig, procs: list[subprocess.Popen]) -> None:
     deadline = time.monotonic() + config.start_timeout_s
     pending = set(range(len(procs)))
     while pending:
@@ -287,7 +287,7 @@ def _wait_ready(config: ServeConfig, procs: list[subprocess.Popen]) -> None:
 
 
 @contextlib.contextmanager
-def serve(config: ServeConfig) -> Iterator[str]:
+def serve(config: RealServeConfig) -> Iterator[str]:
     """Start the slots and the front; yield the endpoint's base URL; stop them all."""
     if config.slots < 1 or config.threads < 1:
         raise ServeError(f"slots={config.slots}, threads={config.threads}: each must be at least 1")
@@ -324,7 +324,7 @@ def serve(config: ServeConfig) -> Iterator[str]:
         _stop(procs)
 
 
-def run_serve(config: ServeConfig) -> int:
+def run_serve(config: RealServeConfig) -> int:
     """Serve until interrupted; with ``check``, answer one request and stop."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -367,7 +367,7 @@ def run_serve(config: ServeConfig) -> int:
 def main() -> None:
     run_app(
         "collect.realserve",
-        ServeConfig,
+        RealServeConfig,
         run_serve,
         config_name="realserve",
         errors=(ModelError, ServeError),

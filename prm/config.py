@@ -9,7 +9,7 @@ PRM reads its saved config back typed through :func:`saved_lm_config`. The YAML 
 
 * ``conf/prm/*.yaml`` — group ``prm``, schema ``PRMModelConfig`` (the model:
   ``tiny``, ``minilm``, ``qwen3_0_6b``, ``qwen3_4b``, ``tabular``);
-* ``conf/prm_train.yaml`` — ``TrainConfig``; ``conf/prm_score.yaml`` —
+* ``conf/prm_train.yaml`` — ``PRMTrainConfig``; ``conf/prm_score.yaml`` —
   ``ScoreConfig``; ``conf/prm_report.yaml`` — ``ReportConfig``;
   ``conf/prm_selfreg.yaml`` — ``SelfRegConfig``.
 
@@ -61,7 +61,7 @@ def saved_lm_config(saved: Mapping[str, Any]) -> PRMModelConfig:
 
 
 @dataclass
-class TrainConfig:
+class PRMTrainConfig:
     """``python -m prm.train``: fit a PRM on a dataset's training tasks."""
 
     data: str = _f(
@@ -152,7 +152,7 @@ class SelfRegConfig:
 
 
 SCHEMAS = {
-    "prm_train": TrainConfig,
+    "prm_train": PRMTrainConfig,
     "prm_score": ScoreConfig,
     "prm_report": ReportConfig,
     "prm_selfreg": SelfRegConfig,

@@ -18,7 +18,7 @@ from helpdp.cliconf import as_config, run_app, to_dict
 from helpdp.cliconf.progress import Stages
 from helpdp.splits import SPLITS, task_splits
 from prm.base import FIT_STAGES, KINDS, PRM, dataset_actor
-from prm.config import PRMModelConfig, TrainConfig, prm_name
+from prm.config import PRMModelConfig, PRMTrainConfig, prm_name
 from prm.data import build_examples
 
 log = logging.getLogger(__name__)
@@ -40,14 +40,14 @@ STAGES_LM = ("building examples", "building the model", *FIT_STAGES, "saving")
 
 
 def fit_prm(ds, cfg, stage=None) -> tuple[PRM, dict]:
-    """Fit the PRM ``cfg`` (a ``TrainConfig``-shaped mapping) describes on ``ds``.
+    """Fit the PRM ``cfg`` (a ``PRMTrainConfig``-shaped mapping) describes on ``ds``.
 
     Returns the PRM and a summary (examples per split, losses for ``kind=lm``).
     ``stage(name)``: called as each stage of ``STAGES_TABULAR``/``STAGES_LM`` after
     the first begins.
     """
     stage = stage or (lambda name: None)
-    cfg = as_config(TrainConfig, cfg)
+    cfg = as_config(PRMTrainConfig, cfg)
     model_cfg = as_config(PRMModelConfig, cfg.prm)
     kind = cfg.kind or model_cfg.kind
     if kind not in KINDS:
@@ -123,7 +123,7 @@ def train(cfg) -> dict:
     """Load ``cfg.data``, fit, save to ``cfg.out``; returns the summary (also printed,
     as JSON on the last line)."""
 
-    cfg = as_config(TrainConfig, cfg)
+    cfg = as_config(PRMTrainConfig, cfg)
     model_cfg = as_config(PRMModelConfig, cfg.prm)
     kind = cfg.kind or model_cfg.kind
     names = STAGES_LM if kind == "lm" else STAGES_TABULAR
@@ -142,7 +142,7 @@ def train(cfg) -> dict:
 
 def main() -> None:
     """Command line: ``key=value`` overrides of conf/prm_train.yaml (fields: --help)."""
-    run_app("prm.train", TrainConfig, train, config_name="prm_train", groups=("prm",))
+    run_app("prm.train", PRMTrainConfig, train, config_name="prm_train", groups=("prm",))
 
 
 if __name__ == "__main__":

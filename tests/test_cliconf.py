@@ -45,7 +45,7 @@ def test_known_keys_pass_and_dict_keys_open_up():
 
 
 def test_typed_values_are_checked_before_hydra(capsys):
-    from prm.config import TrainConfig
+    from prm.config import PRMTrainConfig
 
     assert _fails(["tol=abc"], capsys=capsys) == "cmd: error: 'tol' takes a float, not 'abc'"
     assert _fails(["quiet=maybe"], capsys=capsys) == (
@@ -54,16 +54,16 @@ def test_typed_values_are_checked_before_hydra(capsys):
     assert _fails(["schedule.seeds=[0,x]"], CollectConfig, capsys) == (
         "cmd: error: 'schedule.seeds' takes a list of ints, not '[0,x]'"
     )
-    assert _fails(["prm.cpu_threads=two"], TrainConfig, capsys) == (
+    assert _fails(["prm.cpu_threads=two"], PRMTrainConfig, capsys) == (
         "cmd: error: 'prm.cpu_threads' takes an int or null, not 'two'"
     )
-    assert _fails(["prm.epochs=null"], TrainConfig, capsys) == (
+    assert _fails(["prm.epochs=null"], PRMTrainConfig, capsys) == (
         "cmd: error: 'prm.epochs' takes an int, not 'null'"
     )
     ok = ["tol=1e-3", "max_iters=5", "quiet=yes", "tol=${oc.env:TOL}", "tol=1e-3,1e-4"]
     assert check_argv("cmd", SearchConfig, ok) == ok  # Hydra's own conversions pass
     ok = ["prm.bf16=null", "prm.lora.r=4", "schedule.seeds=[0,1]"]
-    assert check_argv("cmd", TrainConfig, ok[:2]) == ok[:2]
+    assert check_argv("cmd", PRMTrainConfig, ok[:2]) == ok[:2]
     assert check_argv("cmd", CollectConfig, ok[2:]) == ok[2:]
 
 
@@ -117,7 +117,7 @@ COMMANDS = {  # module: (schema "module:Class", conf name, a nested typo, its su
     "helpdp.helper.train": ("helpdp.helper.config:HelperTrainConfig", "helper_train"),
     "helpdp.evaluate.calibrate": ("helpdp.helper.config:HelperCalibrateConfig", "helper_calibrate"),
     "helpdp.train": ("helpdp.train.config:TrainConfig", "train"),
-    "prm.train": ("prm.config:TrainConfig", "prm_train"),
+    "prm.train": ("prm.config:PRMTrainConfig", "prm_train"),
     "prm.score": ("prm.config:ScoreConfig", "prm_score"),
     "prm.report": ("prm.config:ReportConfig", "prm_report"),
     "prm.selfreg": ("prm.config:SelfRegConfig", "prm_selfreg"),
@@ -126,7 +126,7 @@ COMMANDS = {  # module: (schema "module:Class", conf name, a nested typo, its su
     "collect.awm.serve": ("collect.awm.serve:ServeConfig", "serve"),
     "collect.awm.openenv_server": ("collect.awm.serve:ServeConfig", "serve_openenv"),
     "collect.realmodel": ("collect.realmodel:FetchConfig", "realmodel"),
-    "collect.realserve": ("collect.realserve:ServeConfig", "realserve"),
+    "collect.realserve": ("collect.realserve:RealServeConfig", "realserve"),
     "helpdp.select": ("helpdp.select:SelectConfig", "select"),
 }
 
@@ -206,10 +206,10 @@ def test_help_shows_the_values_the_command_runs_with(command, key, shown):
 
 def test_help_follows_the_command_line(capsys):
     from helpdp.cliconf import compose_config, help_text
-    from prm.config import TrainConfig
+    from prm.config import PRMTrainConfig
 
-    cfg = compose_config("prm_train", ["prm=tabular"], node=TrainConfig)
-    assert "  prm.kind=tabular\n" in help_text("prm.train", TrainConfig, cfg)
+    cfg = compose_config("prm_train", ["prm=tabular"], node=PRMTrainConfig)
+    assert "  prm.kind=tabular\n" in help_text("prm.train", PRMTrainConfig, cfg)
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

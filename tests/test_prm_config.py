@@ -60,7 +60,7 @@ def test_every_field_documented_once():
 
     for schema in SCHEMAS.values():
         walk(schema)
-    # the model group is reached through TrainConfig.prm, not only listed; its LoRA
+    # the model group is reached through PRMTrainConfig.prm, not only listed; its LoRA
     # settings through PRMModelConfig.lora (helpdp.models.lora, shared with the helper)
     assert visited.count(PRMModelConfig) == 1 and visited.count(LoRAConfig) == 1
     assert len(visited) == len(SCHEMAS) + 2

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from collect import realserve
-from collect.realserve import ServeConfig, ServeError, Slots, close_open_call, server_command
+from collect.realserve import RealServeConfig, ServeError, Slots, close_open_call, server_command
 
 FAKE = """
 import json, os, subprocess, sys
@@ -94,7 +94,7 @@ def test_the_front_keeps_episodes_on_their_slots_and_stops_the_process_trees(tmp
     gguf.write_bytes(b"GGUF")
     monkeypatch.setattr(realserve, "ensure_model", lambda *a, **k: gguf)
     port = _free_ports(3)
-    cfg = ServeConfig(
+    cfg = RealServeConfig(
         slots=2, threads=1, port=port, python=sys.executable, log_dir=str(tmp_path / "logs")
     )
     sys_msg = {"role": "system", "content": "tools"}
@@ -154,7 +154,7 @@ def test_close_open_call_puts_back_only_a_stopped_tag():
 
 
 def test_server_command_and_the_checks_before_starting(tmp_path):
-    cfg = ServeConfig(slots=2, threads=3, port=9000, python="/py")
+    cfg = RealServeConfig(slots=2, threads=3, port=9000, python="/py")
     cmd = server_command(cfg, Path("/m/q.gguf"), 1)
     assert cmd[:3] == ["/py", "-m", "llama_cpp.server"]
     opts = dict(zip(cmd[3::2], cmd[4::2]))
@@ -169,10 +169,10 @@ def test_server_command_and_the_checks_before_starting(tmp_path):
         "--logits_all": "false",
     }
     with pytest.raises(ServeError, match="make llama-server"):
-        with realserve.serve(ServeConfig(python=str(tmp_path / "nope"))):
+        with realserve.serve(RealServeConfig(python=str(tmp_path / "nope"))):
             pass
     with pytest.raises(ServeError, match="at least 1"):
-        with realserve.serve(ServeConfig(slots=0)):
+        with realserve.serve(RealServeConfig(slots=0)):
             pass
 
 
@@ -189,7 +189,7 @@ def test_the_openai_actor_checks_the_served_sha256_and_cuts_after_the_call(tmp_p
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF")
     monkeypatch.setattr(realserve, "ensure_model", lambda *a, **k: gguf)
-    cfg = ServeConfig(slots=1, port=_free_ports(2), python=sys.executable)
+    cfg = RealServeConfig(slots=1, port=_free_ports(2), python=sys.executable)
     pin = MODELS[cfg.model].sha256
     with realserve.serve(cfg) as url:
 
@@ -224,7 +224,7 @@ def test_a_client_that_left_is_not_an_error():
         def flush(self):
             pass
 
-    server = realserve._front(ServeConfig(port=_free_ports(1)))
+    server = realserve._front(RealServeConfig(port=_free_ports(1)))
     try:
         handler = object.__new__(server.RequestHandlerClass)
         handler.wfile, handler.request_version, handler.requestline = Gone(), "HTTP/1.1", "POST /"
