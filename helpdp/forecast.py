@@ -79,7 +79,7 @@ def policy_rows(mdp: MDP, action: np.ndarray) -> np.ndarray:
     return kf.deterministic_rows(mdp.sa_ptr, mdp.sa_action, action)
 
 
-def evaluate(
+def policy_value(
     mdp: MDP,
     pi_row: np.ndarray,
     *,
@@ -234,7 +234,7 @@ def cross_fit(
             s = u = fb = 0.0
             for pol, w in parts:
                 pi_row, flag = transfer_policy(ds_fit, pol.action, ds_held, unseen=unseen)
-                v = evaluate(ds_held.mdp, pi_row, gamma=gamma, flag=flag)
+                v = policy_value(ds_held.mdp, pi_row, gamma=gamma, flag=flag)
                 s += w * v.expected_success
                 u += w * v.total_usage
                 fb += w * v.fallback
@@ -392,7 +392,7 @@ def pessimistic_search(
         parts.append((res.more_help, res.weight_more_help))
     s_plain = u_plain = 0.0
     for pol, w in parts:
-        v = evaluate(ds.mdp, policy_rows(ds.mdp, pol.action[:-1]), gamma=ds.gamma)
+        v = policy_value(ds.mdp, policy_rows(ds.mdp, pol.action[:-1]), gamma=ds.gamma)
         s_plain += w * v.expected_success
         u_plain += w * v.total_usage
     return {

@@ -3,7 +3,7 @@ every state, with and without help, for helpdp's ``rule=paper``.
 
 Fit (``fit_prm`` / ``python -m prm.train``), score a dataset into
 ``scores.parquet`` (``score_dataset`` + ``write_scores`` / ``python -m
-prm.score``), evaluate (``evaluate`` / ``python -m prm.report``) and
+prm.score``), evaluate (``prm_metrics`` / ``python -m prm.report``) and
 self-regulate (``episode_failure_scores``, ``pick_threshold``,
 ``PRMThresholdPolicy`` / ``python -m prm.selfreg``).
 
@@ -23,7 +23,7 @@ from prm.tabular import TabularPRM
 # first use: `python -m prm.train` must not find prm.train already imported
 _LAZY = {
     "LMPRM": "prm.lm",
-    "evaluate": "prm.report",
+    "prm_metrics": "prm.report",
     "score_dataset": "prm.score",
     "write_scores": "prm.score",
     "PRMThresholdPolicy": "prm.selfreg",
@@ -48,7 +48,6 @@ __all__ = [
     "dataset_actor",
     "ece",
     "episode_failure_scores",
-    "evaluate",
     "example_weights",
     "fit_prm",
     "fit_temperature",
@@ -56,6 +55,7 @@ __all__ = [
     "load_prm",
     "nohelp_scores",
     "pick_threshold",
+    "prm_metrics",
     "reliability_diagram",
     "score_dataset",
     "task_splits",

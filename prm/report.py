@@ -38,7 +38,7 @@ def _clean(x):
     return x
 
 
-def evaluate(
+def prm_metrics(
     prm,
     ds,
     *,
@@ -116,7 +116,7 @@ def report(cfg) -> dict:
     cfg = as_config(ReportConfig, cfg)
     ds = load_dataset(cfg.data)
     prm = load_prm(cfg.prm_dir, device=cfg.device)
-    metrics, curves = evaluate(
+    metrics, curves = prm_metrics(
         prm,
         ds,
         n_bins=cfg.n_bins,

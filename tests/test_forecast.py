@@ -10,10 +10,10 @@ from helpdp._src import forecast as kf
 from helpdp.contract import build_manifest
 from helpdp.forecast import (
     cross_fit,
-    evaluate,
     pessimistic_mdp,
     pessimistic_search,
     policy_rows,
+    policy_value,
     split_episodes,
     transfer_policy,
 )
@@ -53,10 +53,10 @@ def test_evaluate_fixed_and_mixed_policies_by_hand(coin, jit):
     s0 = int(coin.index([0])[0])
     act = np.full(mdp.n_states, -1, np.int8)
     act[s0] = 0
-    v = evaluate(mdp, policy_rows(mdp, act), gamma=1.0)
+    v = policy_value(mdp, policy_rows(mdp, act), gamma=1.0)
     assert v.expected_success == pytest.approx(0.5) and v.total_usage == 0.0
     act[s0] = 1
-    v = evaluate(mdp, policy_rows(mdp, act), gamma=1.0)
+    v = policy_value(mdp, policy_rows(mdp, act), gamma=1.0)
     assert v.expected_success == pytest.approx(0.75) and v.total_usage == pytest.approx(1.0)
     # half and half, with the kernel itself (jitted or plain Python)
     fn = kf.evaluate_rows if jit else kf.evaluate_rows.py_func
@@ -117,7 +117,7 @@ def test_cross_fitting_undoes_the_winners_curse_by_hand(lucky):
     res = search_budget(fit.mdp, 1.0, gamma=1.0)
     assert res.expected_success == 1.0
     pi_row, flag = transfer_policy(fit, res.policy.action, held)
-    v = evaluate(held.mdp, pi_row, gamma=1.0, flag=flag)
+    v = policy_value(held.mdp, pi_row, gamma=1.0, flag=flag)
     assert v.expected_success == 0.0 and v.fallback == 0.0  # nohelp lost in the other half
     fold_of = pd.Series([0, 1, 1, 0], index=[0, 1, 2, 3])
     cf = cross_fit(lucky, 1.0, fold_of=fold_of)
@@ -131,7 +131,7 @@ def test_transfer_falls_back_on_behaviour_where_the_action_was_not_seen(lucky):
     fit, held = episode_subset(lucky, [0, 1]), episode_subset(lucky, [2, 3])
     res = search_budget(fit.mdp, 1.0, gamma=1.0)  # only nohelp observed -> nohelp
     pi_row, flag = transfer_policy(fit, res.policy.action, held)
-    v = evaluate(held.mdp, pi_row, gamma=1.0, flag=flag)
+    v = policy_value(held.mdp, pi_row, gamma=1.0, flag=flag)
     assert v.fallback == 1.0 and v.expected_success == pytest.approx(0.5)
     assert v.total_usage == pytest.approx(1.0)  # the behaviour there is help
 

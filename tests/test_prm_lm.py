@@ -8,7 +8,7 @@ from toy_prm import separable_dataset
 from helpdp import load_dataset
 from prm import ActorMismatchError, build_examples, load_prm, task_splits
 from prm.metrics import auroc
-from prm.report import evaluate
+from prm.report import prm_metrics
 from prm.train import fit_prm
 
 TINY = dict(TINY_PRM)
@@ -29,7 +29,7 @@ def test_loss_falls_and_heldout_auroc(trained):
     idx, y, w = ex.eval_rows()
     p = prm.predict(ds, ex.frame["state_id"], ex.frame["action"])
     assert auroc(y, p[idx], w) > 0.9
-    metrics, _ = evaluate(prm, ds)
+    metrics, _ = prm_metrics(prm, ds)
     assert metrics["validation"]["auroc"] > 0.9 and metrics["test"]["auroc"] > 0.9
     # the tabular baseline only knows the depth on unseen tasks: no better than chance here
     assert metrics["test"]["baseline"]["auroc"] < 0.7

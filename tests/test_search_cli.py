@@ -277,7 +277,7 @@ def test_paper_rule_from_the_command_line(tmp_path):
 
 
 def _random_help_success(ds, usage: float) -> float:
-    from helpdp.forecast import evaluate
+    from helpdp.forecast import policy_value
 
     mdp = ds.mdp
     rs = np.repeat(np.arange(mdp.n_states), np.diff(mdp.sa_ptr))
@@ -286,7 +286,7 @@ def _random_help_success(ds, usage: float) -> float:
 
     def value(q):
         pi = np.where(n_rows_of == 1, 1.0, np.where(help_row, q, 1.0 - q))
-        return evaluate(mdp, pi, gamma=ds.gamma)
+        return policy_value(mdp, pi, gamma=ds.gamma)
 
     lo, hi = 0.0, 1.0
     assert value(lo).total_usage <= usage <= value(hi).total_usage

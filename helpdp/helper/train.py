@@ -11,7 +11,7 @@ help score ``1 - P(nohelp)`` is then an *ordinal* score: high where the DP helps
 even at small budgets, low where it helps only at large ones. A threshold per
 budget is picked on the validation tasks (``calibration=usage``, the default):
 the thresholded helper is evaluated **as a policy** on the validation tasks'
-count model (``helpdp.forecast.evaluate``; where its action was never observed
+count model (``helpdp.forecast.policy_value``; where its action was never observed
 at a state, the data's behaviour carries on) and the threshold is the one at
 which its expected calls per episode equal the budget (:func:`usage_thresholds`);
 states that share the boundary score are helped with a probability
@@ -65,7 +65,7 @@ import pandas as pd
 from helpdp.cliconf import run_app, to_dict
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
-from helpdp.forecast import evaluate
+from helpdp.forecast import policy_value
 from helpdp.helper.card import write_card
 from helpdp.helper.config import EXAMPLE_WEIGHTS, MODES, HelperModelConfig, HelperTrainConfig
 from helpdp.helper.features import (
@@ -195,7 +195,7 @@ def usage_thresholds(
     """Per budget, the threshold on ``score`` (one per internal state of ``mdp``;
     NaN where there is nothing to decide) at which the thresholded policy makes
     ``budget`` expert calls per episode on ``mdp``, evaluated as a policy
-    (``helpdp.forecast.evaluate``: start states weighted by their episodes).
+    (``helpdp.forecast.policy_value``: start states weighted by their episodes).
 
     The calls counted are the policy's own decisions (``h`` summed over the states
     it visits); where its action was never observed at a state, the next state
@@ -225,8 +225,8 @@ def usage_thresholds(
         tau, w = at(t)
         h = help_probability(score, tau, w)
         pi_row, missing = thresholded_rows(mdp, h, action)
-        v = evaluate(mdp, pi_row, gamma=gamma, flag=h)
-        fb = evaluate(mdp, pi_row, gamma=gamma, flag=missing).fallback
+        v = policy_value(mdp, pi_row, gamma=gamma, flag=h)
+        fb = policy_value(mdp, pi_row, gamma=gamma, flag=missing).fallback
         return v, fb
 
     cache: dict[float, Any] = {}
