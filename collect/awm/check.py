@@ -31,6 +31,7 @@ Fields of :class:`CheckConfig` are documented where declared (``--help``).
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,7 @@ from collect.awm.sandbox import (
     default_work_root,
 )
 from collect.awm.sandbox.rmtree import remove_tree
+from collect.awm.sandbox.rules import SYS_ALLOW, os_attribute_allowed
 from collect.awm.tools import Tool, tools_from_openapi
 from collect.awm.verification import verifier_world
 from collect.worlds import WORLDS_DIR
@@ -157,12 +159,36 @@ class ScenarioCheck:
         return "; ".join(parts)
 
 
+def withheld(message: str) -> str | None:
+    """What of Python the sandbox withholds that ``message`` (an exception's text) says a
+    dataset's code reached for: ``module 'subprocess'``, ``os.system``; None where the
+    error is the code's own. The official runtime (and OpenEnv's, but for ``os``) allows
+    these, so such a task fails here and not there."""
+    m = re.search(r"sandbox: import of '([\w.]+)' is not allowed", message)
+    if m:
+        return f"module {m.group(1)!r}"
+    for m in re.finditer(r"module '(os|sys)' has no attribute '(\w+)'", message):
+        mod, name = m.groups()
+        if mod == "os" and not os_attribute_allowed(name):
+            return f"os.{name}"
+        if mod == "sys" and name not in SYS_ALLOW and hasattr(sys, name):
+            return f"sys.{name}"
+    return None
+
+
 def _verifier_defect(record, outcome) -> str:
     where = f"{record.location} (task {record.task_idx})"
     if outcome.status == "syntax_error":
         return f"{where}: {outcome.message}"
     if outcome.status == "invalid_result":
         return f"{where}: verifier returned an invalid result: {outcome.message}"
+    what = withheld(outcome.message or "")
+    if what is not None:
+        return (
+            f"{where}: verifier raised on the untouched database because the sandbox withholds "
+            f"{what} (the official runtime allows it: the task fails here, not there): "
+            f"{outcome.message}"
+        )
     return f"{where}: verifier raised on the untouched database: {outcome.message}"
 
 
