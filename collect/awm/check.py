@@ -55,7 +55,7 @@ from collect.awm.sandbox import (
 from collect.awm.sandbox.rmtree import remove_tree
 from collect.awm.sandbox.rules import SYS_ALLOW, os_attribute_allowed
 from collect.awm.tools import Tool, tools_from_openapi
-from collect.awm.verification import verifier_world
+from collect.awm.verification import run_database_digest, verifier_world
 from collect.worlds import WORLDS_DIR
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
@@ -93,6 +93,11 @@ class CheckConfig:
     )
     tool_budget_s: float = _f(
         60.0, "wall-clock seconds all exercising calls of one scenario may take together"
+    )
+    reset_twice: bool = _f(
+        True,
+        "build the initial database a second time and compare the two (digests of every "
+        "table's rows): seed rows that differ between resets are a defect",
     )
     run_verifiers: bool = _f(True, "run code-mode verifiers on the untouched database")
     run_sql_verifiers: bool = _f(
@@ -224,6 +229,9 @@ def check_scenario(
     elif scenario.sample_data is not None:
         result.notes.append(f"{scenario.insert_count} sample rows not loaded (no database schema)")
 
+    if db_path is not None and config.reset_twice:
+        _reset_twice(scenario, config, pool, work_dir, clock, db_path, result)
+
     if scenario.env_code is not None and config.exercise_tools and db_path is not None:
         _exercise(scenario, config, pool, work_dir, clock, db_path, report, result)
     elif scenario.env_code is not None:
@@ -255,6 +263,32 @@ def check_scenario(
     else:
         result.status = "ok"
     return result
+
+
+def _reset_twice(scenario, config, pool, work_dir, clock, db_path, result) -> None:
+    """Build the initial database again and compare its rows with the first build's
+    (:func:`~collect.awm.verification.database_digest`, run in a sandboxed verifier
+    worker): a world whose seed rows depend on the build (``random()``, a clock the world
+    clock does not reach) gives each reset, and each member of a GRPO group, a different
+    initial state."""
+    try:
+        again, _ = build_scenario_database(
+            scenario, work_dir / "db-again", clock=clock, limits=config.sandbox
+        )
+    except SandboxError as e:
+        result.errors.append(f"the second build of the database failed: {e.message}")
+        return
+    try:
+        digests = [run_database_digest(pool, scenario, db_path, p) for p in (db_path, again)]
+    except RuntimeError as e:
+        result.errors.append(str(e))
+        return
+    if digests[0] != digests[1]:
+        where = scenario.locations.get("sample") or FILES.get("sample", "gen_sample.jsonl")
+        result.defects.append(
+            f"{where}: the seed rows differ between two builds of the initial database "
+            f"(digests {digests[0][:12]} and {digests[1][:12]}): every reset is another world"
+        )
 
 
 #: the answers the do-nothing check gives a code-mode verifier on the untouched database:

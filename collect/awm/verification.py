@@ -23,7 +23,14 @@ from collect.awm.protocol import judge_messages, parse_judge_answer
 from collect.awm.sandbox import SandboxError, VerifierOutcome
 from helpdp.cliconf import doc_field as _f
 
-__all__ = ["EpisodeVerifier", "Judge", "JudgeConfig", "Verification", "database_digest"]
+__all__ = [
+    "EpisodeVerifier",
+    "Judge",
+    "JudgeConfig",
+    "Verification",
+    "database_digest",
+    "run_database_digest",
+]
 
 
 @dataclass
@@ -121,6 +128,23 @@ def database_digest(initial_db_path: str, final_db_path: str) -> dict:
 
 
 _DIGEST_SOURCE = inspect.getsource(database_digest)
+
+
+def run_database_digest(pool: Any, scenario: Any, initial_db, final_db, **run_kw) -> str:
+    """:func:`database_digest` of ``final_db`` run in a sandboxed verifier worker of
+    ``pool`` (the scenario's fork servers); ``RuntimeError`` when it fails."""
+    outcome = pool.run(
+        _DIGEST_SOURCE,
+        initial_db=initial_db,
+        final_db=final_db,
+        mode="sql",
+        function_name=database_digest.__name__,
+        world=verifier_world(scenario),
+        **run_kw,
+    )
+    if not outcome.ok:
+        raise RuntimeError(f"database digest failed: {outcome.status}: {outcome.message}")
+    return str(outcome.result["digest"])
 
 
 def verifier_world(scenario: Any) -> str:
@@ -251,17 +275,12 @@ class EpisodeVerifier:
                 return "no-app"
             path = self.app.export(f"digest-{uuid.uuid4().hex[:8]}.db")
             try:
-                outcome = self.verifier_pool.run(
-                    _DIGEST_SOURCE,
-                    initial_db=self.initial_db,
-                    final_db=path,
-                    mode="sql",
-                    function_name=database_digest.__name__,
+                return run_database_digest(
+                    self.verifier_pool,
+                    self.scenario,
+                    self.initial_db,
+                    path,
                     final_from_worker=True,
-                    world=verifier_world(self.scenario),
                 )
             finally:
                 path.unlink(missing_ok=True)
-        if not outcome.ok:
-            raise RuntimeError(f"database digest failed: {outcome.status}: {outcome.message}")
-        return str(outcome.result["digest"])
