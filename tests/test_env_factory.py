@@ -178,3 +178,46 @@ def test_one_grpo_step_through_environment_factory(pool, tmp_path, monkeypatch):
     log = next(r for r in trainer.state.log_history if "loss" in r)
     assert log[f"rewards/{cls.__name__}/mean"] == pytest.approx(sum(rewards) / 2)
     assert trainer.state.global_step == 1
+
+
+def _group_digests(pool, scenario: str, members: int = 4) -> list[str]:
+    """A GRPO group: ``members`` environments of one factory reset on one task; each one's
+    database digest right after reset."""
+    factory = AWMEnvironmentFactory(pool, [scenario], interventions=[], policy=Never())
+    envs = [factory.environments()() for _ in range(members)]
+    try:
+        out = []
+        for env in envs:
+            env.reset(scenario=scenario, task_idx=0)
+            out.append(env.env.db_digest())
+        return out
+    finally:
+        for env in envs:
+            env.get_reward()  # ends the episode: its world goes back to the pool
+
+
+def test_a_grpo_group_starts_from_one_initial_database(pool, tmp_path):
+    """Every member of a group starts from the same initial database (TRL's trap: group
+    members that do not share the initial state), also after another episode changed its
+    world, and also for a world whose seed rows are random: the database is built once per
+    world and copied to each episode."""
+    first = _group_digests(pool, SCENARIO)
+    assert len(set(first)) == 1
+    env = _factory(pool, policy=Never()).environments()()
+    env.reset(scenario=SCENARIO, task_idx=0)
+    assert not env.set_variable(key="CHANGED", value="yes").startswith("Error")
+    assert env.env.db_digest() != first[0]
+    env.get_reward()
+    assert _group_digests(pool, SCENARIO) == first
+    from awm_helpers import MILK_TASK, MILK_VERIFIER, NOTES_APP, notes_world
+
+    data = notes_world(tmp_path / "random", {"notes_1": NOTES_APP}, [(MILK_TASK, MILK_VERIFIER)])
+    sample = data / "gen_sample.jsonl"
+    rec = json.loads(sample.read_text())
+    rec["sample_data"]["tables"][0]["insert_statements"] = [
+        "INSERT INTO notes (body) VALUES (hex(randomblob(8)))"
+    ]
+    sample.write_text(json.dumps(rec) + "\n")
+    config = EnvConfig(expert_enabled=False, work_root=str(tmp_path / "work"))
+    with EnvPool(data, config, scenarios=["notes_1"]) as random_pool:
+        assert len(set(_group_digests(random_pool, "notes_1"))) == 1
