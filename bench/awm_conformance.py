@@ -38,8 +38,12 @@ Usage (default sources: ../shared/awm-samples, collect/worlds and 20 generated w
 
     .venv/bin/python bench/awm_conformance.py --venv .venv-awm-official --out FILE.md
 
-Note: the official side runs the worlds' code in process, unsandboxed, as the official
-server does; give it only datasets you would run with the official package.
+The official side imports the worlds' apps in its own process, as the official server
+does, so that process is confined by the kernel (:func:`confined`): bubblewrap with every
+namespace unshared (no network, its own PIDs), the file system read-only but for its work
+directory, and rlimits on memory and CPU time; it runs without seccomp and as
+the caller's uid inside its user namespace (docs/security.md). Without bubblewrap it
+refuses to run.
 """
 
 from __future__ import annotations
@@ -60,7 +64,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 PIP_INSTALL = ("agent-world-model==0.1.0", "mcp<2")
-PYTHON312 = ("python3.12", "/root/.pyenv/versions/3.12.1/bin/python3.12")
+# python3.12 on PATH, else pyenv's (a shim without that version installed does not start)
+PYTHON312 = (
+    "python3.12",
+    *sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob("3.12*/bin/python3.12")),
+)
+# the official side's limits (it runs the worlds' code): address space and CPU seconds (its
+# processes are bounded by its PID namespace, not by RLIMIT_NPROC, which counts the uid's)
+OFFICIAL_LIMITS = {"RLIMIT_AS": 4 << 30, "RLIMIT_CPU": 1800}
 ASPECTS = ("reset", "tools", "server rewrite")
 
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?")
@@ -364,13 +375,41 @@ json.dump(out, sys.stdout)
 """
 
 
+def confined(argv: list[str], work: Path) -> list[str]:
+    """``argv`` under bubblewrap: all namespaces unshared (network, PIDs, IPC, UTS, user),
+    ``/`` read-only, ``work`` writable, a fresh ``/dev`` and ``/proc``; dies with us."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SystemExit(
+            "bubblewrap (bwrap) is missing: the official side runs the worlds' code and runs "
+            "only confined"
+        )
+    return [
+        *(bwrap, "--unshare-all", "--die-with-parent", "--new-session"),
+        *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+        *("--bind", str(work), str(work), "--chdir", str(work), "--"),
+        *argv,
+    ]
+
+
+def _official_limits() -> None:  # in the child, before bubblewrap starts
+    import resource
+
+    for name, value in OFFICIAL_LIMITS.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
 def run_official(python: Path, worlds: list[dict[str, Any]], work: Path) -> list[dict[str, Any]]:
     job = work / "job.json"
     job.write_text(json.dumps(worlds))
     script = work / "official.py"
     script.write_text(_OFFICIAL)
     r = subprocess.run(
-        [str(python), str(script), str(job)], capture_output=True, text=True, cwd=work
+        confined([str(python), "-B", str(script), str(job)], Path(work)),
+        capture_output=True,
+        text=True,
+        cwd=work,
+        preexec_fn=_official_limits,
     )
     if r.returncode != 0:
         raise SystemExit(f"the official side failed:\n{r.stderr[-3000:]}")

@@ -174,3 +174,27 @@ def test_compare_tools_response_sections():
     assert conf.compare_tools(ours, theirs).startswith(
         "descriptions of 1/1 tools differ only in the '### Responses' section, first f at char 18"
     )
+
+
+def test_the_official_side_runs_confined(tmp_path):
+    """``confined``: no network, a read-only file system but the work directory, its own
+    PIDs (the official side imports the worlds' apps in its process)."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap missing")
+    probe = (
+        "import os, socket\n"
+        "open('inside.txt', 'w').write('ok')\n"
+        "try:\n    open(os.path.expanduser('~/outside.txt'), 'w')\n    print('wrote outside')\n"
+        "except OSError:\n    print('read-only')\n"
+        "s = socket.socket()\n"
+        "try:\n    s.connect(('1.1.1.1', 80))\n    print('network')\n"
+        "except OSError:\n    print('no network')\n"
+        "print('pid', os.getpid())\n"
+    )
+    r = subprocess.run(
+        conf.confined([sys.executable, "-c", probe], tmp_path), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["read-only", "no network"], r.stdout
+    assert int(r.stdout.split("pid ")[1]) < 10  # its own PID namespace
+    assert (tmp_path / "inside.txt").read_text() == "ok"
