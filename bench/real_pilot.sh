@@ -13,6 +13,12 @@
 # answer): at the default 30, a first run finished 22 episodes in 5 minutes and then held
 # both slots for over 20 minutes with two episodes (long tool results re-read each turn
 # at about 55 prompt tokens a second per thread), about 25 episodes an hour.
+# A 16,384-token context window per slot (collect.realserve n_ctx=16384, pinned by
+# actor.context_window, so the plan says it): unhelped episodes that call list_tools again
+# and again add its 4,128-token answer each turn, and at the model's own 32,768 two such
+# episodes held both slots 36 minutes without ending (the 21 episodes run that way are kept
+# in helpdp/data/real-actor-pilot-ctx32k; none of them reached 2,600 prompt tokens). An
+# episode that outgrows the window ends context_full (a failure) within a few minutes.
 # Resumable: rerun the same command; finished shards are kept (and committed).
 #
 #   nohup nice -n 10 bash bench/real_pilot.sh >> outputs/real-pilot.log 2>&1 &
@@ -29,9 +35,9 @@ if [ ! -f "$WORLDS/gen_solutions.jsonl" ]; then
     "$PY" -m collect.worlds.generate out="$WORLDS" n=40 seed=0 > /dev/null
 fi
 (cd "$WORLDS" && sha256sum --quiet -c ../../collect/worlds/benchmarks/gen40-seed0.sha256)
-source bench/realserve_up.sh
+REALSERVE_ARGS="n_ctx=16384 ${REALSERVE_ARGS:-}" source bench/realserve_up.sh
 "$PY" -m collect out="$OUT" worlds="$WORLDS" collect/actor=qwen_coder_0_5b_llamacpp \
     'schedule.probabilities=[0.0,1.0]' 'schedule.seeds=[0,1]' executor.order=seed_shuffled \
-    env.max_turns=12 progress=false &
+    env.max_turns=12 actor.context_window=16384 progress=false &
 pids+=($!)
 wait "${pids[1]}"

@@ -9,7 +9,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 143' INT TERM
-"$PY" -m collect.realserve slots=2 threads=1 port=8011 &
+# REALSERVE_ARGS: more collect.realserve overrides (bench/real_pilot.sh: n_ctx=16384)
+"$PY" -m collect.realserve slots=2 threads=1 port=8011 ${REALSERVE_ARGS:-} &
 pids+=($!)
 "$PY" - <<'EOF'
 import time, urllib.request

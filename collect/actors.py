@@ -166,6 +166,12 @@ class OpenAIActorConfig(SamplingConfig, TurnFormatConfig, EndpointConfig, ActorC
         "(collect.realserve gives it); recorded so that collect.merge merges runtimes of one "
         "model; empty: unknown, not checked",
     )
+    context_window: int = _f(
+        0,
+        "tokens of the endpoint's context window (a longer episode ends context_full), "
+        "checked at start against its /v1/models entry's n_ctx (collect.realserve n_ctx=); "
+        "0: unknown, not checked",
+    )
 
 
 @dataclass
@@ -405,13 +411,13 @@ class FittedActor(SimulatedActor):
 # ---------------------------------------------------------------------------
 
 
-def _served_sha256(client: ChatClient, model: str) -> str | None:
-    """The ``sha256`` the endpoint's ``/v1/models`` gives ``model`` (None: not given)."""
+def _served(client: ChatClient, model: str) -> dict:
+    """What the endpoint's ``/v1/models`` says of ``model`` beyond its id (collect.realserve:
+    ``sha256``, ``n_ctx``); empty when it lists no such model."""
     for entry in client._client.models.list().data:  # noqa: SLF001 - the SDK client
         if entry.id == model:
-            sha = (entry.model_extra or {}).get("sha256")
-            return sha if isinstance(sha, str) else None
-    return None
+            return dict(entry.model_extra or {})
+    return {}
 
 
 class OpenAIActor:
@@ -426,15 +432,19 @@ class OpenAIActor:
         self.name = actor_name(config)
         self.client = ChatClient(config, transport=transport)
         self._threads = ThreadPoolExecutor(max(1, config.concurrency))
-        if config.model_sha256:
-            served = _served_sha256(self.client, config.model)
-            if served != config.model_sha256:
-                self.close()
-                raise ValueError(
-                    f"actor.model_sha256: the endpoint {config.base_url} serves "
-                    f"{config.model!r} with sha256 {served!r}, not {config.model_sha256} "
-                    "(collect.realserve names its checked file's in /v1/models)"
-                )
+        # (field, its /v1/models name, the value pinned): what the endpoint must say it serves
+        pins = [("model_sha256", "sha256", config.model_sha256)]
+        pins.append(("context_window", "n_ctx", int(config.context_window or 0)))
+        if any(v for *_, v in pins):
+            served = _served(self.client, config.model)
+            for field, key, want in pins:
+                if want and served.get(key) != want:
+                    self.close()
+                    raise ValueError(
+                        f"actor.{field}: the endpoint {config.base_url} serves "
+                        f"{config.model!r} with {key} {served.get(key)!r}, not {want} "
+                        f"(collect.realserve names its own in /v1/models)"
+                    )
 
     def _one(self, req: TurnRequest) -> TurnReply:
         try:

@@ -20,7 +20,8 @@ waits.
 as the in-process actor's turns do (the server is asked to stop there and the front
 puts the tag back, which the server's stop rule drops); without it a turn runs on to
 the model's end token. ``GET /v1/models`` names the served file's ``sha256`` (checked at
-start against the pin), which the openai actor's ``model_sha256`` is checked against.
+start against the pin) and a slot's context window ``n_ctx``, which the openai actor's
+``model_sha256`` and ``context_window`` are checked against.
 The processes are stopped with their process groups when the
 command ends (Ctrl-C, SIGTERM) or, with ``check=true``, after one test request.
 """
@@ -46,7 +47,7 @@ from collect.realmodel import MODELS, ModelError, ensure_model
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 
-__all__ = ["RealServeConfig", "ServeError", "Slots", "serve", "server_command", "with_sha256"]
+__all__ = ["RealServeConfig", "ServeError", "Slots", "serve", "server_command", "with_served"]
 
 
 class ServeError(RuntimeError):
@@ -180,13 +181,15 @@ def _request(host: str, port: int, method: str, path: str, body: bytes | None, t
         conn.close()
 
 
-def with_sha256(data: bytes, sha256: str) -> bytes:
-    """A ``/v1/models`` answer with each model's ``sha256`` (the checked file's): what the
-    openai actor's ``model_sha256`` is checked against."""
+def with_served(data: bytes, sha256: str, n_ctx: int) -> bytes:
+    """A ``/v1/models`` answer with each model's ``sha256`` (the checked file's) and
+    ``n_ctx`` (a slot's context window): what the openai actor's ``model_sha256`` and
+    ``context_window`` are checked against."""
     try:
         listing = json.loads(data)
         for entry in listing.get("data") or []:
             entry["sha256"] = sha256
+            entry["n_ctx"] = n_ctx
     except (ValueError, AttributeError, TypeError):
         return data
     return json.dumps(listing).encode()
@@ -212,7 +215,7 @@ def _front(config: RealServeConfig) -> ThreadingHTTPServer:
         def do_GET(self):  # /v1/models and the like: any slot answers
             status, data = _request(config.host, config.port + 1, "GET", self.path, None, 60)
             if status == 200 and self.path.rstrip("/").endswith("/models"):
-                data = with_sha256(data, sha256)
+                data = with_served(data, sha256, int(config.n_ctx))
             self._send(status, data)
 
         def do_POST(self):

@@ -131,3 +131,17 @@ def test_a_scenario_filter_keeps_every_tasks_split():
     assert len(every) == 30 and len(few) == 6
     assert few == {t: every[t] for t in few}
     assert few["smart_home_1/1"] == "train" and few["smart_home_1/2"] == "test"
+
+
+def test_an_unchecked_context_window_is_recorded_as_before_it_and_a_pinned_one_is_planned(
+    tmp_path,
+):
+    """``actor.context_window`` (0: not checked) leaves the plans of collections made before
+    it as they were (they resume); a pinned window is part of what the shards hold."""
+    from collect.plan import fingerprint_config
+
+    base = _args(tmp_path / "o", tmp_path / "w", "collect/actor=qwen_coder_0_5b_llamacpp")
+    unchecked = fingerprint_config(collect_config(base))["actor"]
+    pinned = fingerprint_config(collect_config([*base, "actor.context_window=16384"]))["actor"]
+    assert "context_window" not in unchecked
+    assert pinned.pop("context_window") == 16384 and pinned == unchecked

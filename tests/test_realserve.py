@@ -198,6 +198,12 @@ def test_the_openai_actor_checks_the_served_sha256_and_cuts_after_the_call(tmp_p
 
         with pytest.raises(ValueError, match=rf"^actor.model_sha256: .* sha256 '{pin}', not 0+ "):
             actor(model_sha256="0" * 64)
+        # the context window the run pins (a longer episode ends context_full) is the served one
+        with pytest.raises(
+            ValueError, match=r"^actor.context_window: .* with n_ctx 32768, not 16384"
+        ):
+            actor(model_sha256=pin, context_window=16384)
+        actor(context_window=cfg.n_ctx).close()
         a = actor(model_sha256=pin, stop_after_tool_call=True)
         (reply,) = a.generate([TurnRequest([{"role": "user", "content": "hi"}], 1, None)])
         a.close()
@@ -207,10 +213,15 @@ def test_the_openai_actor_checks_the_served_sha256_and_cuts_after_the_call(tmp_p
             OpenAIActor(OpenAIActorConfig(base_url=url, model="other", model_sha256=pin, retries=0))
 
 
-def test_with_sha256_names_the_file_in_each_model_entry():
-    got = json.loads(realserve.with_sha256(b'{"data": [{"id": "a"}, {"id": "b"}]}', "ab12"))
-    assert got == {"data": [{"id": "a", "sha256": "ab12"}, {"id": "b", "sha256": "ab12"}]}
-    assert realserve.with_sha256(b"not json", "ab12") == b"not json"
+def test_with_served_names_the_file_and_the_window_in_each_model_entry():
+    got = json.loads(realserve.with_served(b'{"data": [{"id": "a"}, {"id": "b"}]}', "ab12", 8))
+    assert got == {
+        "data": [
+            {"id": "a", "sha256": "ab12", "n_ctx": 8},
+            {"id": "b", "sha256": "ab12", "n_ctx": 8},
+        ]
+    }
+    assert realserve.with_served(b"not json", "ab12", 8) == b"not json"
 
 
 def test_a_client_that_left_is_not_an_error():
