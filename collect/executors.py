@@ -54,6 +54,8 @@ STOP_GRACE_S = 5.0
 
 #: in a pool worker: Ctrl-C (or the parent's SIGTERM) was seen; no task starts after it
 _STOPPING = False
+#: in a pool worker: a task's function is running (the only place a stop may raise)
+_IN_TASK = False
 
 
 @dataclass
@@ -134,11 +136,18 @@ def resolve_workers(config: ExecutorConfig, n_tasks: int) -> int:
 
 
 def _quiet_interrupt(signum: int, frame: Any) -> None:
+    """A pool worker's Ctrl-C or SIGTERM: the task running ends (SystemExit 130, its
+    ``finally`` blocks close its sandboxes) and no other starts. Between tasks it only
+    marks the stop: raised there, in the pool's own code, it would cut a result's message
+    to the parent mid-stream (the worker's SystemExit is then sent after half a message)
+    or die holding the call queue's lock, and the parent's pool thread would wait on the
+    rest for ever (its exit, after it said what was kept, hung)."""
     global _STOPPING
     if _STOPPING:  # once: the cleanup is not interrupted (the handler stays: a pending
         return  # signal meeting SIG_IGN would raise "ignored due to race condition")
     _STOPPING = True
-    raise SystemExit(130)
+    if _IN_TASK:
+        raise SystemExit(130)
 
 
 def _watch_parent(parent: int) -> None:
@@ -169,9 +178,14 @@ def _in_worker(fn: Callable[[Any], Any], task: Any) -> Any:
     """``fn(task)`` in a pool worker, unless this worker was interrupted: the pool hands a
     worker its queued tasks even after a task ended in ``SystemExit``, and they must not
     start new episodes."""
-    if _STOPPING:
-        raise SystemExit(130)
-    return fn(task)
+    global _IN_TASK
+    _IN_TASK = True  # the pool's own try holds this whole call: a stop may raise in it
+    try:
+        if _STOPPING:
+            raise SystemExit(130)
+        return fn(task)
+    finally:
+        _IN_TASK = False
 
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:

@@ -71,3 +71,37 @@ def test_a_worker_stopped_by_ctrl_c_is_an_interrupt_in_the_parent():
     with pytest.raises(KeyboardInterrupt):
         execute(stopped_by_ctrl_c, [0, 1, 2], ExecutorConfig(workers=2), got.append)
     assert 1 not in got
+
+
+def test_a_stop_between_tasks_only_marks_it_and_the_next_task_does_not_start(monkeypatch):
+    """A worker's Ctrl-C raises only inside a task (its sandboxes closed by ``finally``):
+    between tasks the worker runs the pool's own code (sending a result, waiting on the
+    call queue's lock), where a SystemExit would cut the message to the parent mid-stream
+    and leave the parent's pool thread waiting for ever."""
+    import signal as _signal
+
+    import pytest
+
+    from collect import executors
+
+    monkeypatch.setattr(executors, "_STOPPING", False)
+    monkeypatch.setattr(executors, "_IN_TASK", False)
+    executors._quiet_interrupt(_signal.SIGINT, None)  # between tasks: no raise
+    assert executors._STOPPING and not executors._IN_TASK
+    ran = []
+    with pytest.raises(SystemExit) as e:
+        executors._in_worker(ran.append, 1)  # the next task does not start
+    assert e.value.code == 130 and ran == [] and not executors._IN_TASK
+
+    monkeypatch.setattr(executors, "_STOPPING", False)
+    seen = []
+
+    def task(x):
+        seen.append(executors._IN_TASK)
+        executors._quiet_interrupt(_signal.SIGTERM, None)  # inside a task: it ends there
+        seen.append("after")
+
+    with pytest.raises(SystemExit) as e:
+        executors._in_worker(task, 2)
+    assert e.value.code == 130 and seen == [True] and not executors._IN_TASK
+    assert executors._in_worker.__doc__
