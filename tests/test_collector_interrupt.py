@@ -9,7 +9,9 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
+import pytest
 from proc_helpers import alive
 from test_collector_resume import ARGS, _command, _descendants
 
@@ -17,13 +19,18 @@ from test_collector_resume import ARGS, _command, _descendants
 def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     # a terminal's Ctrl-C sends SIGINT to the whole foreground process group
-    proc = subprocess.Popen(
-        _command(out, work),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    # stderr to a file (a descendant holding a pipe cannot stall the wait), and on a hang
+    # the parent's threads dumped by faulthandler (SIGABRT) into the failure
+    errfile = tmp_path / "stderr.txt"
+    with errfile.open("w") as errf:
+        proc = subprocess.Popen(
+            _command(out, work),
+            stdout=subprocess.DEVNULL,
+            stderr=errf,
+            text=True,
+            start_new_session=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        )
     shards, family, done = out / "shards", set(), 0
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
@@ -34,7 +41,14 @@ def test_ctrl_c_keeps_shards_in_one_line_and_the_rerun_reuses_them(tmp_path):
         time.sleep(0.02)
     family |= _descendants(proc.pid)
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGABRT)
+        proc.wait(timeout=30)
+        left = {p: Path(f"/proc/{p}/cmdline").read_bytes()[:200] for p in family if alive(p)}
+        pytest.fail(f"no exit 120 s after Ctrl-C; alive: {left}\n{errfile.read_text()[-6000:]}")
+    err = errfile.read_text()
     assert proc.returncode == 130, err[-3000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
@@ -62,7 +76,6 @@ def test_a_worker_stopped_by_ctrl_c_is_an_interrupt_in_the_parent():
     """A worker's Ctrl-C (SystemExit 130) reaching the parent before the parent's own
     signal (or in a parent that ignores SIGINT) is the same interrupt there: the
     collector then says what it kept, instead of exiting 130 without a word."""
-    import pytest
     from proc_helpers import stopped_by_ctrl_c
 
     from collect.executors import ExecutorConfig, execute
@@ -79,8 +92,6 @@ def test_a_stop_between_tasks_only_marks_it_and_the_next_task_does_not_start(mon
     call queue's lock), where a SystemExit would cut the message to the parent mid-stream
     and leave the parent's pool thread waiting for ever."""
     import signal as _signal
-
-    import pytest
 
     from collect import executors
 
