@@ -42,6 +42,9 @@ evaluation, the collector and the selection build them through it): ``never``,
 ``python -m helpdp.search`` output, or a ``selected.json`` (read by ``load_json``:
 ``helpdp.select.load_policy``, which sits above this module). :func:`policy_spec` is
 its inverse: the spec that rebuilds a registry policy (what ``selected.json`` stores).
+Each kind is registered once, on its class (``@register``, ``helpdp.policy_registry``):
+its spec strings, dict, printed spec and evaluation family; a new policy is one class
+and its registration here, in the order its grammar is tried.
 """
 
 from __future__ import annotations
@@ -56,6 +59,15 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from helpdp.events import check_events, count_fired, event_fires
+from helpdp.policy_registry import (
+    name_family,
+    parse_dict,
+    parse_name,
+    policy_family,
+    print_spec,
+    register,
+    spec_forms,
+)
 
 __all__ = [
     "AfterFailure",
@@ -75,7 +87,10 @@ __all__ = [
     "action_probs",
     "build_policy",
     "components",
+    "name_family",
+    "policy_family",
     "policy_spec",
+    "register",
     "safe_decide",
     "uniform",
 ]
@@ -180,6 +195,22 @@ def safe_decide(policy: HelpPolicy, views: Sequence[StateView]) -> tuple[np.ndar
         return np.zeros(len(views), np.int8), f"{type(e).__name__}: {e}"[:500]
 
 
+def _num(text: str, spec: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"policy {spec!r}: {text!r} is not a number") from None
+
+
+@register(
+    family="baseline",
+    forms="never",
+    parse=lambda s, seed, action: Never() if s == "never" else None,
+    kind="never",
+    from_dict=lambda d, seed, action, load_json: build_policy("never", seed=seed, action=action),
+    spec=lambda p: "never",
+    display=r"never\Z",
+)
 @dataclass(frozen=True)
 class Never:
     name: str = "never"
@@ -188,6 +219,15 @@ class Never:
         return np.zeros(len(views), np.int8)
 
 
+@register(
+    family="baseline",
+    forms="always",
+    parse=lambda s, seed, action: Always(action) if s == "always" else None,
+    kind="always",
+    from_dict=lambda d, seed, action, load_json: build_policy("always", seed=seed, action=action),
+    spec=lambda p: "always",
+    display=r"always\Z",
+)
 @dataclass(frozen=True)
 class Always:
     action: int = 1
@@ -197,6 +237,212 @@ class Always:
         return np.full(len(views), self.action, np.int8)
 
 
+@register(
+    family="rule",
+    forms="turn0",
+    parse=lambda s, seed, action: TurnZero(action) if s in ("turn0", "turn_zero") else None,
+    spec=lambda p: "turn0",
+    display="rule: ",
+)
+@dataclass(frozen=True)
+class TurnZero:
+    """Hand-written rule: help before the first turn only."""
+
+    action: int = 1
+    name: str = "rule: turn 0"
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        return _actions([self.action if v.depth == 0 else 0 for v in views])
+
+
+def _parse_turns(s: str, seed: int, action: int) -> AtTurns | None:
+    head, _, arg = s.partition(":")
+    if head == "turns" and arg:
+        return AtTurns(tuple(int(_num(x, s)) for x in arg.split(",")), action)
+    return None
+
+
+@register(
+    family="rule",
+    forms="turns:0,2",
+    parse=_parse_turns,
+    kind="rule",
+    from_dict=lambda d, seed, action, load_json: AtTurns(
+        tuple(d["turns"]), action, name=d.get("name", "")
+    ),
+    spec=lambda p: "turns:" + ",".join(map(str, p.turns)),
+    display="rule: ",
+    subclasses=True,
+)
+@dataclass(frozen=True)
+class AtTurns:
+    """Hand-written rule: help at exactly the listed turns (``(0,)`` is :class:`TurnZero`).
+
+    Single turns map where a call pays (``(1,)``, ``(2,)``, ...); pairs such as
+    ``(0, 3)`` measure what a second call is worth after the first.
+    """
+
+    turns: tuple[int, ...]
+    action: int = 1
+    name: str = ""
+
+    def __post_init__(self):
+        turns = tuple(sorted({int(t) for t in self.turns}))
+        if not turns or turns[0] < 0:
+            raise ValueError(
+                f"AtTurns: turns must be a non-empty list of turns >= 0, got {self.turns!r}"
+            )
+        object.__setattr__(self, "turns", turns)
+        if not self.name:
+            object.__setattr__(self, "name", "rule: turns " + ",".join(map(str, turns)))
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        return _actions([self.action if v.depth in self.turns else 0 for v in views])
+
+
+@register(
+    family="rule",
+    forms="after:failure",
+    parse=lambda s, seed, action: (
+        AfterFailure(action) if s in ("after:failure", "after_failure") else None
+    ),
+    spec=lambda p: "after:failure",
+    display="rule: ",
+)
+@dataclass(frozen=True)
+class AfterFailure:
+    """Hand-written rule: help after every failed turn."""
+
+    action: int = 1
+    name: str = "rule: after failure"
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        return _actions([self.action if v.last_failure else 0 for v in views])
+
+
+@register(
+    family="rule",  # its form is one of turn0+after:EVENTS's, listed there
+    parse=lambda s, seed, action: (
+        TurnZeroOrAfterFailure(action) if s == "turn0+after:failure" else None
+    ),
+    spec=lambda p: "turn0+after:failure",
+    display="rule: ",
+)
+@dataclass(frozen=True)
+class TurnZeroOrAfterFailure:
+    """Hand-written rule: help at turn 0 and after every failed turn."""
+
+    action: int = 1
+    name: str = "rule: turn 0 + after failure"
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        return _actions([self.action if v.depth == 0 or v.last_failure else 0 for v in views])
+
+
+def _fires(events: tuple[str, ...], v: StateView) -> bool:
+    return any(
+        event_fires(
+            e,
+            depth=v.depth,
+            last_class=v.last_class,
+            repeats=v.repeats,
+            context_tokens=v.context_tokens,
+        )
+        for e in events
+    )
+
+
+def _parse_turn0_then(s: str, seed: int, action: int) -> TurnZeroThen | None:
+    """``[turn0+]after:EVENTS[+max:N]`` (after the kinds that own ``after:failure``
+    and ``turn0+after:failure``)."""
+    parts = s.split("+")
+    if parts[0] in ("turn0", "") or parts[0].startswith("after:"):
+        turn0 = parts[0] == "turn0"
+        rest = parts[1:] if turn0 else parts
+        events, cap = None, None
+        for p in rest:
+            k, _, v = p.partition(":")
+            if k == "after" and v and events is None:
+                events = tuple(v.split(","))
+            elif k == "max" and v and cap is None:
+                cap = int(_num(v, s))
+            else:
+                return None
+        if events:
+            return TurnZeroThen(events, cap, turn0, action)
+    return None
+
+
+def _turn0_then_spec(p: TurnZeroThen) -> str:
+    head = ["turn0"] if p.turn0 else []
+    cap = [f"max:{int(p.max_calls)}"] if p.max_calls is not None else []
+    return "+".join([*head, "after:" + ",".join(p.events), *cap])
+
+
+@register(
+    family="rule",
+    forms="turn0+after:EVENTS[+max:N]",
+    parse=_parse_turn0_then,
+    kind="turn0_then",
+    from_dict=lambda d, seed, action, load_json: TurnZeroThen(
+        tuple(d["events"]),
+        d.get("max_calls"),
+        bool(d.get("turn0", True)),
+        action,
+        name=d.get("name", ""),
+    ),
+    spec=_turn0_then_spec,
+    display="rule: ",
+    subclasses=True,
+)
+@dataclass(frozen=True)
+class TurnZeroThen:
+    """Event rule: help at turn 0 (``turn0``), then at every state where one of
+    ``events`` fires (``helpdp.events.event_fires``: ``repeat``, ``loop``, ``failed``,
+    ``unknown_tool``, ``format_error``, ``turn:K``, ``context:N``), while the episode
+    has made fewer than ``max_calls`` expert calls (None: no budget)."""
+
+    events: tuple[str, ...] = ("repeat",)
+    max_calls: int | None = None
+    turn0: bool = True
+    action: int = 1
+    name: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "events", check_events(self.events))
+        if self.max_calls is not None and int(self.max_calls) < 1:
+            raise ValueError(f"TurnZeroThen: max_calls must be >= 1 or None, got {self.max_calls}")
+        if not self.name:
+            head = "turn 0 + " if self.turn0 else ""
+            cap = f" (max {self.max_calls})" if self.max_calls is not None else ""
+            object.__setattr__(self, "name", f"rule: {head}after {','.join(self.events)}{cap}")
+
+    def decide(self, views: Sequence[StateView]) -> np.ndarray:
+        out = []
+        for v in views:
+            want = (self.turn0 and v.depth == 0) or _fires(self.events, v)
+            ok = self.max_calls is None or v.calls < self.max_calls
+            out.append(self.action if want and ok else 0)
+        return _actions(out)
+
+
+def _parse_random(cls, head: str, s: str, seed: int, action: int):
+    """``HEAD:P``: a :class:`RandomStates` or :class:`RandomEpisodes` with share ``P``."""
+    h, _, arg = s.partition(":")
+    return cls(_num(arg, s), seed=seed, action=action) if h == head and arg else None
+
+
+@register(
+    family="random",
+    forms="random:P",
+    parse=lambda s, seed, action: _parse_random(RandomStates, "random", s, seed, action),
+    kind="random",
+    from_dict=lambda d, seed, action, load_json: RandomStates(
+        float(d["p"]), seed=seed, action=action
+    ),
+    spec=lambda p: f"random:{float(p.p)!r}",
+    display="random p=",
+)
 @dataclass(frozen=True)
 class RandomStates:
     """Help at each state independently with probability ``p`` (the paper's random help)."""
@@ -224,6 +470,13 @@ class RandomStates:
         return out
 
 
+@register(
+    family="candidate",
+    forms="random_episodes:P",
+    parse=lambda s, seed, action: _parse_random(RandomEpisodes, "random_episodes", s, seed, action),
+    spec=lambda p: f"random_episodes:{float(p.p)!r}",
+    display="random episodes p=",
+)
 @dataclass(frozen=True)
 class RandomEpisodes(RandomStates):
     """Help at every turn of a random share ``p`` of the episodes ("task-wise" random)."""
@@ -237,65 +490,6 @@ class RandomEpisodes(RandomStates):
 
     def components(self) -> list[tuple[float, HelpPolicy]]:
         return [(1.0 - self.p, Never()), (self.p, Always(self.action))]
-
-
-@dataclass(frozen=True)
-class TurnZero:
-    """Hand-written rule: help before the first turn only."""
-
-    action: int = 1
-    name: str = "rule: turn 0"
-
-    def decide(self, views: Sequence[StateView]) -> np.ndarray:
-        return _actions([self.action if v.depth == 0 else 0 for v in views])
-
-
-@dataclass(frozen=True)
-class AtTurns:
-    """Hand-written rule: help at exactly the listed turns (``(0,)`` is :class:`TurnZero`).
-
-    Single turns map where a call pays (``(1,)``, ``(2,)``, ...); pairs such as
-    ``(0, 3)`` measure what a second call is worth after the first.
-    """
-
-    turns: tuple[int, ...]
-    action: int = 1
-    name: str = ""
-
-    def __post_init__(self):
-        turns = tuple(sorted({int(t) for t in self.turns}))
-        if not turns or turns[0] < 0:
-            raise ValueError(
-                f"AtTurns: turns must be a non-empty list of turns >= 0, got {self.turns!r}"
-            )
-        object.__setattr__(self, "turns", turns)
-        if not self.name:
-            object.__setattr__(self, "name", "rule: turns " + ",".join(map(str, turns)))
-
-    def decide(self, views: Sequence[StateView]) -> np.ndarray:
-        return _actions([self.action if v.depth in self.turns else 0 for v in views])
-
-
-@dataclass(frozen=True)
-class AfterFailure:
-    """Hand-written rule: help after every failed turn."""
-
-    action: int = 1
-    name: str = "rule: after failure"
-
-    def decide(self, views: Sequence[StateView]) -> np.ndarray:
-        return _actions([self.action if v.last_failure else 0 for v in views])
-
-
-@dataclass(frozen=True)
-class TurnZeroOrAfterFailure:
-    """Hand-written rule: help at turn 0 and after every failed turn."""
-
-    action: int = 1
-    name: str = "rule: turn 0 + after failure"
-
-    def decide(self, views: Sequence[StateView]) -> np.ndarray:
-        return _actions([self.action if v.depth == 0 or v.last_failure else 0 for v in views])
 
 
 class TablePolicy:
@@ -435,50 +629,26 @@ class ScorePolicy:
         return np.where(s > self.threshold, self.action, 0).astype(np.int8)
 
 
-def _fires(events: tuple[str, ...], v: StateView) -> bool:
-    return any(
-        event_fires(
-            e,
-            depth=v.depth,
-            last_class=v.last_class,
-            repeats=v.repeats,
-            context_tokens=v.context_tokens,
-        )
-        for e in events
+def _triggers_from_dict(d: dict, seed: int, action: int, load_json) -> TriggerRandomised:
+    base = build_policy(d["base"], seed=seed, action=action, load_json=load_json)
+    return TriggerRandomised(
+        base,
+        d["events"],
+        float(d["q"]),
+        seed=seed,
+        action=action,
+        max_randomised=d.get("max_randomised"),
+        name=d.get("name", ""),
     )
 
 
-@dataclass(frozen=True)
-class TurnZeroThen:
-    """Event rule: help at turn 0 (``turn0``), then at every state where one of
-    ``events`` fires (``helpdp.events.event_fires``: ``repeat``, ``loop``, ``failed``,
-    ``unknown_tool``, ``format_error``, ``turn:K``, ``context:N``), while the episode
-    has made fewer than ``max_calls`` expert calls (None: no budget)."""
-
-    events: tuple[str, ...] = ("repeat",)
-    max_calls: int | None = None
-    turn0: bool = True
-    action: int = 1
-    name: str = ""
-
-    def __post_init__(self):
-        object.__setattr__(self, "events", check_events(self.events))
-        if self.max_calls is not None and int(self.max_calls) < 1:
-            raise ValueError(f"TurnZeroThen: max_calls must be >= 1 or None, got {self.max_calls}")
-        if not self.name:
-            head = "turn 0 + " if self.turn0 else ""
-            cap = f" (max {self.max_calls})" if self.max_calls is not None else ""
-            object.__setattr__(self, "name", f"rule: {head}after {','.join(self.events)}{cap}")
-
-    def decide(self, views: Sequence[StateView]) -> np.ndarray:
-        out = []
-        for v in views:
-            want = (self.turn0 and v.depth == 0) or _fires(self.events, v)
-            ok = self.max_calls is None or v.calls < self.max_calls
-            out.append(self.action if want and ok else 0)
-        return _actions(out)
-
-
+@register(  # no display: its names begin with its base's (how the evaluation reads them)
+    family="candidate",
+    kind="triggers",
+    from_dict=_triggers_from_dict,
+    spec=lambda p: p.spec() if p.base_spec is not None else None,
+    subclasses=True,
+)
 class TriggerRandomised:
     """The stage-2 collection design: ``base``'s decision everywhere except at trigger
     states (one of ``events`` fires, as in :class:`TurnZeroThen`), where the expert
@@ -570,117 +740,17 @@ class TriggerRandomised:
         return out
 
 
-def _num(text: str, spec: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"policy {spec!r}: {text!r} is not a number") from None
-
-
-def _from_name(spec: str, seed: int, action: int) -> HelpPolicy | None:
-    s = spec.strip()
-    if s == "never":
-        return Never()
-    if s == "always":
-        return Always(action)
-    if s in ("turn0", "turn_zero"):
-        return TurnZero(action)
-    if s in ("after:failure", "after_failure"):
-        return AfterFailure(action)
-    if s == "turn0+after:failure":
-        return TurnZeroOrAfterFailure(action)
-    head, _, arg = s.partition(":")
-    if head == "turns" and arg:
-        return AtTurns(tuple(int(_num(x, spec)) for x in arg.split(",")), action)
-    if head in ("random", "random_episodes") and arg:
-        cls = RandomStates if head == "random" else RandomEpisodes
-        return cls(_num(arg, spec), seed=seed, action=action)
-    parts = s.split("+")
-    if parts[0] in ("turn0", "") or parts[0].startswith("after:"):
-        turn0 = parts[0] == "turn0"
-        rest = parts[1:] if turn0 else parts
-        events, cap = None, None
-        for p in rest:
-            k, _, v = p.partition(":")
-            if k == "after" and v and events is None:
-                events = tuple(v.split(","))
-            elif k == "max" and v and cap is None:
-                cap = int(_num(v, spec))
-            else:
-                return None
-        if events:
-            return TurnZeroThen(events, cap, turn0, action)
-    return None
-
-
-def _turn0_then_spec(p: TurnZeroThen) -> str:
-    head = ["turn0"] if p.turn0 else []
-    cap = [f"max:{int(p.max_calls)}"] if p.max_calls is not None else []
-    return "+".join([*head, "after:" + ",".join(p.events), *cap])
-
-
 def policy_spec(policy) -> str | dict | None:
     """The :func:`build_policy` spec that rebuilds ``policy`` (with its ``seed`` and
     ``action``, which the spec does not carry): the name it was built from where it was
-    built by name, else the canonical name of a registry class (``turn0+after:repeat+max:2``,
-    ``turns:0,2``, ``random:0.3``, ...) or a stage-2 design's dict; None for a policy the
-    registry cannot name (a table, a score threshold, a helper)."""
+    built by name, else what its kind prints (``helpdp.policy_registry``: the canonical
+    name, ``turn0+after:repeat+max:2``, ``turns:0,2``, ``random:0.3``, ..., or a stage-2
+    design's dict); None for a policy the registry cannot name (a table, a score
+    threshold, a helper)."""
     name = getattr(policy, "spec_name", None)
-    if isinstance(name, str) and _from_name(name, 0, 1) is not None:  # not a path
+    if isinstance(name, str) and parse_name(name, 0, 1) is not None:  # not a path
         return name
-    simple = {
-        Never: "never",
-        Always: "always",
-        TurnZero: "turn0",
-        AfterFailure: "after:failure",
-        TurnZeroOrAfterFailure: "turn0+after:failure",
-    }
-    if type(policy) in simple:
-        return simple[type(policy)]
-    if isinstance(policy, AtTurns):
-        return "turns:" + ",".join(map(str, policy.turns))
-    if isinstance(policy, TurnZeroThen):
-        return _turn0_then_spec(policy)
-    if type(policy) in (RandomStates, RandomEpisodes):
-        head = "random" if type(policy) is RandomStates else "random_episodes"
-        return f"{head}:{float(policy.p)!r}"
-    if isinstance(policy, TriggerRandomised) and policy.base_spec is not None:
-        return policy.spec()
-    return None
-
-
-def _from_dict(d: dict, seed: int, action: int, load_json) -> HelpPolicy:
-    kind = d.get("kind")
-    seed = int(d.get("seed", seed))
-    if kind in ("never", "always"):
-        return build_policy(kind, seed=seed, action=action)
-    if kind == "rule":
-        return AtTurns(tuple(d["turns"]), action, name=d.get("name", ""))
-    if kind == "turn0_then":
-        return TurnZeroThen(
-            tuple(d["events"]),
-            d.get("max_calls"),
-            bool(d.get("turn0", True)),
-            action,
-            name=d.get("name", ""),
-        )
-    if kind == "random":
-        return RandomStates(float(d["p"]), seed=seed, action=action)
-    if kind == "triggers":
-        base = build_policy(d["base"], seed=seed, action=action, load_json=load_json)
-        pol = TriggerRandomised(
-            base,
-            d["events"],
-            float(d["q"]),
-            seed=seed,
-            action=action,
-            max_randomised=d.get("max_randomised"),
-            name=d.get("name", ""),
-        )
-        return pol
-    raise ValueError(
-        f"policy {d!r}: field 'kind' must be never, always, rule, turn0_then, random or triggers"
-    )
+    return print_spec(policy)
 
 
 def build_policy(spec, *, seed: int = 0, action: int = 1, load_json=None) -> HelpPolicy:
@@ -690,9 +760,9 @@ def build_policy(spec, *, seed: int = 0, action: int = 1, load_json=None) -> Hel
     without it such a path is refused. An unknown spec is one ``ValueError`` naming it.
     """
     if isinstance(spec, dict):
-        pol = _from_dict(dict(spec), seed, action, load_json)
+        pol = parse_dict(dict(spec), seed, action, load_json)
     elif isinstance(spec, (str, Path)):
-        pol = _from_name(str(spec), seed, action) if isinstance(spec, str) else None
+        pol = parse_name(str(spec), seed, action) if isinstance(spec, str) else None
         if pol is None:
             p = Path(spec)
             if (p / "search.json").is_file():
@@ -703,8 +773,7 @@ def build_policy(spec, *, seed: int = 0, action: int = 1, load_json=None) -> Hel
                 pol = load_json(p, seed=seed)
             else:
                 raise ValueError(
-                    f"policy {str(spec)!r}: not a policy name (never, always, turn0, turns:0,2, "
-                    "after:failure, turn0+after:EVENTS[+max:N], random:P, random_episodes:P), "
+                    f"policy {str(spec)!r}: not a policy name ({', '.join(spec_forms())}), "
                     "a python -m helpdp.search output nor a selected.json"
                 )
     else:
