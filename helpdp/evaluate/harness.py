@@ -87,7 +87,7 @@ from helpdp.evaluate.report import (
     selection_report,
 )
 from helpdp.evaluate.stats import compare, episode_table, headroom, mix_curve, summarize
-from helpdp.policies import HelpPolicy, TablePolicy, build_policy
+from helpdp.policies import HelpPolicy, TablePolicy, build_policy, policy_family
 from helpdp.splits import task_splits
 from helpdp.subset import task_subset
 from prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
@@ -533,7 +533,7 @@ def evaluation(cfg: EvaluateConfig) -> Evaluation:
         compare(results, p.name, split, [float(x) for x in cfg.random_p], baselines)
         for split, split_pols in by_split.items()
         for p in split_pols
-        if not p.name.startswith(("random p=", "never", "always"))
+        if policy_family(p) not in ("random", "baseline")  # the curve's points: no comparison
     ]
     frontier = forecast_frontier(ds, train_tasks)
     curves = {split: mix_curve(results, split, baselines) for split in cfg.splits}

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpdp.policies import name_family
+
 MARKERS = ("s", "o", "D", "^", "v", "P", "X", "<", ">", "h", "p", "*", "d", "H", "8")
 NEAR = 0.02  # of the axes' spans: points this close are drawn nested
 
@@ -78,9 +80,9 @@ def usage_success_figure(
                 color="0.2",
                 label="best task-wise mix of the baselines (hindsight)",
             )
-        rnd = s[s["policy"].str.startswith("random p=")].sort_values("U")
+        rnd = s[s["policy"].map(name_family) == "random"].sort_values("U")
         ax.plot(rnd["U"], rnd["SR"], "o--", color="tab:blue", label="random state-wise help")
-        points = [r for r in s.itertuples() if not r.policy.startswith("random p=")]
+        points = [r for r in s.itertuples() if name_family(r.policy) != "random"]
         colours = plt.cm.tab20((np.arange(len(points)) + 2) % 20)  # blue is the random curve
         styles = point_styles([(r.U, r.SR) for r in points])
         for r, c, style in zip(points, colours, styles):  # SR's Wilson interval: within [0, 1]

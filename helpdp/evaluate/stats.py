@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from helpdp.intervals import MIN_TASKS_DIFFER, cluster_ci, mean_ci, task_power, task_shares, wilson
+from helpdp.policies import RandomStates, name_family
 
 __all__ = [
     "EPISODE_TABLE",
@@ -141,9 +142,9 @@ def equal_spend_baseline(
 
 
 def is_rule(name: str) -> bool:
-    """A fixed rule's policy name (never, always, ``rule: ...``): what
-    :func:`rule_hull_baseline` mixes."""
-    return name in ("never", "always") or name.startswith("rule: ")
+    """A fixed rule's policy name (never, always, ``rule: ...``: the ``baseline`` and
+    ``rule`` families of ``helpdp.policy_registry``): what :func:`rule_hull_baseline` mixes."""
+    return name_family(name) in ("baseline", "rule")
 
 
 def _upper_hull(points) -> list[tuple[float, float, str]]:
@@ -354,7 +355,7 @@ def compare(
         "split": split,
         "U": float(mine["expert_calls"].mean()),
     }
-    names = {0.0: "never", 1.0: "always", **{p: f"random p={p:g}" for p in random_p}}
+    names = {0.0: "never", 1.0: "always", **{p: RandomStates(p).name for p in random_p}}
     curve = {p: r[r["policy"] == name] for p, name in names.items()}  # never/always: p = 0, 1
     curve = {p: f.reindex(mine.index) for p, f in curve.items() if len(f)}
     eq = equal_spend_baseline(out["U"], curve) if curve else None
@@ -382,7 +383,7 @@ def compare(
             )
             out["best_mix_calls"] = calls
     for other in r["policy"].unique():
-        if other == policy or other.startswith("random p="):
+        if other == policy or name_family(other) == "random":
             continue
         o = r[r["policy"] == other].reindex(mine.index)
         both(f"vs {other}", mine["success"].astype(float) - o["success"])
