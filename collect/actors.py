@@ -385,14 +385,17 @@ class SimulatedActor:
         pass
 
 
-def load_fitted(table: str = "") -> FittedAgent:
-    """The fitted agent of ``table`` (a JSON path; empty: :data:`FITTED_TABLE`)."""
+def load_fitted(table: str = "") -> Any:
+    """The fitted agent of ``table`` (a JSON path; empty: :data:`FITTED_TABLE`): a
+    :class:`FittedAgent`, or a ``model=features`` fit's ``FeatureAgent``."""
     path = Path(table) if table else FITTED_TABLE
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise ValueError(f"actor.table: cannot read {path}: {e}") from e
-    return FittedAgent.from_json(data, str(path))
+    from collect.simfeatures import agent_from_json
+
+    return agent_from_json(data, str(path))
 
 
 class FittedActor(SimulatedActor):

@@ -66,7 +66,11 @@ _FAILURE_ALIASES = {"malformed_tag": "invalid_json", "untagged_call": "invalid_j
 class FitSimulatedConfig:
     """`python -m collect.fit_simulated`: the simulated agent fitted to a real model's data."""
 
-    data: str = _f("helpdp/data/real-actor", "the real model's dataset directory")
+    data: Any = _f(
+        "helpdp/data/real-actor",
+        "the real model's dataset directory, or a list of them (features; a collection "
+        "under way: its finished shards)",
+    )
     out: str = _f("", "where to write the fitted table (JSON; required)")
     holdout_seeds: list = _f([2], "episodes of these seeds are left out of the fit")
     buckets: list = _f([0, 1, 2, 3, 5], "lower edges of the turn buckets")
@@ -75,7 +79,21 @@ class FitSimulatedConfig:
     grid: float = _f(0.02, "grid step of the on-path probabilities")
     chains: int = _f(400, "simulated chains per (task, trigger probability) in the success fit")
     seed: int = _f(0, "seed of the simulated chains")
-    worlds: Any = _f(None, "AWM directory of the tasks' reference solutions; null: shipped worlds")
+    worlds: Any = _f(
+        None,
+        "AWM directory of the tasks' reference solutions (one per data entry where data is a "
+        "list); null: shipped worlds",
+    )
+    model: str = _f(
+        "table",
+        "table: a cell table (collect/simulated_real.json); features: one logit over the "
+        "cells and the task's reference calls and tool count (collect/simfeatures.py), for "
+        "tasks it was not fitted on",
+    )
+    l2: float = _f(1.0, "features: L2 penalty on the logit's weights (intercepts aside)")
+    holdout_scenarios: list = _f(
+        [], "features: episodes of these worlds are left out of the fit (a split by world)"
+    )
     overwrite: bool = _f(False, "replace an existing out")
 
 
@@ -85,8 +103,14 @@ def load_turns(data: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     episodes. A missing table or column is a ``ValueError`` naming it."""
     root = Path(data)
     tables = {}
+    shards = sorted(p.parent for p in root.glob("shards/*/meta.json"))
     for name in ("steps", "episodes"):
         path = root / f"{name}.parquet"
+        if not path.is_file() and shards:  # a collection under way: its finished shards
+            tables[name] = pd.concat(
+                [pd.read_parquet(d / f"{name}.parquet") for d in shards], ignore_index=True
+            )
+            continue
         if not path.is_file():
             raise ValueError(f"{path}: missing (a dataset directory of python -m collect)")
         tables[name] = pd.read_parquet(path)
@@ -165,46 +189,72 @@ def simulate_chains(
     max_run: int,
     trigger_p: np.ndarray,
     rng: np.random.Generator,
-    max_turns: int = 30,
+    max_turns: int | np.ndarray = 30,
+    rows: Any = None,
 ) -> dict[str, np.ndarray]:
     """Class chains of the fitted table, one per entry of ``trigger_p`` (help drawn per
     turn with that probability): per chain ``a``/``b`` (working turns without/with
     help), ``stop`` (it ended on a stop), ``turns``, and per-turn counts ``classes``
-    [chain, outcome]."""
-    arr = _agent_arrays(probs, buckets, max_run)
-    edges = np.asarray(buckets)
+    [chain, outcome]. ``max_turns``: one cap, or one per chain. ``rows(helped, t, prev,
+    run, idx)``: the probabilities [chain, outcome] of chains ``idx`` at turn ``t``
+    instead of the table's (a :class:`collect.simfeatures.FeatureAgent` with each
+    chain's task)."""
     n = len(trigger_p)
+    cap = np.broadcast_to(np.asarray(max_turns, dtype=int), (n,))
+    if rows is None:
+        arr = _agent_arrays(probs, buckets, max_run)
+        edges = np.asarray(buckets)
+
+        def rows(helped, t, prev, run, idx):
+            bucket = np.searchsorted(edges, t, side="right") - 1
+            return arr[helped.astype(int), bucket, prev, np.minimum(run, max_run)]
+
     alive = np.ones(n, bool)
     prev = np.zeros(n, int)  # index in PREV; 0 = start
     run = np.zeros(n, int)
     a, b, turns = np.zeros(n, int), np.zeros(n, int), np.zeros(n, int)
     stop = np.zeros(n, bool)
     classes = np.zeros((n, len(OUTCOMES)), int)
+    repeats, t0_help, t0_class = np.zeros(n, int), np.zeros(n, bool), np.zeros(n, int)
+    ends_format = np.zeros(n, bool)
     w, s, f, rep = (OUTCOMES.index(x) for x in ("working", "stop", "format_error", "repeat"))
-    for t in range(max_turns):
-        idx = np.flatnonzero(alive)
+    for t in range(int(cap.max(initial=0))):
+        idx = np.flatnonzero(alive & (t < cap))
         if not len(idx):
             break
         helped = rng.random(len(idx)) < trigger_p[idx]
-        bucket = np.searchsorted(edges, t, side="right") - 1
-        p = arr[helped.astype(int), bucket, prev[idx], np.minimum(run[idx], max_run)]
+        p = rows(helped, t, prev[idx], run[idx], idx)
         u = rng.random(len(idx))[:, None]
         o = np.minimum((u > np.cumsum(p, axis=1)).sum(axis=1), len(OUTCOMES) - 1)
         cls = np.where(o == rep, np.maximum(prev[idx], 1) + 0, -1)  # a repeat keeps the class
         named = [OUTCOMES.index(PREV[c]) if c > 0 else -1 for c in cls]
         realised = np.where(o == rep, named, o)
         np.add.at(classes, (idx, realised), 1)
+        repeats[idx] += o == rep
+        if t == 0:
+            t0_help[idx], t0_class[idx] = helped, realised
         a[idx] += (o == w) & ~helped
         b[idx] += (o == w) & helped
         turns[idx] += 1
         ends = (o == s) | (o == f)
         stop[idx[o == s]] = True
+        ends_format[idx[o == f]] = True
         alive[idx[ends]] = False
         run[idx] = np.where(o == rep, run[idx] + 1, 0)
         keep = o != rep
         new_prev = np.array([PREV.index(OUTCOMES[x]) if OUTCOMES[x] in PREV else 0 for x in o])
         prev[idx] = np.where(keep, new_prev, prev[idx])
-    return {"a": a, "b": b, "stop": stop, "turns": turns, "classes": classes}
+    return {
+        "a": a,
+        "b": b,
+        "stop": stop,
+        "turns": turns,
+        "classes": classes,
+        "repeats": repeats,
+        "t0_help": t0_help,
+        "t0_class": t0_class,
+        "ends_format": ends_format,
+    }
 
 
 def success_probability(a: np.ndarray, b: np.ndarray, n: np.ndarray, q0: float, q1: float):
@@ -264,13 +314,27 @@ def _n_calls(task_ids: pd.Series, worlds: Any) -> pd.Series:
     return task_ids.map(out)
 
 
+def _write_json(out: Path, result: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result, indent=1)
+    text = re.sub(
+        r"\[\s*([-0-9.e,\s]+?)\s*\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text
+    )
+    out.write_text(text + "\n")
+
+
 def run_fit(cfg: FitSimulatedConfig) -> dict:
-    """Fit the table and the on-path probabilities; write ``cfg.out``; return the JSON."""
+    """Fit the table (or, ``model=features``, the logit) and the on-path probabilities;
+    write ``cfg.out``; return the JSON."""
     if not cfg.out:
         raise ValueError("out is required (where to write the fitted table)")
     out = Path(cfg.out)
     if out.exists() and not cfg.overwrite:
         raise ValueError(f"{out} exists (overwrite=true replaces it)")
+    if cfg.model == "features":
+        return run_fit_features(cfg)
+    if cfg.model != "table":
+        raise ValueError(f"model must be table or features, not {cfg.model!r}")
     turns, eps = load_turns(cfg.data)
     hold = {int(s) for s in cfg.holdout_seeds}
     fit_eps = eps[~eps["seed"].isin(hold)]
@@ -313,16 +377,178 @@ def run_fit(cfg: FitSimulatedConfig) -> dict:
             "log_likelihood": round(ll, 4),
         },
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(result, indent=1)
-    text = re.sub(
-        r"\[\s*([-0-9.e,\s]+?)\s*\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text
-    )
-    out.write_text(text + "\n")
+    _write_json(out, result)
     print(
         f"fitted on {len(fit_eps)} episodes ({len(fit_turns)} turns): on_path nohelp "
         f"{q0:.2f}, help {q1:.2f}; wrote {out}"
     )
+    return result
+
+
+# ---------------------------------------------------------------------------
+# the agent on task features (model=features)
+# ---------------------------------------------------------------------------
+
+#: a FastAPI route of a world's app (``@app.get(...)``, ``@router.post(...)``): one tool
+_ROUTE = re.compile(r"^\s*@\w+\.(?:get|post|put|patch|delete)\(", re.M)
+
+
+def task_features(task_ids: pd.Series, worlds: Any) -> pd.DataFrame:
+    """Per task id: ``n_calls`` (its reference solution's calls) and ``n_tools`` (its
+    world's app routes, the tools the runtime lists); a task without a reference
+    solution is a ``ValueError`` naming it."""
+    from collect.awm.dataset import AWMDataset
+    from collect.worlds import WORLDS_DIR
+
+    ds = AWMDataset(Path(worlds) if worlds else WORLDS_DIR)
+    rows = {}
+    for tid in pd.unique(task_ids):
+        scenario, _, idx = str(tid).rpartition("/")
+        sc = ds.get(scenario) if scenario in ds else None
+        sol = sc.solutions.get(int(idx)) if sc is not None and idx.isdigit() else None
+        if sol is None:
+            raise ValueError(f"task {tid}: no reference solution in {ds.root}")
+        rows[tid] = (len(sol.calls), max(1, len(_ROUTE.findall(sc.env_code or ""))))
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["n_calls", "n_tools"])
+
+
+def _recorded_max_turns(root: Path) -> int:
+    """The turn cap a dataset (its manifest) or a collection under way (its plan) ran at."""
+    for rel in ("manifest.json", "shards/plan.json"):
+        path = root / rel
+        if path.is_file():
+            cfg = json.loads(path.read_text()).get("config") or {}
+            return int((cfg.get("env") or {}).get("max_turns") or 30)
+    return 30
+
+
+def load_sources(data: Any, worlds: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`load_turns` of one dataset or a list of them (``worlds``: one directory,
+    or one per dataset), with each task's :func:`task_features`, each dataset's turn cap
+    (``max_turns``) and its index (``source``; episode ids made unique across them)."""
+    datas = list(data) if isinstance(data, (list, tuple)) or _is_list(data) else [data]
+    if worlds is None or isinstance(worlds, str):
+        worldss = [worlds] * len(datas)
+    else:
+        worldss = list(worlds)
+    if len(worldss) != len(datas):
+        raise ValueError(f"worlds: {len(worldss)} entries for {len(datas)} data directories")
+    all_turns, all_eps = [], []
+    for i, (d, w) in enumerate(zip(datas, worldss)):
+        turns, eps = load_turns(d)
+        eps = eps.copy()
+        eps["trigger_p"] = eps["trigger_p"].map(lambda v: float(np.asarray(v).ravel()[0]))
+        feats = task_features(eps["task_id"], w)
+        eps = eps.join(feats, on="task_id")
+        eps["max_turns"], eps["source"] = _recorded_max_turns(Path(d)), i
+        for t in (turns, eps):
+            t["episode_id"] = [f"{i}:{e}" for e in t["episode_id"]]
+        turns = turns.merge(eps[["episode_id", "task_id", "n_calls", "n_tools"]], on="episode_id")
+        all_turns.append(turns)
+        all_eps.append(eps)
+    return pd.concat(all_turns, ignore_index=True), pd.concat(all_eps, ignore_index=True)
+
+
+def _is_list(value: Any) -> bool:
+    return type(value).__name__ == "ListConfig"
+
+
+def feature_rows(agent: Any, n_calls: np.ndarray, n_tools: np.ndarray):
+    """:func:`simulate_chains`'s ``rows`` for a FeatureAgent, chain ``i`` playing a task
+    of ``n_calls[i]`` reference calls in a world of ``n_tools[i]`` tools."""
+
+    def rows(helped, t, prev, run, idx):
+        turn = np.full(len(idx), t)
+        return agent.probs(helped, turn, prev, run, n_calls[idx], n_tools[idx])
+
+    return rows
+
+
+def fit_features(turns: pd.DataFrame, buckets: list[int], max_run: int, l2: float):
+    """The logit's weights [feature, outcome] on ``turns`` (:func:`load_sources`'s)."""
+    from collect.simfeatures import design, fit_logit, outcome_mask
+
+    known = turns["prev"].isin(PREV)
+    if not known.all():
+        bad = sorted(set(turns.loc[~known, "prev"]))
+        raise ValueError(f"turns after a turn of class {bad}: the episode should have ended")
+    prev = turns["prev"].map(PREV.index).to_numpy()
+    bucket = np.searchsorted(np.asarray(buckets), turns["t"].to_numpy(), side="right") - 1
+    x = design(
+        turns["helped"].to_numpy(),
+        bucket,
+        prev,
+        turns["run"].to_numpy(),
+        turns["n_calls"].to_numpy(),
+        turns["n_tools"].to_numpy(),
+        len(buckets),
+        max_run,
+    )
+    y = turns["outcome"].map(list(OUTCOMES).index).to_numpy()
+    return fit_logit(x, y, outcome_mask(prev), l2, base=OUTCOMES.index("working"))
+
+
+def run_fit_features(cfg: FitSimulatedConfig) -> dict:
+    """``model=features``: fit the logit and the on-path probabilities on every episode
+    but the held-out seeds' and worlds'; the JSON (written to ``cfg.out`` unless empty)."""
+    from collect.simfeatures import FeatureAgent, feature_names
+
+    turns, eps = load_sources(cfg.data, cfg.worlds)
+    hold_s, hold_w = {int(x) for x in cfg.holdout_seeds}, {str(x) for x in cfg.holdout_scenarios}
+    keep = ~eps["seed"].isin(hold_s) & ~eps["task_id"].map(lambda t: t.rpartition("/")[0]).isin(
+        hold_w
+    )
+    fit_eps = eps[keep]
+    if fit_eps.empty:
+        raise ValueError("the held-out seeds and worlds leave no episode to fit")
+    fit_turns = turns[turns["episode_id"].isin(fit_eps["episode_id"])]
+    buckets, max_run = sorted(int(b) for b in cfg.buckets), int(cfg.max_run)
+    weights = fit_features(fit_turns, buckets, max_run, float(cfg.l2))
+    agent = FeatureAgent(tuple(buckets), max_run, weights, (0.0, 0.0))
+    keys = ["task_id", "trigger_p", "max_turns", "n_calls", "n_tools"]
+    cells = fit_eps.groupby(keys).agg(episodes=("success", "size"), successes=("success", "sum"))
+    cells = cells.reset_index()
+    cell = np.repeat(np.arange(len(cells)), int(cfg.chains))
+    nc, nt = cells["n_calls"].to_numpy()[cell], cells["n_tools"].to_numpy()[cell]
+    chains = simulate_chains(
+        {},
+        buckets,
+        max_run,
+        cells["trigger_p"].to_numpy()[cell],
+        np.random.default_rng(int(cfg.seed)),
+        cells["max_turns"].to_numpy()[cell],
+        rows=feature_rows(agent, nc, nt),
+    )
+    chains.update(cell=cell, n=nc)
+    q0, q1, ll = fit_on_path(chains, cells, float(cfg.grid))
+    result = {
+        "model": "features",
+        "outcomes": list(OUTCOMES),
+        "buckets": buckets,
+        "max_run": max_run,
+        "features": feature_names(len(buckets), max_run),
+        "weights": [[round(float(v), 6) for v in r] for r in weights],
+        "on_path": {"nohelp": q0, "help": q1},
+        "fit": {
+            "data": [str(d) for d in (cfg.data if not isinstance(cfg.data, str) else [cfg.data])],
+            "holdout_seeds": sorted(hold_s),
+            "holdout_scenarios": sorted(hold_w),
+            "episodes": int(len(fit_eps)),
+            "tasks": int(fit_eps["task_id"].nunique()),
+            "turns": int(len(fit_turns)),
+            "l2": float(cfg.l2),
+            "grid": float(cfg.grid),
+            "chains": int(cfg.chains),
+            "seed": int(cfg.seed),
+            "log_likelihood": round(ll, 4),
+        },
+    }
+    if cfg.out:
+        _write_json(Path(cfg.out), result)
+        print(
+            f"fitted on {len(fit_eps)} episodes of {fit_eps['task_id'].nunique()} tasks "
+            f"({len(fit_turns)} turns): on_path nohelp {q0:.2f}, help {q1:.2f}; wrote {cfg.out}"
+        )
     return result
 
 
@@ -444,6 +670,79 @@ def markdown(table: pd.DataFrame) -> str:
             f"{'yes' if r.inside else '**no**'} |"
         )
     return "\n".join(lines)
+
+
+def chain_check(
+    agent: Any,
+    turns: pd.DataFrame,
+    eps: pd.DataFrame,
+    *,
+    chains: int = 200,
+    level: float = 0.95,
+    boot: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Real episodes (``eps``, ``turns``: :func:`load_sources`'s, held out) against
+    ``agent``'s class chains on the same tasks (their reference calls and tool counts),
+    trigger probabilities and turn caps, ``chains`` per episode: the rows of
+    :func:`heldout_table` (per-turn class shares, turn-0 working with and without help,
+    format-error endings, turns per episode, success by trigger probability), with
+    intervals from a bootstrap over **tasks** (a statement about tasks like these),
+    simultaneous over the rows (Bonferroni). ``agent``: a :class:`FittedAgent` (its
+    table, the same for every task) or a ``FeatureAgent``."""
+    from collect.simfeatures import FeatureAgent
+
+    turns = turns[turns["episode_id"].isin(eps["episode_id"])]
+    real = _episode_counts(turns).join(eps.set_index("episode_id")[["task_id", "success"]])
+    real = real.join(eps.set_index("episode_id")["trigger_p"])
+    cols = [c for c in _episode_counts(turns.head(1)).columns]
+    rep = np.repeat(np.arange(len(eps)), int(chains))
+    nc, nt = eps["n_calls"].to_numpy()[rep], eps["n_tools"].to_numpy()[rep]
+    ps = eps["trigger_p"].to_numpy()[rep]
+    rng = np.random.default_rng(seed)
+    if isinstance(agent, FeatureAgent):
+        args = ({}, list(agent.buckets), agent.max_run)
+        rows = feature_rows(agent, nc, nt)
+    else:
+        args, rows = (agent.probs, list(agent.buckets), agent.max_run), None
+    ch = simulate_chains(*args, ps, rng, eps["max_turns"].to_numpy()[rep], rows=rows)
+    sim = pd.DataFrame({f"n {c}": ch["classes"][:, OUTCOMES.index(c)] for c in _CLASSES})
+    sim["n repeat"], sim["turns"] = ch["repeats"], ch["turns"]
+    sim["t0 help"] = ch["t0_help"]
+    sim["t0 working"] = ch["t0_class"] == OUTCOMES.index("working")
+    sim["ends format"] = ch["ends_format"]
+    q0, q1 = agent.on_path
+    sim["success"] = ch["stop"] * success_probability(ch["a"], ch["b"], nc, q0, q1)
+    sim["trigger_p"] = ps
+    real_stats, sim_stats = _stats(real[cols], cols), _stats(sim[cols].astype(float), cols)
+    levels = sorted(set(real["trigger_p"]))
+    for p in levels:
+        real_stats[f"success, p = {p:g}"] = float(
+            real.loc[real["trigger_p"] == p, "success"].mean()
+        )
+        sim_stats[f"success, p = {p:g}"] = float(sim.loc[sim["trigger_p"] == p, "success"].mean())
+    alpha = (1 - level) / len(real_stats)
+    by_task = [g for _, g in real.groupby("task_id")]
+    draws = []
+    for _ in range(int(boot)):
+        pick = pd.concat([by_task[i] for i in rng.integers(0, len(by_task), len(by_task))])
+        d = _stats(pick[cols].to_numpy(float), cols)
+        for p in levels:
+            d[f"success, p = {p:g}"] = float(pick.loc[pick["trigger_p"] == p, "success"].mean())
+        draws.append(d)
+    draws = pd.DataFrame(draws)
+    table = []
+    for name, value in real_stats.items():
+        finite = draws[name].dropna()
+        lo, hi = np.quantile(finite, [alpha / 2, 1 - alpha / 2]) if len(finite) else (np.nan,) * 2
+        table.append((name, value, float(lo), float(hi), sim_stats[name]))
+    df = pd.DataFrame(table, columns=["quantity", "real", "lo", "hi", "simulated"])
+    df = df[df["real"].notna()].reset_index(drop=True)  # e.g. no helped turn 0 held out
+    df["inside"] = (df["simulated"] >= df["lo"] - 1e-12) & (df["simulated"] <= df["hi"] + 1e-12)
+    df.attrs.update(
+        real_episodes=len(eps), tasks=int(eps["task_id"].nunique()), chains=len(rep), level=level
+    )
+    return df
 
 
 def main() -> None:

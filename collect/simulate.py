@@ -227,7 +227,10 @@ class FittedAgent:
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "table") -> FittedAgent:
         """From the JSON that :mod:`collect.fit_simulated` writes; a bad one is a
-        ``ValueError`` naming the field."""
+        ``ValueError`` naming the field (a ``model=features`` fit is read by
+        :func:`collect.simfeatures.agent_from_json`)."""
+        if data.get("model", "table") != "table":
+            raise ValueError(f"{where}: model must be table, not {data.get('model')!r}")
         if list(data.get("outcomes", [])) != list(OUTCOMES):
             raise ValueError(f"{where}: outcomes must be {list(OUTCOMES)}")
         buckets = tuple(int(b) for b in data.get("buckets", []))
@@ -251,7 +254,9 @@ class FittedAgent:
     def key(self, helped: bool, turn: int, prev: str, run: int) -> str:
         return f"{int(helped)}|{self.bucket(turn)}|{prev}|{min(run, self.max_run)}"
 
-    def row(self, helped: bool, turn: int, prev: str, run: int) -> np.ndarray:
+    def row(self, helped: bool, turn: int, prev: str, run: int, **task: int) -> np.ndarray:
+        """The cell's probabilities over OUTCOMES (the task's features, which
+        :class:`collect.simfeatures.FeatureAgent` reads, do not enter a table)."""
         key = self.key(helped, turn, prev, run)
         if key not in self.probs:
             raise KeyError(f"the fitted table has no row {key!r}")
@@ -358,7 +363,7 @@ def simulate_fitted_turn(view: EpisodeView, rng: np.random.Generator, agent: Fit
     k = reference_progress(view.history, calls)
     prev, run = history_features(view.history)
     helped = view.help is not None
-    p = agent.row(helped, view.turn, prev, run)
+    p = agent.row(helped, view.turn, prev, run, n_calls=len(calls), n_tools=len(view.tools))
     u = rng.random(2)
     outcome = OUTCOMES[min(int(np.searchsorted(np.cumsum(p), u[0], side="right")), len(p) - 1)]
     nxt = calls[k] if k < len(calls) else (calls[-1] if calls else {"tool_name": "item"})
