@@ -98,7 +98,8 @@ llama-server: real-actor $(LLAMA_VENV)/.built
 # the official AWM runtime (agent-world-model==0.1.0, Python >= 3.12) in a venv of its own, never
 # in .venv, for bench/awm_conformance.py (docs/environments.md, "Conformance with the official AWM
 # runtime"); mcp<2: its mcp-agent pin otherwise pulls mcp 2.x, where FastMCP was renamed
-PYTHON312 ?= python3.12
+# python3.12 on the PATH if it runs (a pyenv shim may name it without running it), else pyenv's own
+PYTHON312 ?= $(shell python3.12 -c '' 2>/dev/null && echo python3.12 || ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1)
 AWM_VENV := .venv-awm-official
 $(AWM_VENV)/.built:
 	$(PYTHON312) -m venv $(AWM_VENV)

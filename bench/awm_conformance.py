@@ -1,6 +1,6 @@
 """Conformance of helpdp's AWM runtime with the official ``agent-world-model==0.1.0`` (issue #49).
 
-For each world of the given AWM directories it compares three things with the official
+For each world of the given AWM directories it compares four things with the official
 package, run in a Python 3.12 venv of its own (never in .venv):
 
 * **reset**: the world's initial database, built by helpdp
@@ -23,6 +23,17 @@ package, run in a Python 3.12 venv of its own (never in .venv):
 * **server rewrite**: the official ``awm.core.server.run_server`` rewrite of each line
   holding ``create_engine(`` (and of ``uvicorn.run(app``) applied to the world's
   ``full_code``: does the result compile.
+* **responses**: every task's reference calls replayed from that task's initial database
+  in both runtimes (helpdp: ``EnvPool``/``AWMEnv.step``, the text the agent reads, uncut;
+  official: ``FastApiMCP._execute_api_tool`` as its MCP server answers, ``Error: `` before
+  an error result as ``awm.core.agent`` prints it). Normalisations
+  (:func:`compare_response`): the same JSON value (fastapi-mcp re-indents the app's body),
+  timestamps aside; an HTTP error is the same status and body under each runtime's wording.
+* **protocol** (one table, not per world): what each runtime does with the assistant turns
+  of :data:`PROTOCOL_CASES` (the final answer, the first call only, ``mcp_tool_`` names,
+  arguments as a string or an object, malformed and untagged calls, unknown functions):
+  helpdp's :func:`collect.awm.protocol.parse_turn` (strict) against the official agent
+  loop's ``parse_tool_calls`` and ``parse_call_tool_arguments``.
 
 The official venv (``--venv DIR``; created when absent, refused when DIR exists and is not
 such a venv) is made with::
@@ -72,7 +83,7 @@ PYTHON312 = (
 # the official side's limits (it runs the worlds' code): address space and CPU seconds (its
 # processes are bounded by its PID namespace, not by RLIMIT_NPROC, which counts the uid's)
 OFFICIAL_LIMITS = {"RLIMIT_AS": 4 << 30, "RLIMIT_CPU": 1800}
-ASPECTS = ("reset", "tools", "server rewrite")
+ASPECTS = ("reset", "tools", "server rewrite", "responses")
 
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?")
 
@@ -201,6 +212,165 @@ def _short(text: str, n: int = 90) -> str:
     return repr(text if len(text) <= n else text[: n - 3] + "...")
 
 
+_ERR_OURS = re.compile(r"^Error: invalid arguments for \S+ \(HTTP (\d{3})\): (.*)$", re.S)
+_ERR_OURS_HTTP = re.compile(
+    r"^Error: (?:server error in \S+ \(HTTP (\d{3})\)|HTTP (\d{3}) from \S+): (.*)$", re.S
+)
+_ERR_THEIRS = re.compile(
+    r"^Error: Error calling \S+\. Status code: (\d{3})\. Response: (.*)$", re.S
+)
+
+
+def _value(text: str) -> Any:
+    """A response's JSON value with timestamps normalised, or None if it is not JSON."""
+    try:
+        v = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    return json.loads(normalise_timestamps(json.dumps(v, sort_keys=True)))
+
+
+def _error(text: str, *patterns: re.Pattern) -> tuple[str, Any] | None:
+    for pat in patterns:
+        m = pat.match(text)
+        if m:
+            *codes, raw = m.groups()
+            body = _value(raw)
+            return next(c for c in codes if c), body if body is not None else raw.strip()
+    return None
+
+
+def compare_response(ours: str, theirs: str) -> str | None:
+    """None when one call's texts agree after the normalisations (the same JSON value,
+    timestamps aside; for an HTTP error, the same status and body under each runtime's
+    own wording), else what differs."""
+    if ours == theirs:
+        return None
+    a, b = _value(ours), _value(theirs)
+    if a is not None and b is not None:
+        return None if a == b else f"values differ: {divergence(ours, theirs)}"
+    ea, eb = _error(ours, _ERR_OURS, _ERR_OURS_HTTP), _error(theirs, _ERR_THEIRS)
+    if ea is not None and eb is not None:
+        return None if ea == eb else f"errors differ: helpdp {ea}, official {eb}"
+    if normalise_timestamps(ours.strip()) == normalise_timestamps(theirs.strip()):
+        return None
+    return divergence(ours, theirs)
+
+
+def compare_responses(
+    ours: list[list[str]], theirs: list[Any], tasks: list[int], calls: list[list[dict]]
+) -> str:
+    """The responses verdict of one world: every replayed call's texts compared."""
+    n, formatted = 0, 0
+    for idx, o, t, cs in zip(tasks, ours, theirs, calls):
+        if isinstance(t, dict):
+            return f"differs: task {idx}: the official side failed: {t.get('error')}"
+        for j, (a, b, c) in enumerate(zip(o, t, cs)):
+            diff = compare_response(a, b)
+            if diff:
+                return f"differs: task {idx} call {j} ({c['tool_name']}): {diff[:160]}"
+            n, formatted = n + 1, formatted + (a != b)
+    if not n:
+        return "n/a (no reference calls)"
+    how = (
+        f"; {formatted} only in layout: fastapi-mcp indents JSON by 2 and words HTTP errors "
+        "its own way, helpdp returns the app's body"
+        if formatted
+        else ", byte for byte"
+    )
+    return f"same ({n} calls of {len(tasks)} tasks{how})"
+
+
+def _call(name: str, args: Any) -> str:
+    inner = json.dumps(args) if not isinstance(args, str) else args
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": "call_tool", "arguments": {"tool_name": name, "arguments": inner}})
+        + "\n</tool_call>"
+    )
+
+
+#: assistant turns whose reading the protocol row compares (label, text)
+PROTOCOL_CASES = [
+    ("one call", _call("get_item", {"item_id": 1})),
+    ("two calls: the first runs", _call("get_item", {"item_id": 1}) + _call("list_items", {})),
+    ("no call: the final answer", "The order was shipped on May 3."),
+    ("list_tools", '<tool_call>\n{"name": "list_tools", "arguments": null}\n</tool_call>'),
+    ("mcp_tool_ prefix on the tool name", _call("mcp_tool_get_item", {"item_id": 1})),
+    (
+        "an mcp_tool_ function name",
+        '<tool_call>{"name": "mcp_tool_get_item", "arguments": {"item_id": 1}}</tool_call>',
+    ),
+    (
+        "arguments as an object",
+        '<tool_call>{"name": "call_tool", "arguments": {"tool_name": "get_item", '
+        '"arguments": {"item_id": 1}}}</tool_call>',
+    ),
+    ("empty arguments string", _call("list_items", "")),
+    ("text around the call", "Let me look.\n" + _call("get_item", {"item_id": 2}) + "\nThen done."),
+    (
+        "a list-wrapped call",
+        '<tool_call>[{"name": "list_tools", "arguments": null}]</tool_call>',
+    ),
+    (
+        "a trailing comma",
+        '<tool_call>{"name": "list_tools", "arguments": null,}</tool_call>',
+    ),
+    ("malformed JSON in the tags", '<tool_call>{"name": "call_tool", "arguments": {</tool_call>'),
+    (
+        "a malformed call, then a valid one",
+        '<tool_call>{"name": </tool_call>' + _call("get_item", {"item_id": 1}),
+    ),
+    ("an untagged call", '{"name": "list_tools", "arguments": null}'),
+    ("an unclosed tag", '<tool_call>{"name": "list_tools", "arguments": null}'),
+    ("an unknown function", '<tool_call>{"name": "get_item", "arguments": {}}</tool_call>'),
+]
+
+
+def helpdp_protocol(text: str) -> dict[str, Any]:
+    """What helpdp's runtime does with an assistant turn (strict AWM reading)."""
+    from collect.awm.protocol import parse_turn
+
+    a = parse_turn(text, expert_enabled=False)
+    if a.kind == "final":
+        return {"kind": "final"}
+    if a.kind == "list_tools":
+        return {"kind": "list_tools"}
+    if a.kind == "call_tool":
+        return {"kind": "call_tool", "tool_name": a.tool_name, "arguments": a.arguments}
+    failure = a.failure.value if a.failure else None
+    if failure == "unknown_meta_function":
+        return {"kind": "unknown_function", "name": a.as_dict().get("name") or "?"}
+    return {"kind": "format_error", "failure": failure}
+
+
+def protocol_rows(theirs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """One row per :data:`PROTOCOL_CASES` entry: both readings and same/differs."""
+    rows = []
+    for (label, text), t in zip(PROTOCOL_CASES, theirs):
+        o = helpdp_protocol(text)
+        if o.get("kind") == "unknown_function" and t.get("kind") == "unknown_function":
+            o["name"] = t.get("name")  # the name is the turn's own in both
+        same = o == t
+        rows.append(
+            {
+                "case": label,
+                "helpdp": json.dumps(o, sort_keys=True),
+                "official": json.dumps(t, sort_keys=True),
+                "verdict": "same" if same else "differs",
+            }
+        )
+    return rows
+
+
+def protocol_table(rows: list[dict[str, str]]) -> str:
+    lines = ["| turn | helpdp | official | verdict |", "|---|---|---|---|"]
+    for r in rows:
+        cells = [r[k].replace("|", "\\|") for k in ("case", "helpdp", "official", "verdict")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def server_rewrite(code: str, db_path: str = "/tmp/x.db") -> str:
     """The official ``run_server`` rewrite of ``code`` (awm 0.1.0, ``awm/core/server.py``).
 
@@ -301,80 +471,6 @@ def ensure_venv(d: Path) -> Path:
     return d / "bin" / "python"
 
 
-_OFFICIAL = r"""
-import contextlib, io, json, os, sqlite3, sys, types
-JOB = sys.argv[1]
-sys.argv = ["official"]
-from loguru import logger
-logger.remove()
-from awm.core.db import create_sqlite_database
-from awm.core.sample import execute_sample_data
-import awm.core.server as server
-
-def dump(path):
-    conn = sqlite3.connect(path)
-    lines = list(conn.iterdump())
-    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
-    counts = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
-    conn.close()
-    return lines, counts
-
-def rewritten(code, db_path):
-    # awm.core.server.run_server's loop, without writing the file or starting the server
-    new = ['import warnings', 'warnings.filterwarnings("ignore", category=DeprecationWarning)']
-    for line in code.split("\n"):
-        if 'create_engine(' in line:
-            left = line.split('create_engine(')[0]
-            line = f"{left}create_engine('sqlite:///{db_path}', connect_args={{'check_same_thread': False}})"
-        if 'uvicorn.run(app' in line:
-            new.extend(server.format_raw_code_to_lines("import os\nhost = '127.0.0.1'\nport = 8001", 4))
-            line = '    uvicorn.run(app, host=host, port=int(port))'
-        new.append(line)
-    return "\n".join(new)
-
-job = json.load(open(JOB))
-out = []
-for w in job:
-    r = {"name": w["name"]}
-    db_path = None
-    if w.get("db_schema") is not None:
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                db_path, ok, failed, errs = create_sqlite_database(w["name"], w["db_schema"], w["dir"])
-                if w.get("sample_data") is not None:
-                    execute_sample_data(db_path, w["sample_data"], w["name"])
-            r["dump"], r["counts"] = dump(db_path)
-        except Exception as e:
-            r["db_error"] = f"{type(e).__name__}: {e}"
-    code = w.get("code")
-    if code is not None:
-        src = rewritten(code, db_path or os.path.join(w["dir"], "empty.db"))
-        try:
-            compile(src, "temp_server.py", "exec")
-            r["rewrite"] = None
-        except SyntaxError as e:
-            r["rewrite"] = f"{type(e).__name__}: {e.msg} (line {e.lineno})"
-            src = code
-        os.environ["DATABASE_PATH"] = "sqlite:///" + (db_path or os.path.join(w["dir"], "empty.db"))
-        try:
-            mod = types.ModuleType("awm_world")
-            cwd = os.getcwd(); os.chdir(w["dir"])
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    exec(compile(src, "temp_server.py", "exec"), mod.__dict__)
-            finally:
-                os.chdir(cwd)
-            from fastapi_mcp import FastApiMCP
-            mcp = FastApiMCP(mod.app)
-            r["tools"] = [{"name": t.name, "description": t.description, "inputSchema": t.inputSchema} for t in mcp.tools]
-            r["tools_from"] = "rewritten" if r["rewrite"] is None else "original"
-        except Exception as e:
-            r["tools_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-    out.append(r)
-json.dump(out, sys.stdout)
-"""
-
-
 def confined(argv: list[str], work: Path) -> list[str]:
     """``argv`` under bubblewrap: all namespaces unshared (network, PIDs, IPC, UTS, user),
     ``/`` read-only, ``work`` writable, a fresh ``/dev`` and ``/proc``; dies with us."""
@@ -399,13 +495,14 @@ def _official_limits() -> None:  # in the child, before bubblewrap starts
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def run_official(python: Path, worlds: list[dict[str, Any]], work: Path) -> list[dict[str, Any]]:
-    job = work / "job.json"
-    job.write_text(json.dumps(worlds))
-    script = work / "official.py"
-    script.write_text(_OFFICIAL)
+OFFICIAL_SIDE = ROOT / "bench" / "awm_official_side.py"
+
+
+def _official(python: Path, job: dict[str, Any], work: Path) -> dict[str, Any]:
+    path = work / "job.json"
+    path.write_text(json.dumps(job))
     r = subprocess.run(
-        confined([str(python), "-B", str(script), str(job)], Path(work)),
+        confined([str(python), "-B", str(OFFICIAL_SIDE), str(path)], Path(work)),
         capture_output=True,
         text=True,
         cwd=work,
@@ -414,6 +511,16 @@ def run_official(python: Path, worlds: list[dict[str, Any]], work: Path) -> list
     if r.returncode != 0:
         raise SystemExit(f"the official side failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout)
+
+
+def run_official(python: Path, worlds: list[dict[str, Any]], work: Path) -> list[dict[str, Any]]:
+    """The official side's results for ``worlds`` (bench/awm_official_side.py)."""
+    return _official(python, {"worlds": worlds}, work)["worlds"]
+
+
+def official_protocol(python: Path, texts: list[str], work: Path) -> list[dict[str, Any]]:
+    """What the official agent loop does with each assistant turn of ``texts``."""
+    return _official(python, {"protocol": texts}, work)["protocol"]
 
 
 # --------------------------------------------------------------------------- helpdp's side
@@ -463,8 +570,47 @@ def helpdp_side(scenario: Any, work: Path) -> dict[str, Any]:
     return r
 
 
+def helpdp_responses(pool: Any, scenario: Any) -> dict[str, Any]:
+    """Each task's reference calls replayed in helpdp's runtime (``pool``: an
+    ``EnvPool`` of the world's directory), each from the task's reset: the texts the
+    agent reads (``tasks``, ``calls``, ``responses``; ``responses_error`` if it failed)."""
+    from collect.awm.protocol import format_call_tool
+
+    tasks = sorted(i for i, sol in scenario.solutions.items() if sol.calls)
+    calls = [list(scenario.solutions[i].calls) for i in tasks]
+    r: dict[str, Any] = {"tasks": tasks, "calls": calls}
+    if not tasks:
+        return r
+    try:
+        env = pool.acquire(scenario.name)
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        return {**r, "responses_error": f"{type(e).__name__}: {str(e)[:200]}"}
+    try:
+        out = []
+        for idx, cs in zip(tasks, calls):
+            env.reset(idx)
+            step = [format_call_tool(c["tool_name"], c.get("arguments") or {}) for c in cs]
+            out.append([env.step(text).observation for text in step])
+        r["responses"] = out
+    except Exception as e:  # noqa: BLE001
+        r["responses_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    finally:
+        pool.release(env)
+    return r
+
+
 def verdicts(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, str]:
     v: dict[str, str] = {}
+    if "responses" in theirs or ours.get("responses_error"):
+        if "responses" not in ours or "responses" not in theirs:
+            v["responses"] = (
+                f"differs: not replayed (helpdp {ours.get('responses_error')}, official "
+                f"{theirs.get('tools_error')})"
+            )
+        else:
+            v["responses"] = compare_responses(
+                ours["responses"], theirs["responses"], ours["tasks"], ours["calls"]
+            )
     if "dump" in ours or "dump" in theirs or "db_error" in ours or "db_error" in theirs:
         if "dump" not in ours or "dump" not in theirs:
             v["reset"] = (
@@ -529,6 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     python = ensure_venv(args.venv)
 
     from collect.awm.dataset import AWMDataset
+    from collect.awm.env import EnvConfig, EnvPool
 
     rows: list[dict[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="awm-conformance-") as t:
@@ -536,21 +683,30 @@ def main(argv: list[str] | None = None) -> int:
         sources = [(str(d), d) for d in args.dirs] if args.dirs else default_sources(tmp)
         for label, d in sources:
             ds = AWMDataset(d)
+            # the whole response is compared (helpdp cuts the agent's copy at 16,000 chars)
+            pool = EnvPool(d, EnvConfig(max_observation_chars=10**8))
             jobs, ours = [], []
-            for i, name in enumerate(ds.names()):
-                sc = ds.get(name)
-                work = tmp / f"{len(rows)}-{i}"
-                (work / "official").mkdir(parents=True)
-                ours.append(helpdp_side(sc, work))
-                jobs.append(
-                    {
-                        "name": name,
-                        "db_schema": sc.db_schema,
-                        "sample_data": sc.sample_data,
-                        "code": sc.env_code,
-                        "dir": str(work / "official"),
-                    }
-                )
+            try:
+                for i, name in enumerate(ds.names()):
+                    sc = ds.get(name)
+                    work = tmp / f"{len(rows)}-{i}"
+                    (work / "official").mkdir(parents=True)
+                    ours.append({**helpdp_side(sc, work), **helpdp_responses(pool, sc)})
+                    jobs.append(
+                        {
+                            "name": name,
+                            "db_schema": sc.db_schema,
+                            "sample_data": sc.sample_data,
+                            "code": sc.env_code,
+                            "dir": str(work / "official"),
+                            "replays": [
+                                {"idx": k, "calls": c}
+                                for k, c in zip(ours[-1]["tasks"], ours[-1]["calls"])
+                            ],
+                        }
+                    )
+            finally:
+                pool.close()
             theirs = run_official(python, jobs, tmp)
             for job, o, th in zip(jobs, ours, theirs):
                 row = {"source": label, "world": job["name"], **verdicts(o, th)}
@@ -558,8 +714,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     " | ".join(row.get(k, "n/a") for k in ("source", "world", *ASPECTS)), flush=True
                 )
-    table = markdown_table(rows)
+        prows = protocol_rows(official_protocol(python, [text for _, text in PROTOCOL_CASES], tmp))
+    table = markdown_table(rows) + "\n" + protocol_table(prows)
+    print(protocol_table(prows))
     counts = summary(rows)
+    counts["protocol"] = {v: sum(r["verdict"] == v for r in prows) for v in ("same", "differs")}
     print(json.dumps(counts))
     if args.out is not None:
         with open(args.out, "x") as f:

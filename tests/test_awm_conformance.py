@@ -94,15 +94,16 @@ def test_markdown_table_and_summary():
         {"source": "s", "world": "b"},
     ]
     assert conf.markdown_table(rows) == (
-        "| source | world | reset | tools | server rewrite |\n"
-        "|---|---|---|---|---|\n"
-        "| s | a | same | differs: x \\| y | same (compiles) |\n"
-        "| s | b | n/a | n/a | n/a |\n"
+        "| source | world | reset | tools | server rewrite | responses |\n"
+        "|---|---|---|---|---|---|\n"
+        "| s | a | same | differs: x \\| y | same (compiles) | n/a |\n"
+        "| s | b | n/a | n/a | n/a | n/a |\n"
     )
     assert conf.summary(rows) == {
         "reset": {"same": 1, "differs": 0, "n/a": 1},
         "tools": {"same": 0, "differs": 1, "n/a": 1},
         "server rewrite": {"same": 1, "differs": 0, "n/a": 1},
+        "responses": {"same": 0, "differs": 0, "n/a": 2},
     }
 
 
@@ -198,3 +199,55 @@ def test_the_official_side_runs_confined(tmp_path):
     assert r.stdout.split("\n")[:2] == ["read-only", "no network"], r.stdout
     assert int(r.stdout.split("pid ")[1]) < 10  # its own PID namespace
     assert (tmp_path / "inside.txt").read_text() == "ok"
+
+
+def test_compare_response_normalisations():
+    # the same value in fastapi-mcp's layout (indent 2) and the app's own
+    assert (
+        conf.compare_response('{"id":1,"at":"2026-01-02"}', '{\n  "id": 1,\n  "at": "2025-05-05"}')
+        is None
+    )
+    assert conf.compare_response('{"id":1}', '{"id": 2}').startswith("values differ")
+    # an HTTP error under each runtime's wording: the same status and body
+    ours = 'Error: HTTP 404 from get_item: {"detail":"not found"}'
+    theirs = 'Error: Error calling get_item. Status code: 404. Response: {"detail":"not found"}'
+    assert conf.compare_response(ours, theirs) is None
+    other = 'Error: Error calling get_item. Status code: 400. Response: {"detail":"not found"}'
+    assert conf.compare_response(ours, other).startswith("errors differ: helpdp ('404'")
+    ours422 = 'Error: invalid arguments for f (HTTP 422): {"detail": []}'
+    assert (
+        conf.compare_response(
+            ours422, theirs.replace("404", "422").replace('{"detail":"not found"}', '{"detail":[]}')
+        )
+        is None
+    )
+    calls = [[{"tool_name": "f"}, {"tool_name": "g"}]]
+    assert conf.compare_responses([["1", "2"]], [["1", "2"]], [0], calls).endswith("byte for byte)")
+    assert "1 only in layout" in conf.compare_responses(
+        [["1", "[2]"]], [["1", "[\n  2\n]"]], [0], calls
+    )
+    assert conf.compare_responses([["1", "2"]], [["1", "3"]], [4], calls).startswith(
+        "differs: task 4 call 1 (g): values differ"
+    )
+    assert "official side failed" in conf.compare_responses(
+        [["1"]], [{"error": "boom"}], [0], calls
+    )
+
+
+def test_protocol_rows_compare_the_two_readings():
+    n = len(conf.PROTOCOL_CASES)
+    same = [conf.helpdp_protocol(text) for _, text in conf.PROTOCOL_CASES]
+    rows = conf.protocol_rows(same)
+    assert len(rows) == n and all(r["verdict"] == "same" for r in rows)
+    theirs = [{"kind": "final"}] * n
+    rows = conf.protocol_rows(theirs)
+    by = {r["case"]: r["verdict"] for r in rows}
+    assert by["no call: the final answer"] == "same" and by["one call"] == "differs"
+    assert conf.protocol_table(rows).count("\n") == n + 2
+    # helpdp's strict reading: an untagged call is a format error, the first call runs
+    assert conf.helpdp_protocol(dict(conf.PROTOCOL_CASES)["an untagged call"]) == {
+        "kind": "format_error",
+        "failure": "untagged_call",
+    }
+    two = conf.helpdp_protocol(dict(conf.PROTOCOL_CASES)["two calls: the first runs"])
+    assert two["tool_name"] == "get_item"
