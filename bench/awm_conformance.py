@@ -502,7 +502,8 @@ def _official(python: Path, job: dict[str, Any], work: Path) -> dict[str, Any]:
     path = work / "job.json"
     path.write_text(json.dumps(job))
     r = subprocess.run(
-        confined([str(python), "-B", str(OFFICIAL_SIDE), str(path)], Path(work)),
+        # absolute (bubblewrap starts in the work dir), not resolved (the venv is a symlink)
+        confined([str(Path(python).absolute()), "-B", str(OFFICIAL_SIDE), str(path)], Path(work)),
         capture_output=True,
         text=True,
         cwd=work,

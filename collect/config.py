@@ -205,6 +205,8 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
     if d.get("runtime") == "local":  # local collections record no runtime (as before it)
         for key in ("runtime", "env_token_env"):
             d.pop(key, None)
+    if d["env"].get("response_layout") == "app":
+        d["env"].pop("response_layout")  # the default layout: recorded as before the field
     if not (d.get("actor") or {}).get("context_window", 1):
         d["actor"].pop("context_window")  # an unchecked window: recorded as before the field
     if d.get("policy") is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -251,3 +252,54 @@ def test_protocol_rows_compare_the_two_readings():
     }
     two = conf.helpdp_protocol(dict(conf.PROTOCOL_CASES)["two calls: the first runs"])
     assert two["tool_name"] == "get_item"
+
+
+def test_the_fastapi_mcp_layout_writes_answers_as_the_official_server():
+    from collect.awm.protocol import Failure
+    from collect.awm.tool_calls import _fastapi_mcp_result
+
+    ok = _fastapi_mcp_result("get_item", 200, '{"id":1,"name":"Müller"}', None)
+    assert ok.text == '{\n  "id": 1,\n  "name": "Müller"\n}' and ok.failure is None
+    assert _fastapi_mcp_result("f", 200, "plain text", None).text == "plain text"
+    err = _fastapi_mcp_result("get_item", 404, '{"detail":"Not found"}', None)
+    assert err.text == (
+        'Error: Error calling get_item. Status code: 404. Response: {"detail":"Not found"}'
+    )
+    assert err.failure is Failure.TOOL_ERROR
+    assert _fastapi_mcp_result("f", 422, "{}", None).failure is Failure.INVALID_ARGUMENTS
+    assert _fastapi_mcp_result("f", 500, "x", None).failure is Failure.SERVER_ERROR
+    # the conformance check reads it as the official wording
+    assert conf.compare_response(err.text, err.text) is None
+
+
+def test_an_env_in_the_fastapi_mcp_layout_and_its_plan(tmp_path):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap missing: the sandboxed app worker does not start")
+    from collect.awm.env import EnvConfig, EnvPool
+    from collect.awm.protocol import format_call_tool
+    from collect.collector import collect_config
+    from collect.plan import fingerprint_config
+
+    pool = EnvPool(ROOT / "collect" / "worlds", EnvConfig(response_layout="fastapi_mcp"))
+    try:
+        sc = pool.scenario("smart_home_1")
+        idx, sol = min((i, s) for i, s in sc.solutions.items() if s.calls)
+        env = pool.acquire("smart_home_1")
+        try:
+            env.reset(idx)
+            c = sol.calls[0]
+            obs = env.step(format_call_tool(c["tool_name"], c.get("arguments") or {})).observation
+            assert obs == json.dumps(json.loads(obs), indent=2, ensure_ascii=False)
+            assert "\n  " in obs  # re-indented, where the app wrote one line
+        finally:
+            pool.release(env)
+    finally:
+        pool.close()
+    with pytest.raises(ValueError, match="env.response_layout must be one of"):
+        EnvPool(ROOT / "collect" / "worlds", EnvConfig(response_layout="pretty")).acquire(
+            "smart_home_1"
+        )
+    base = [f"out={tmp_path / 'o'}"]
+    assert "response_layout" not in fingerprint_config(collect_config(base))["env"]
+    laid = fingerprint_config(collect_config([*base, "env.response_layout=fastapi_mcp"]))
+    assert laid["env"]["response_layout"] == "fastapi_mcp"

@@ -64,7 +64,7 @@ from collect.awm.sandbox import (
     ensure_private_dir,
 )
 from collect.awm.sandbox.rmtree import remove_tree
-from collect.awm.tool_calls import ToolCalls
+from collect.awm.tool_calls import RESPONSE_LAYOUTS, ToolCalls
 from collect.awm.tools import DEFAULT_HIDDEN_TOOLS, Tool
 from collect.awm.verification import EpisodeVerifier, Judge, JudgeConfig, Verification
 from helpdp.cliconf import doc_field as _f
@@ -98,6 +98,13 @@ class EnvConfig:
     )
     verifier_mode: str = _f(
         "auto", "auto (sql when a judge is configured and a SQL verifier exists), code or sql"
+    )
+    response_layout: str = _f(
+        "app",
+        "a tool's answer as the agent reads it: app (the app's body as it wrote it, errors in "
+        "helpdp's words) or fastapi_mcp (as the official AWM server's MCP layer gives it: JSON "
+        "re-indented by 2, any HTTP error 'Error calling T. Status code: N. Response: BODY'; "
+        "docs/environments.md, conformance)",
     )
     verifier_workers: int = _f(1, "verifier worker processes of a pool created by the environment")
     max_idle_envs: int | None = _f(
@@ -196,6 +203,11 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
             raise ValueError(f"scenario {scenario.name!r} cannot run: missing {', '.join(missing)}")
         self.scenario = scenario
         self.config = config or EnvConfig()
+        if self.config.response_layout not in RESPONSE_LAYOUTS:
+            raise ValueError(
+                f"env.response_layout must be one of {RESPONSE_LAYOUTS}, "
+                f"not {self.config.response_layout!r}"
+            )
         check_isolation(self.config.sandbox)
         check_isolation(self.config.verifier_sandbox)
         root = work_root or (Path(self.config.work_root) if self.config.work_root else None)
@@ -501,6 +513,11 @@ class EnvPool(ServedScenarios):
     ):
         self.dataset = dataset if isinstance(dataset, AWMDataset) else AWMDataset(dataset)
         self.config = config or EnvConfig()
+        if self.config.response_layout not in RESPONSE_LAYOUTS:
+            raise ValueError(
+                f"env.response_layout must be one of {RESPONSE_LAYOUTS}, "
+                f"not {self.config.response_layout!r}"
+            )
         check_isolation(self.config.sandbox)  # refused here, once, with what to do
         check_isolation(self.config.verifier_sandbox)
         self.clock = clock if clock is not None else self.dataset.clock()

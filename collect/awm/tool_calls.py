@@ -8,6 +8,7 @@ within the episode's tool time budget and classifies the answer as a :class:`Too
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,10 @@ from collect.awm.tools import (
     validate_arguments,
 )
 
-__all__ = ["ToolCalls", "ToolResult"]
+__all__ = ["RESPONSE_LAYOUTS", "ToolCalls", "ToolResult"]
+
+#: ``env.response_layout``: how a tool's answer is written for the agent
+RESPONSE_LAYOUTS = ("app", "fastapi_mcp")
 
 
 @dataclass
@@ -127,6 +131,8 @@ class ToolCalls:
             app_ms = reply.get("app_ms")
             if reply.get("truncated"):
                 text += "\n... (response truncated)"
+            if self.config.response_layout == "fastapi_mcp":
+                return _fastapi_mcp_result(tool.name, status, text, app_ms)
             if 200 <= status < 300:
                 return ToolResult(text, status, None, app_ms=app_ms)
             if status == 422:
@@ -149,3 +155,25 @@ class ToolCalls:
                 Failure.TOOL_ERROR,
                 app_ms=app_ms,
             )
+
+
+def _fastapi_mcp_result(name: str, status: int, text: str, app_ms: Any) -> ToolResult:
+    """The answer as fastapi-mcp 0.4.0 gives it to the official agent: a JSON body
+    re-dumped with ``indent=2, ensure_ascii=False`` (else the body), an HTTP error as its
+    exception's text after ``Error: `` (``awm.core.agent``); the failure classes are
+    helpdp's."""
+    try:
+        shown = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        shown = text
+    if 200 <= status < 300:
+        return ToolResult(shown, status, None, app_ms=app_ms)
+    failure = (
+        Failure.INVALID_ARGUMENTS
+        if status == 422
+        else Failure.SERVER_ERROR
+        if status >= 500
+        else Failure.TOOL_ERROR
+    )
+    message = f"Error: Error calling {name}. Status code: {status}. Response: {text}"
+    return ToolResult(message, status, failure, app_ms=app_ms)
