@@ -1,11 +1,10 @@
 """`python -m helpdp.frontier`: the usage-success frontier from the command line.
 
-Fields: helpdp/config.py (FrontierConfig), or `--help`. The work is in helpdp.pareto.
+Fields: helpdp/pareto.py (FrontierConfig), or `--help`. The work is in helpdp.pareto.
 """
 
 from helpdp.cliconf import run_app
-from helpdp.config import FrontierConfig
-from helpdp.pareto import run_frontier
+from helpdp.pareto import FrontierConfig, run_frontier
 
 
 def main() -> None:

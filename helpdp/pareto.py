@@ -14,14 +14,16 @@ task: ``helpdp.trace``), ``frontier`` reads the vertices off the sum of the
 tasks' own frontiers instead: one pass over every task, all breakpoints exact.
 ``method="solves"`` forces the recursion above.
 
-``python -m helpdp.frontier`` (``run_frontier``) writes ``frontier.parquet`` (one row per vertex
-policy: the r-interval where it is optimal, its E[U] and E[S]) and ``frontier.png``.
+``python -m helpdp.frontier`` (``run_frontier``, its fields ``FrontierConfig``) writes
+``frontier.parquet`` (one row per vertex policy: the r-interval where it is optimal, its
+E[U] and E[S]) and ``frontier.png``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +31,9 @@ import pandas as pd
 from helpdp import trace as _trace
 from helpdp.budget import Solves, raise_until, warm_up
 from helpdp.cliconf import UsageError, parse_budgets
+from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf.progress import tqdm_bar
+from helpdp.config import SolverConfig
 from helpdp.data import MDP, load_dataset
 from helpdp.demo import demo_dataset_path
 
@@ -202,7 +206,25 @@ def plot(
     return path
 
 
-def run_frontier(cfg) -> Frontier:
+@dataclass
+class FrontierConfig(SolverConfig):
+    """`python -m helpdp.frontier`: every breakpoint of the usage-success frontier."""
+
+    data: Any = _f(None, "dataset directory; null runs on the embedded demo dataset")
+    budget: Any = _f(1.0, "budget to mark on the plot (null: none)")
+    out: str = _f(
+        "outputs/frontier",
+        "output directory (frontier.parquet, frontier.png), relative to the current directory",
+    )
+    max_solves: int = _f(5000, "most solves the frontier trace may use")
+    method: str = _f(
+        "auto",
+        "auto: the per-task trace (one pass over every task) where it applies, else the "
+        "solve-based recursion; frontier: the trace only; solves: the recursion",
+    )
+
+
+def run_frontier(cfg: FrontierConfig) -> Frontier:
     """The body of ``python -m helpdp.frontier``."""
 
     if cfg.rule != "exact":

@@ -370,7 +370,7 @@ def test_a_value_hydra_cannot_parse_is_one_line_naming_the_key(tmp_path):
         "helpdp.label: error: 'budget=[0.5,1': cannot parse the value of 'budget' (no viable "
         "alternative at input '[0.5,1'); close its brackets and quotes, or quote the whole value"
     )
-    from helpdp.config import SearchConfig
+    from helpdp.search import SearchConfig
 
     with pytest.raises(SystemExit) as e:
         check_argv("helpdp.search", SearchConfig, ["rule='exact"])

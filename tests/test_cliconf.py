@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from collect.collector import CollectConfig
 from helpdp.cliconf import UsageError, check_argv, parse_budgets
-from helpdp.config import SearchConfig
+from helpdp.search import SearchConfig
 
 
 def _fails(argv, schema=SearchConfig, capsys=None):
@@ -108,14 +108,17 @@ def test_budget_of_the_one_intervention_by_name(tmp_path):
 # --- every command, wired by cliconf.run_app ------------------------------------------
 
 COMMANDS = {  # module: (schema "module:Class", conf name, a nested typo, its suggestion)
-    "helpdp.search": ("helpdp.config:SearchConfig", "search"),
-    "helpdp.frontier": ("helpdp.config:FrontierConfig", "frontier"),
+    "helpdp.search": ("helpdp.search:SearchConfig", "search"),
+    "helpdp.frontier": ("helpdp.pareto:FrontierConfig", "frontier"),
     "helpdp.label": ("helpdp.label:LabelConfig", "label"),
     "helpdp.forecast": ("helpdp.forecast:ForecastConfig", "forecast"),
     "helpdp.evaluate": ("helpdp.evaluate:EvaluateConfig", "evaluate"),
     "helpdp.synthetic": ("helpdp.synthetic:SyntheticConfig", "synthetic"),
     "helpdp.helper.train": ("helpdp.helper.config:HelperTrainConfig", "helper_train"),
-    "helpdp.evaluate.calibrate": ("helpdp.helper.config:HelperCalibrateConfig", "helper_calibrate"),
+    "helpdp.evaluate.calibrate": (
+        "helpdp.evaluate.calibrate:HelperCalibrateConfig",
+        "helper_calibrate",
+    ),
     "helpdp.train": ("helpdp.train.config:TrainConfig", "train"),
     "prm.train": ("prm.config:PRMTrainConfig", "prm_train"),
     "prm.score": ("prm.config:ScoreConfig", "prm_score"),
@@ -347,7 +350,7 @@ def test_every_command_body_gets_a_typed_instance(tmp_path, monkeypatch):
     """run_app hands the body an instance of the schema (nested configs as their
     dataclasses), not Hydra's DictConfig."""
     from helpdp.cliconf import run_app
-    from helpdp.config import FrontierConfig
+    from helpdp.pareto import FrontierConfig
 
     seen = []
     monkeypatch.chdir(tmp_path)

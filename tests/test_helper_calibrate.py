@@ -94,8 +94,7 @@ def test_calibrate_cli_rewrites_a_copy_and_keeps_the_old_thresholds(
     tiny_helper, tmp_path, monkeypatch, capsys
 ):
     import collect.collector as collector
-    from helpdp.evaluate.calibrate import run_calibrate
-    from helpdp.helper.config import HelperCalibrateConfig
+    from helpdp.evaluate.calibrate import HelperCalibrateConfig, run_calibrate
     from helpdp.helper.policy import HelperPolicy
 
     before = json.loads((tiny_helper / "helper.json").read_text())

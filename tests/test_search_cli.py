@@ -22,9 +22,8 @@ from helpdp import (
     search_budget,
     write_dataset,
 )
-from helpdp.budget import run_search
-from helpdp.config import FrontierConfig, SearchConfig
-from helpdp.pareto import run_frontier
+from helpdp.pareto import FrontierConfig, run_frontier
+from helpdp.search import SearchConfig, run_search
 
 KEYS = {
     "budget",

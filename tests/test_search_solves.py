@@ -9,8 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpdp import behavior_values, demo_dataset_path, load_dataset, search_budget
-from helpdp.budget import run_search
-from helpdp.config import SearchConfig
+from helpdp.search import SearchConfig, run_search
 from helpdp.solve import score_rows
 
 SOLVE = re.compile(r"solve +\d+: r=(\S+)  E\[U\]=(\S+)")

@@ -27,25 +27,60 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from collect import collector  # collector.collect: patchable in tests
+from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 from helpdp.cliconf.outdir import RECORD, read_record
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.evaluate.harness import EvaluateConfig, environment_runs, run_config, shared_actor
 from helpdp.helper.card import write_card
-from helpdp.helper.config import HelperCalibrateConfig
 from helpdp.helper.policy import HelperPolicy
 from helpdp.helper.train import HELPER_JSON
 from helpdp.splits import task_splits
 
 COMMAND = "helpdp.evaluate.calibrate"
 
-__all__ = ["bisect_threshold", "calibrate_in_env", "run_calibrate"]
+__all__ = ["HelperCalibrateConfig", "bisect_threshold", "calibrate_in_env", "run_calibrate"]
+
+
+@dataclass
+class HelperCalibrateConfig:
+    """`python -m helpdp.evaluate.calibrate`: re-pick a helper's thresholds by its realised
+    expert calls in the environments it will be deployed in (no labels, no retraining)."""
+
+    helper_dir: str = _f("???", "the helper directory (python -m helpdp.helper.train)")
+    data: Any = _f(
+        None,
+        "a collected dataset whose collection config (worlds, actor, expert, split rule) the "
+        "calibration episodes reuse; null: the demo dataset",
+    )
+    worlds: Any = _f(
+        None, "AWM directory to run in instead of the data's (a world family it never saw)"
+    )
+    split: str = _f("validation", "task split whose tasks the calibration episodes run")
+    seeds: list[int] = _f(
+        list(range(900, 910)),
+        "calibration seeds, one episode per (task, seed); keep them apart from evaluation seeds",
+    )
+    budgets: list | None = _f(None, "budgets to calibrate; null: the helper's trained budgets")
+    iters: int = _f(
+        8, "bisection steps per budget on the help-score threshold in [0, 1] (one run each)"
+    )
+    max_tasks: Any = _f(None, "at most the first N tasks of each scenario (smoke runs)")
+    batch_size: int = _f(8, "episodes run in lock step (results do not depend on it)")
+    out: Any = _f(
+        None,
+        "write the recalibrated helper here (a copy of helper_dir); null: rewrite "
+        "helper_dir/helper.json in place (its old thresholds kept under thresholds_before)",
+    )
+    progress: bool = _f(True, "progress bars")
 
 
 def bisect_threshold(

