@@ -51,7 +51,7 @@ import json
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ from helpdp.budget import (
     write_result,
 )
 from helpdp.cliconf import parse_budgets, run_app
-from helpdp.data import load_dataset
+from helpdp.data import Dataset, load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.evaluate.config import EvaluateConfig
 from helpdp.evaluate.plots import usage_success_plot
@@ -88,6 +88,7 @@ from helpdp.evaluate.report import (
 )
 from helpdp.evaluate.stats import compare, episode_table, headroom, mix_curve, summarize
 from helpdp.policies import HelpPolicy, TablePolicy, build_policy, policy_family
+from helpdp.solve import Solution
 from helpdp.splits import task_splits
 from helpdp.subset import task_subset
 from prm.policy import PRMScorer, TaskPolicy, dataset_views, state_policy
@@ -123,12 +124,12 @@ def _slug(name: str) -> str:
 
 
 def table_policy(
-    ds, res: SearchResult, *, seed: int, name: str, fallback: HelpPolicy | None = None
+    ds: Dataset, res: SearchResult, *, seed: int, name: str, fallback: HelpPolicy | None = None
 ) -> TablePolicy:
     """The DP's result as the policy it deploys, in memory: the tables of ``res`` keyed by
     ``ds``'s states, as :meth:`TablePolicy.load` reads them from ``write_result``'s files."""
 
-    def table(sol) -> dict[int, int]:
+    def table(sol: Solution) -> dict[int, int]:
         frame = policy_frame(ds, sol)
         return dict(zip(frame["state_id"].tolist(), frame["action"].astype(int).tolist()))
 
@@ -146,7 +147,12 @@ def table_policy(
 
 
 def _dp_table(
-    cfg: EvaluateConfig, ds, tasks: list[str], out: Path, name: str, fallback=None
+    cfg: EvaluateConfig,
+    ds: Dataset,
+    tasks: list[str],
+    out: Path,
+    name: str,
+    fallback: HelpPolicy | None = None,
 ) -> TablePolicy:
     """The DP's table at ``cfg.budget`` solved on ``tasks`` of ``ds``; its search output is
     written to ``out`` (search.json, policy*.parquet) and not read back."""
@@ -156,13 +162,15 @@ def _dp_table(
     return table_policy(sub, res, seed=cfg.seed, name=name, fallback=fallback)
 
 
-def policies(cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path) -> list[HelpPolicy]:
+def policies(
+    cfg: EvaluateConfig, ds: Dataset, train_tasks: list[str], out: Path
+) -> list[HelpPolicy]:
     """Every policy of the evaluation, fitted on ``train_tasks`` of ``ds``."""
     return _policies(cfg, ds, train_tasks, out)[0]
 
 
 def _policies(
-    cfg: EvaluateConfig, ds, train_tasks: list[str], out: Path
+    cfg: EvaluateConfig, ds: Dataset, train_tasks: list[str], out: Path
 ) -> tuple[list[HelpPolicy], TablePolicy | None, dict[str, dict]]:
     """``(policies, the DP's table, selected)``: every policy of the evaluation (without
     ``skip``), the table also when skipped (the report quotes its forecast; None when
@@ -231,7 +239,7 @@ def _selected_record(spec: Any) -> dict | None:
     return record if isinstance(record, dict) and "ope" in record else None
 
 
-def oracle_policy(cfg: EvaluateConfig, ds, split: str, out: Path) -> HelpPolicy:
+def oracle_policy(cfg: EvaluateConfig, ds: Dataset, split: str, out: Path) -> HelpPolicy:
     """The DP table at ``cfg.budget`` fitted on the ``split`` tasks of ``ds`` themselves:
     evaluated on fresh seeds of those tasks, it measures what a state-wise policy can
     gain there when the data covers them (a reference, not a held-out result)."""
@@ -244,7 +252,7 @@ def oracle_policy(cfg: EvaluateConfig, ds, split: str, out: Path) -> HelpPolicy:
     return _dp_table(cfg, ds, tasks, out / f"dp_search_oracle_{split}", name)
 
 
-def _prm_policies(cfg: EvaluateConfig, ds) -> tuple[list[HelpPolicy], HelpPolicy | None]:
+def _prm_policies(cfg: EvaluateConfig, ds: Dataset) -> tuple[list[HelpPolicy], HelpPolicy | None]:
     """The PRM-threshold policies (``prm_dir``), calibrated on the ``prm_splits``
     tasks of ``ds``, and the table's fallback (null: nohelp)."""
     if cfg.table_fallback not in ("nohelp", "prm"):
@@ -286,7 +294,9 @@ def _read(path: Path) -> str | None:
     return path.read_text() if path.exists() else None
 
 
-def pinned_splits(recorded: SplitConfig, data_splits: pd.Series, world_tasks) -> SplitConfig:
+def pinned_splits(
+    recorded: SplitConfig, data_splits: pd.Series, world_tasks: Iterable[str]
+) -> SplitConfig:
     """The collector's ``split`` config that puts every task where the data says it is.
 
     The policies are fitted on the data's train tasks (its episodes' ``split`` column,
@@ -306,7 +316,9 @@ def pinned_splits(recorded: SplitConfig, data_splits: pd.Series, world_tasks) ->
     )
 
 
-def recorded_config(manifest: dict, worlds: Any = None) -> collect_config.CollectConfig:
+def recorded_config(
+    manifest: dict, worlds: str | Path | None = None
+) -> collect_config.CollectConfig:
     """The data's own collection config (its manifest's ``source.config``), typed, in
     ``worlds`` (null: the data's own; the shipped label: the shipped demo worlds)."""
     rec = collect_config.as_config(manifest["source"]["config"])
@@ -387,7 +399,7 @@ def shared_actor(actor: Any) -> Callable[[], dict]:
     return kwargs
 
 
-def _reference_turns(worlds: Any) -> dict[str, int]:
+def _reference_turns(worlds: str | Path | None) -> dict[str, int]:
     """Per task, its reference solution's calls plus the final answer (SPL's reference)."""
     ds = AWMDataset(Path(worlds) if worlds else WORLDS_DIR)
     ref = {}
@@ -426,7 +438,10 @@ class Evaluation:
 
 
 def _run_policies(
-    cfg: EvaluateConfig, by_split: dict[str, list[HelpPolicy]], base, out: Path
+    cfg: EvaluateConfig,
+    by_split: dict[str, list[HelpPolicy]],
+    base: collect_config.CollectConfig,
+    out: Path,
 ) -> pd.DataFrame:
     """Every policy's episodes on its split, the collector's rows with ``policy`` and
     ``split``; a baseline's run directory is kept for a rerun (``reuse``)."""

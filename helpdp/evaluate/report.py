@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from helpdp.data import Dataset
 from helpdp.evaluate.config import EvaluateConfig
 from helpdp.ope import estimate, load_logged
 from helpdp.pareto import frontier
@@ -29,7 +30,9 @@ __all__ = [
 ]
 
 
-def ope_estimates(ds, by_split: dict, summary: pd.DataFrame, cfg: EvaluateConfig) -> pd.DataFrame:
+def ope_estimates(
+    ds: Dataset, by_split: dict, summary: pd.DataFrame, cfg: EvaluateConfig
+) -> pd.DataFrame:
     """Every policy's off-policy estimate (``cfg.ope_estimator``) from ``ds``'s collected
     episodes of the split's tasks, beside its measured SR and U (``summary``): one row
     per (split, policy) with ``inside_SR``/``inside_U`` (the measured value lies in the
@@ -152,7 +155,7 @@ def ope_report(ope_df: pd.DataFrame, estimator: str) -> str:
     return "\n".join(lines)
 
 
-def forecast_frontier(ds, train_tasks) -> pd.DataFrame | None:
+def forecast_frontier(ds: Dataset, train_tasks: list[str]) -> pd.DataFrame | None:
     """The DP's forecast frontier on the ``train_tasks`` of ``ds`` (the plot's line;
     None when it cannot be computed)."""
 

@@ -10,6 +10,7 @@ and the per-policy table (:func:`summarize`) and comparisons (:func:`compare`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -101,7 +102,7 @@ def episode_table(results: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def read_episode_table(path) -> pd.DataFrame:
+def read_episode_table(path: str | Path) -> pd.DataFrame:
     """An episode table written by :func:`episode_table` (Parquet), with the ``pair``
     column the statistics join on; one clear error naming the file and the missing
     column, or the row of a duplicated (policy, split, pair) or a success not 0/1."""
