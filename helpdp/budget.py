@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,7 +161,7 @@ class SearchResult:
         )
 
 
-def _search_json(res, **fields) -> dict:
+def _search_json(res: SearchResult | MixResult, **fields) -> dict:
     """search.json (docs/method.md, "Outputs"): ``fields`` (budget, r, expected_usage,
     expected_success, mixture), then the search's solves, seconds, rule and gamma."""
     return {
@@ -437,7 +438,7 @@ def search_budgets(
     log=None,
     method: str = "auto",
     **solver_kw,
-):
+) -> Iterator[SearchResult]:
     """``search_budget`` for each of ``budgets``, in order, as a generator: the same
     results (the same policies, bit for bit, r and mixture weights).
 

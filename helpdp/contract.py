@@ -247,7 +247,7 @@ def _tmp_name(path: Path, tag: str) -> Path:
     return path.with_name(f".{path.name}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def write_table(table: pa.Table, path) -> Path:
+def write_table(table: pa.Table, path: str | Path) -> Path:
     """Write ``table`` to ``path`` atomically: a temporary file in the same directory,
     flushed, then renamed over ``path`` (a reader sees the old file or the new one)."""
     path = Path(path)

@@ -259,7 +259,7 @@ def _read_manifest(path: Path) -> dict:
     return manifest
 
 
-def load_dataset(path, *, gamma: float | None = None) -> Dataset:
+def load_dataset(path: str | Path, *, gamma: float | None = None) -> Dataset:
     """Load and validate the dataset directory at ``path``.
 
     ``gamma`` overrides the manifest's discount (validated the same way).
@@ -557,9 +557,9 @@ def _compile(csr: Csr, n_actions, terminal, success, start_weight):
 
 
 def write_dataset(
-    path,
+    path: str | Path,
     manifest: Mapping[str, Any],
-    tables: Mapping[str, Any],
+    tables: Mapping[str, pa.Table | pd.DataFrame | None],
     *,
     overwrite: bool = False,
     check: bool = True,

@@ -450,7 +450,7 @@ def over_budget(budget: float, usages: dict) -> list[str]:
     ]
 
 
-def run_forecast(cfg) -> list[dict]:
+def run_forecast(cfg: ForecastConfig) -> list[dict]:
     """The body of ``python -m helpdp.forecast``."""
 
     if cfg.rule != "exact":

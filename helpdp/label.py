@@ -304,7 +304,7 @@ def make_labels(ds: Dataset, cfg) -> tuple[pd.DataFrame, dict]:
     return labels, meta
 
 
-def write_labels(labels: pd.DataFrame, meta: dict, out) -> Path:
+def write_labels(labels: pd.DataFrame, meta: dict, out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     labels.to_parquet(out / "labels.parquet", index=False)
@@ -312,7 +312,7 @@ def write_labels(labels: pd.DataFrame, meta: dict, out) -> Path:
     return out
 
 
-def read_labels(path) -> tuple[pd.DataFrame, dict]:
+def read_labels(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """``labels.parquet`` and ``labels.json`` from a label directory (or the
     Parquet file itself, with its sibling JSON when present)."""
     path = Path(path)
@@ -343,7 +343,7 @@ def _policy_and_budget(cfg):
     return policy, float(budgets[0]), {}
 
 
-def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
+def policy_labels(ds: Dataset, cfg) -> tuple[pd.DataFrame, dict]:
     """``helpdp.label policy=SPEC``: label rows from a policy (a selected.json or any
     :func:`helpdp.policies.build_policy` spec, event rules included). Each collected
     non-terminal state's ``p_<action>`` is the policy's action distribution (its
@@ -421,7 +421,7 @@ def policy_labels(ds, cfg) -> tuple[pd.DataFrame, dict]:
     return df, meta
 
 
-def run_label(cfg) -> tuple[pd.DataFrame, dict]:
+def run_label(cfg: LabelConfig) -> tuple[pd.DataFrame, dict]:
     """The body of ``python -m helpdp.label``."""
 
     per_name = {str(k): parse_budgets(v, f"budgets.{k}")[0] for k, v in (cfg.budgets or {}).items()}

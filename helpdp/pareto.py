@@ -153,7 +153,11 @@ def frontier(
 
 
 def plot(
-    fr: Frontier, path: Path, budget: float | None = None, title: str = "", random_help=None
+    fr: Frontier,
+    path: Path,
+    budget: float | None = None,
+    title: str = "",
+    random_help: pd.DataFrame | None = None,
 ) -> Path:
     """Usage-success frontier (left) and E[U] as a step function of r (right).
 

@@ -64,7 +64,7 @@ from helpdp.budget import InfeasibleBudget, search_budget
 from helpdp.cliconf import as_config, parse_budgets, run_app
 from helpdp.cliconf import doc_field as _f
 from helpdp.confirm import as_policy, confirm_one, hull_at, mix_name, rules_hull, task_values
-from helpdp.data import load_dataset
+from helpdp.data import Dataset, load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.estimators import COVERAGE_CHECKED, refusal
 from helpdp.intervals import in_range
@@ -493,7 +493,7 @@ def _confirm(chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, bud
     return kept, {**head, "outcome": outcome}, kept_parts, {}
 
 
-def select(ds, cfg: SelectConfig, budget: float, log=print) -> dict:
+def select(ds: Dataset, cfg: SelectConfig, budget: float, log=print) -> dict:
     """One budget's selection (module docstring); returns the record written to
     ``selected.json`` with the chosen policy under ``policy``."""
 

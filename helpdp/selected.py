@@ -108,7 +108,7 @@ def _from_json(d: dict, seed: int, where: str) -> HelpPolicy:
     )
 
 
-def load_policy(path, *, seed: int = 0, name: str = "") -> HelpPolicy:
+def load_policy(path: str | Path, *, seed: int = 0, name: str = "") -> HelpPolicy:
     """The policy of ``helpdp.select``'s ``selected.json`` (a file, or its directory)."""
     path = Path(path)
     if path.is_dir():

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from helpdp.contract import MANIFEST_FILE, DatasetError
-from helpdp.data import load_dataset, write_dataset
+from helpdp.data import Dataset, load_dataset, write_dataset
 from helpdp.subset import task_subset
 from helpdp.trace import Breakpoints, InfeasibleBudget, TracedFrontier, trace_breakpoints
 
@@ -52,7 +52,7 @@ class StreamResult:
     worker_peak_rss_bytes: int = 0  # the largest peak of the processes that traced parts
 
 
-def list_parts(path) -> list[Path]:
+def list_parts(path: str | Path) -> list[Path]:
     """The parts of a partitioned dataset: its sub-directories with a manifest, sorted."""
     path = Path(path)
     if not path.is_dir():
@@ -105,7 +105,7 @@ def trace_part(
 
 
 def trace_parts(
-    path,
+    path: str | Path,
     *,
     gamma: float | None = None,
     tie_tol: float = 1e-12,
@@ -203,7 +203,7 @@ def answer(fr: TracedFrontier, budget: float) -> dict:
     }
 
 
-def write_parts(ds, out, *, tasks_per_part: int) -> list[Path]:
+def write_parts(ds: Dataset, out: str | Path, *, tasks_per_part: int) -> list[Path]:
     """Split dataset ``ds`` into parts of ``tasks_per_part`` whole tasks under ``out``
     (``part-00000``, ...), each a dataset directory of the contract."""
 

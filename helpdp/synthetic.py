@@ -241,7 +241,7 @@ def generate_synthetic(params: SyntheticParams = SyntheticParams()):
 
 
 def write_synthetic(
-    out, params: SyntheticParams = SyntheticParams(), *, overwrite: bool = False
+    out: str | Path, params: SyntheticParams = SyntheticParams(), *, overwrite: bool = False
 ) -> Path:
     """Generate a synthetic dataset into directory ``out`` (atomically, checked by the
     loader: :func:`helpdp.data.write_dataset`; a non-empty ``out`` is refused
