@@ -257,11 +257,32 @@ def compare_response(ours: str, theirs: str) -> str | None:
     return divergence(ours, theirs)
 
 
+def _sameness(ours: str, theirs: str) -> str:
+    """How two texts that :func:`compare_response` finds the same agree: ``bytes``,
+    ``layout`` (the same JSON value, or the same error, laid out otherwise) or ``clock``
+    (the same only with timestamps normalised: the apps write the time of the call)."""
+    if ours == theirs:
+        return "bytes"
+    try:
+        if json.loads(ours) == json.loads(theirs):
+            return "layout"
+    except (ValueError, TypeError):
+        pass
+    ea, eb = _error(ours, _ERR_OURS, _ERR_OURS_HTTP), _error(theirs, _ERR_THEIRS)
+    if ea is not None and ea == eb and normalise_timestamps(ours) == ours:
+        return "layout"
+    return (
+        "clock"
+        if normalise_timestamps(ours) != ours or normalise_timestamps(theirs) != theirs
+        else "layout"
+    )
+
+
 def compare_responses(
     ours: list[list[str]], theirs: list[Any], tasks: list[int], calls: list[list[dict]]
 ) -> str:
     """The responses verdict of one world: every replayed call's texts compared."""
-    n, formatted = 0, 0
+    counts = {"bytes": 0, "layout": 0, "clock": 0}
     for idx, o, t, cs in zip(tasks, ours, theirs, calls):
         if isinstance(t, dict):
             return f"differs: task {idx}: the official side failed: {t.get('error')}"
@@ -269,16 +290,16 @@ def compare_responses(
             diff = compare_response(a, b)
             if diff:
                 return f"differs: task {idx} call {j} ({c['tool_name']}): {diff[:160]}"
-            n, formatted = n + 1, formatted + (a != b)
+            counts[_sameness(a, b)] += 1
+    n = sum(counts.values())
     if not n:
         return "n/a (no reference calls)"
-    how = (
-        f"; {formatted} only in layout: fastapi-mcp indents JSON by 2 and words HTTP errors "
-        "its own way, helpdp returns the app's body"
-        if formatted
-        else ", byte for byte"
-    )
-    return f"same ({n} calls of {len(tasks)} tasks{how})"
+    how = [f"{counts['bytes']} byte for byte"]
+    if counts["layout"]:
+        how.append(f"{counts['layout']} in another layout (fastapi-mcp indents JSON by 2)")
+    if counts["clock"]:
+        how.append(f"{counts['clock']} with the time of the call (the world clock)")
+    return f"same ({n} calls of {len(tasks)} tasks: {', '.join(how)})"
 
 
 def _call(name: str, args: Any) -> str:
@@ -668,6 +689,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--venv", type=Path, default=ROOT / ".venv-awm-official")
     ap.add_argument("--out", type=Path, help="markdown table (refused when the file exists)")
     ap.add_argument(
+        "--layout",
+        default="app",
+        choices=("app", "fastapi_mcp"),
+        help="helpdp's env.response_layout for the responses (fastapi_mcp: the official's)",
+    )
+    ap.add_argument(
         "dirs", nargs="*", type=Path, help="AWM directories (default: the three sources)"
     )
     args = ap.parse_args(argv)
@@ -685,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, d in sources:
             ds = AWMDataset(d)
             # the whole response is compared (helpdp cuts the agent's copy at 16,000 chars)
-            pool = EnvPool(d, EnvConfig(max_observation_chars=10**8))
+            pool = EnvPool(d, EnvConfig(max_observation_chars=10**8, response_layout=args.layout))
             jobs, ours = [], []
             try:
                 for i, name in enumerate(ds.names()):

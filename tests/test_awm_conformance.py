@@ -223,10 +223,14 @@ def test_compare_response_normalisations():
         is None
     )
     calls = [[{"tool_name": "f"}, {"tool_name": "g"}]]
-    assert conf.compare_responses([["1", "2"]], [["1", "2"]], [0], calls).endswith("byte for byte)")
-    assert "1 only in layout" in conf.compare_responses(
+    assert conf.compare_responses([["1", "2"]], [["1", "2"]], [0], calls).endswith(
+        "2 byte for byte)"
+    )
+    assert "1 in another layout" in conf.compare_responses(
         [["1", "[2]"]], [["1", "[\n  2\n]"]], [0], calls
     )
+    at = conf.compare_responses([['"2026-01-01"', "1"]], [['"2025-01-01"', "1"]], [0], calls)
+    assert "1 with the time of the call" in at and "1 byte for byte" in at
     assert conf.compare_responses([["1", "2"]], [["1", "3"]], [4], calls).startswith(
         "differs: task 4 call 1 (g): values differ"
     )
