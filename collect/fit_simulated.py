@@ -687,8 +687,9 @@ def chain_check(
     trigger probabilities and turn caps, ``chains`` per episode: the rows of
     :func:`heldout_table` (per-turn class shares, turn-0 working with and without help,
     format-error endings, turns per episode, success by trigger probability), with
-    intervals from a bootstrap over **tasks** (a statement about tasks like these),
-    simultaneous over the rows (Bonferroni). ``agent``: a :class:`FittedAgent` (its
+    intervals from a bootstrap over **tasks** (a statement about tasks like these; a
+    success row at least as wide as the episodes' Wilson interval, which a rate of 0 or 1
+    needs), simultaneous over the rows (Bonferroni). ``agent``: a :class:`FittedAgent` (its
     table, the same for every task) or a ``FeatureAgent``."""
     from collect.simfeatures import FeatureAgent
 
@@ -732,9 +733,15 @@ def chain_check(
         draws.append(d)
     draws = pd.DataFrame(draws)
     table = []
+    z = float(__import__("scipy.stats", fromlist=["norm"]).norm.ppf(1 - alpha / 2))
     for name, value in real_stats.items():
         finite = draws[name].dropna()
         lo, hi = np.quantile(finite, [alpha / 2, 1 - alpha / 2]) if len(finite) else (np.nan,) * 2
+        if name.startswith("success, p = "):  # no success (or no failure) in any task: the
+            # bootstrap's interval has no width, so it is widened to the episodes' Wilson one
+            r = real.loc[real["trigger_p"] == float(name.rpartition("= ")[2]), "success"]
+            wlo, whi = _wilson(float(r.sum()), float(len(r)), z)
+            lo, hi = min(lo, wlo), max(hi, whi)
         table.append((name, value, float(lo), float(hi), sim_stats[name]))
     df = pd.DataFrame(table, columns=["quantity", "real", "lo", "hi", "simulated"])
     df = df[df["real"].notna()].reset_index(drop=True)  # e.g. no helped turn 0 held out

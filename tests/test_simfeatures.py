@@ -165,6 +165,9 @@ def test_the_check_passes_an_agent_that_matches_and_flags_one_that_does_not():
     erring[0, FMT] = 40.0
     ok = chain_check(_agent(stopper), turns, eps, chains=20, boot=200)
     assert ok["inside"].all(), ok
+    # no success anywhere: the row's interval is the episodes' Wilson one, not [0, 0]
+    sr = ok.set_index("quantity").loc["success, p = 0"]
+    assert sr["lo"] == 0.0 and sr["hi"] > 0.3
     bad = chain_check(_agent(erring), turns, eps, chains=20, boot=200)
     flagged = set(bad.loc[~bad["inside"], "quantity"])
     assert {"class stop", "class format_error", "ends on format error"} <= flagged
