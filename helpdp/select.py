@@ -555,7 +555,7 @@ def select(ds: Dataset, cfg: SelectConfig, budget: float, log=print) -> dict:
     score = pd.DataFrame({"U": ok["U"], "SR": ok["SR"] - cfg.pessimism * ok["SR_hw"]})
     pick = hull_at(score, budget + cfg.slack)
     if pick is None:
-        raise ValueError(f"budget {budget:g}: no supported candidate spends at most the budget")
+        raise ValueError(_no_pick(cands, budget, cfg))
     chosen = [(w, cands.loc[i]) for w, i in pick]
 
     confirmation = None
@@ -628,10 +628,35 @@ def select(ds: Dataset, cfg: SelectConfig, budget: float, log=print) -> dict:
     }
 
 
+def _no_pick(cands: pd.DataFrame, budget: float, cfg) -> str:
+    """The error where no supported candidate spends at most the budget: which ones would
+    and why they are not supported, and what would let one through."""
+    cheap = cands[cands["U"] <= budget + cfg.slack].sort_values("U")
+    msg = f"budget {budget:g}: no supported candidate spends at most the budget"
+    if not len(cheap):
+        low = cands.sort_values("U").iloc[0] if len(cands) else None
+        if low is not None:
+            msg += f" (the cheapest, {low.candidate}, spends {low.U:.2f})"
+        return msg
+    names = ", ".join(
+        f"{r.candidate} (U={r.U:.2f}, support {r.support} in its weakest fold)"
+        for r in cheap.head(3).itertuples()
+    )
+    return (
+        f"{msg}: {names} {'is' if len(cheap) == 1 else 'are'} under min_support={cfg.min_support}"
+        " (agreeing episodes where it and the reference act differently, per fold of tasks);"
+        " collect more seeds or tasks, or lower min_support"
+    )
+
+
 def _candidate_line(r, min_support: int) -> str:
     """One candidate's printed line: no value where no logged episode agrees with it (its
     estimate would be the model's extrapolation alone); rates cut to their range."""
-    mark = "" if r.supported else f"  UNSUPPORTED (< {min_support}): never picked"
+    mark = (
+        ""
+        if r.supported
+        else f"  UNSUPPORTED (support {r.support} in its weakest fold < {min_support}): never picked"
+    )
     sup = f"agree {r.agree}, support {r.deviate}/{r.deviate_ref}{mark}"
     if r.agree == 0:
         return f"no value: no logged episode agrees with it  {sup}"

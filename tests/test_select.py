@@ -384,3 +384,12 @@ def test_support_is_counted_per_fold():
     cfg = SelectConfig(folds=2)
     out = _pool(pd.DataFrame(rows), {}, cfg, "episode", "ref").set_index("candidate")
     assert out.loc["c", "support"] == 0 and not out.loc["c", "supported"]
+    # the printed line says the number it compared, not the folds' sums
+    from helpdp.select import _candidate_line, _no_pick
+
+    line = _candidate_line(out.reset_index().iloc[0], cfg.min_support)
+    assert "support 10/14" in line and "support 0 in its weakest fold < 5" in line
+    # where nothing supported is affordable, the error names what is and why it is not
+    msg = _no_pick(out.reset_index(), 1.0, cfg)
+    assert "c (U=0.10, support 0 in its weakest fold)" in msg and "min_support=5" in msg
+    assert "the cheapest, c, spends 0.10" in _no_pick(out.reset_index(), 0.0, cfg)
