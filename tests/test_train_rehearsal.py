@@ -59,9 +59,9 @@ def test_doctests_of_the_multi_rank_pieces():
     import doctest
 
     import helpdp.train.__main__ as command
-    import helpdp.train.schedule as schedule
+    import helpdp.train.ranks as ranks
 
-    for mod in (schedule, command):
+    for mod in (ranks, command):
         res = doctest.testmod(mod)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
 
@@ -70,7 +70,7 @@ def test_rollout_state_round_trip_and_the_checkpoint_callback(tmp_path):
     from types import SimpleNamespace
 
     from helpdp.train.gate import SplitSchedule
-    from helpdp.train.schedule import (
+    from helpdp.train.ranks import (
         RolloutStateCallback,
         restore_rollout_state,
         rollout_state,

@@ -15,7 +15,7 @@ from collect.awm.sandbox import COMMAND_ERRORS
 from helpdp.cliconf import run_app
 from helpdp.cliconf.outdir import pop_overwrite
 from helpdp.train.config import TrainConfig
-from helpdp.train.schedule import dist_rank
+from helpdp.train.ranks import dist_rank
 from helpdp.train.trainer import run_cli
 
 USAGE = "python -m helpdp.train [train=cpu_smoke|b200|b200_rehearsal] key=value ..."

@@ -35,14 +35,14 @@ from helpdp.models.lora import LoRAConfig
 from helpdp.train.config import GRPOSettings, ModelConfig, TrainConfig
 from helpdp.train.envs import build_pool
 from helpdp.train.gate import SplitSchedule, build_policy
-from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, VLLMBackend, task_prompts
-from helpdp.train.schedule import (
+from helpdp.train.ranks import (
     GlobalSplitSchedule,
     RolloutStateCallback,
     dist_rank,
     restore_rollout_state,
     state_file,
 )
+from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, VLLMBackend, task_prompts
 from helpdp.train.tiny import build_tiny, warm_start, world_texts
 
 __all__ = [
