@@ -29,6 +29,18 @@ def test_unknown_keys_are_refused_with_the_closest_field(capsys):
     assert "did you mean 'schedule.seeds'" in _fails(["schedule.sedes=[1]"], CollectConfig, capsys)
 
 
+def test_a_renamed_key_is_refused_naming_the_new_one(capsys):
+    from helpdp.train.config import TrainConfig
+
+    # helpdp.train's expert/solo split was `schedule` (collect's episode schedule's name)
+    assert _fails(["schedule.kind=budget"], TrainConfig, capsys) == (
+        "cmd: error: 'schedule.kind' is now 'split.kind': give split.kind=budget"
+    )
+    assert "give split=" in _fails(["+schedule={kind: fixed}"], TrainConfig, capsys)
+    assert check_argv("cmd", TrainConfig, ["split.kind=budget"]) == ["split.kind=budget"]
+    assert check_argv("cmd", CollectConfig, ["schedule.seeds=[0]"]) == ["schedule.seeds=[0]"]
+
+
 def test_known_keys_pass_and_dict_keys_open_up():
     argv = ["budget=[0.5,1]", "budgets.expert=1", "--help", "hydra.run.dir=.", "rule=paper"]
     assert check_argv("cmd", SearchConfig, argv) == [

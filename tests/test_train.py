@@ -1,4 +1,4 @@
-"""helpdp.train without training: rewards on hand-made episodes, the schedules, the
+"""helpdp.train without training: rewards on hand-made episodes, the splits, the
 gate's caps, the rollout function on a scripted environment (masks, the agent design,
 a dead worker), and import hygiene."""
 

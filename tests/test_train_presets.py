@@ -85,8 +85,8 @@ def test_rehearsal_differs_from_b200_only_in_the_declared_keys():
         "model.lora.r",
         "gate.policy",
         "gate.max_per_episode",
-        "schedule.kind",
-        "schedule.window",
+        "split.kind",
+        "split.window",
         "rollout.max_idle_envs",
         "interventions.expert.kind",
         "interventions.expert.base_url",
@@ -118,4 +118,4 @@ def test_both_presets_are_valid_train_configs():
         as_config(TrainConfig, cfg, instance=True)
     cfg = compose_config("train", ["train=b200"], node=TrainConfig)
     # one global batch of b200 (8 ranks) fits the adaptive window (gathered in rank order)
-    assert cfg.schedule.window >= 8 * cfg.grpo.prompts_per_step * cfg.grpo.num_generations
+    assert cfg.split.window >= 8 * cfg.grpo.prompts_per_step * cfg.grpo.num_generations

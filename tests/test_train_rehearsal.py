@@ -80,17 +80,21 @@ def test_rollout_state_round_trip_and_the_checkpoint_callback(tmp_path):
     s = SplitSchedule(kind="adaptive", window=4)
     s.observe([True, True, True, True])
     s.observe([False, False, False, True])  # rate 0.25: expert_heavy -> solo_heavy at batch 1
-    before = SimpleNamespace(step=2, episodes=8, schedule=s)
+    before = SimpleNamespace(step=2, episodes=8, split=s)
     cb = RolloutStateCallback(before, rank=1)
     cb.on_save(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=2), None)
     saved = json.loads(state_file(tmp_path / "checkpoint-2", 1).read_text())
     assert saved == rollout_state(before)
-    after = SimpleNamespace(step=0, episodes=0, schedule=SplitSchedule(kind="adaptive", window=4))
-    restore_rollout_state(after, saved)
-    assert (after.step, after.episodes) == (2, 8)
-    assert after.schedule.phase == "solo_heavy" and after.schedule.n_expert(8) == 2
-    assert after.schedule.transitions == [(1, "expert_heavy", "solo_heavy", 0.25)]
-    assert list(after.schedule.recent) == [False, False, False, True]
+    # the file keeps the split under its old key, `schedule`; one naming it `split` loads too
+    renamed = {"split" if k == "schedule" else k: v for k, v in saved.items()}
+    assert "schedule" in saved and "split" in renamed
+    for state in (saved, renamed):
+        after = SimpleNamespace(step=0, episodes=0, split=SplitSchedule(kind="adaptive", window=4))
+        restore_rollout_state(after, state)
+        assert (after.step, after.episodes) == (2, 8)
+        assert after.split.phase == "solo_heavy" and after.split.n_expert(8) == 2
+        assert after.split.transitions == [(1, "expert_heavy", "solo_heavy", 0.25)]
+        assert list(after.split.recent) == [False, False, False, True]
 
 
 def test_resume_finds_the_newest_checkpoint_or_says_what_is_missing(tmp_path):

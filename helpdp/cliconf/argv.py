@@ -5,7 +5,8 @@ Hydra sees them, and turns the project's own errors into one line (both wired by
 * :func:`check_argv`: each ``key=value`` (also ``+key``/``++key``) must name a field
   of the command's schema, nested through dataclass fields; an unknown key is
   refused with the closest field ("did you mean"), ``+`` or not (Hydra would accept
-  ``+budjet=1`` and ignore it). Keys below a ``dict`` field (``budgets.expert=1``)
+  ``+budjet=1`` and ignore it); a key a schema renamed (its ``RENAMED_KEYS``, old name
+  -> new) is refused naming the new one. Keys below a ``dict`` field (``budgets.expert=1``)
   are open: they are passed on as ``++key``, so the documented spelling works without
   a ``+``.
 * :func:`guard`: runs a command's body; a ``ValueError`` (the projects' own errors
@@ -69,6 +70,11 @@ def _check_key(schema: type, key: str, value: str = "") -> tuple[str | None, boo
         if not dataclasses.is_dataclass(node):
             return None, True
         fields = _fields(node)
+        renamed = getattr(node, "RENAMED_KEYS", {}).get(part)
+        if part not in fields and renamed in fields:
+            new = ".".join([*done, renamed, *key.split(".")[len(done) + 1 :]])
+            give = f"{new}={value}" if value else new
+            return f"'{key}' is now '{new}': give {give}", False
         if part not in fields:
             where = ".".join(done)
             close = difflib.get_close_matches(part, list(fields), n=1, cutoff=0.6)

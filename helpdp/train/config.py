@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from collect.awm.rewards import GRPORewardConfig
 from collect.interventions import InterventionConfig
@@ -204,6 +204,10 @@ class TasksConfig:
 class TrainConfig:
     """`python -m helpdp.train`: GRPO on AWM tasks with a gated expert (TRL rollout_func)."""
 
+    #: keys of earlier versions, refused on the command line naming the new one
+    #: (``schedule`` is collect's episode schedule; here the expert/solo split is ``split``)
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"schedule": "split"}
+
     out: str = _f(
         "outputs/train",
         "directory: metrics.csv, tb/, checkpoints/ (rank 0), decisions.jsonl, episodes.jsonl, "
@@ -213,7 +217,7 @@ class TrainConfig:
     grpo: GRPOSettings = _f(GRPOSettings(), "the trainer")
     rollout: RolloutConfig = _f(RolloutConfig(), "episodes")
     gate: GateConfig = _f(GateConfig(), "the help gate")
-    schedule: SplitScheduleConfig = _f(SplitScheduleConfig(), "the expert/solo split")
+    split: SplitScheduleConfig = _f(SplitScheduleConfig(), "the expert/solo split")
     rewards: GRPORewardConfig = _f(GRPORewardConfig(), "rewards (collect/awm/rewards.py)")
     tasks: TasksConfig = _f(TasksConfig(), "the prompts")
     interventions: dict[str, InterventionConfig] = field(
@@ -226,7 +230,7 @@ class TrainConfig:
         "",
         "continue from a checkpoint: last (the newest out/checkpoints/checkpoint-N) or its "
         "directory; the step count, the data order, the rollout's episode seeds and the "
-        "adaptive schedule go on from it, and the logs keep the rows before it",
+        "adaptive split go on from it, and the logs keep the rows before it",
     )
 
 

@@ -128,9 +128,9 @@ class SplitSchedule:
     @classmethod
     def from_config(cls, cfg: SplitScheduleConfig) -> SplitSchedule:
         if cfg.kind not in ("adaptive", "fixed", "budget"):
-            raise ValueError(f"schedule.kind must be adaptive|fixed|budget, got {cfg.kind!r}")
+            raise ValueError(f"split.kind must be adaptive|fixed|budget, got {cfg.kind!r}")
         if not 0 <= cfg.low <= cfg.high <= 1:
-            raise ValueError("schedule: need 0 <= low <= high <= 1")
+            raise ValueError("split: need 0 <= low <= high <= 1")
         return cls(
             cfg.kind,
             cfg.high,

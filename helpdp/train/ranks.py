@@ -7,7 +7,9 @@
   phase and transitions, as one trainer over the whole global batch would.
 * :func:`rollout_state` / :func:`restore_rollout_state`: what a checkpoint must hold so
   that a resumed run continues the rollout (its batch counter, the episode counter that
-  seeds the episodes, the schedule's recent episodes and transitions).
+  seeds the episodes, the split's recent episodes and transitions). The file keeps the
+  split under its key of before the rename, ``schedule`` (``bench/rehearsal.py`` reads
+  it); a state that names it ``split`` loads too.
 * :class:`RolloutStateCallback`: writes that state into each ``checkpoint-N`` directory,
   one file per rank (``rollout_state-rank{R}.json``).
 """
@@ -56,7 +58,7 @@ class GlobalSplitSchedule(SplitSchedule):
     """A :class:`SplitSchedule` whose ``observe`` records every rank's episodes.
 
     Every rank calls ``observe`` once per rollout batch (GRPO steps are in lock step),
-    so the gather is a collective that cannot deadlock. Alone, it is the plain schedule.
+    so the gather is a collective that cannot deadlock. Alone, it is the plain split.
 
     >>> s = GlobalSplitSchedule(kind="adaptive", window=4)
     >>> s.observe([True, False, False, False]); s.n_expert(8), s.phase
@@ -69,11 +71,11 @@ class GlobalSplitSchedule(SplitSchedule):
 
 def rollout_state(rollout: Any) -> dict[str, Any]:
     """What a resumed rollout needs (JSON-able)."""
-    s = rollout.schedule
+    s = rollout.split
     return {
         "step": int(rollout.step),
         "episodes": int(rollout.episodes),
-        "schedule": {
+        "schedule": {  # the split (its key in the files written so far)
             "step": int(s.step),
             "recent": [bool(x) for x in s.recent],
             "transitions": [list(t) for t in s.transitions],
@@ -82,10 +84,10 @@ def rollout_state(rollout: Any) -> dict[str, Any]:
 
 
 def restore_rollout_state(rollout: Any, state: dict[str, Any]) -> None:
-    """Set ``rollout``'s counters and schedule to ``state`` (of :func:`rollout_state`)."""
+    """Set ``rollout``'s counters and split to ``state`` (of :func:`rollout_state`)."""
     rollout.step = int(state["step"])
     rollout.episodes = int(state["episodes"])
-    s, saved = rollout.schedule, state["schedule"]
+    s, saved = rollout.split, state["split" if "split" in state else "schedule"]
     s.step = int(saved["step"])
     s.recent = deque(bool(x) for x in saved["recent"])
     s.transitions = [(int(a), str(b), str(c), float(d)) for a, b, c, d in saved["transitions"]]

@@ -386,7 +386,7 @@ class AWMRollout:
     """GRPOTrainer's ``rollout_func`` for AWM tasks with a gated expert.
 
     ``actor_factory(trainer) -> TokenActor`` builds the actor on first use (the
-    trainer's model, or vLLM); ``policy`` is the gate's HelpPolicy; ``schedule`` the
+    trainer's model, or vLLM); ``policy`` is the gate's HelpPolicy; ``split`` the
     expert/solo split. Per call it records the episodes' logs (``last_logs``), the
     decisions (``decisions``), and appends to ``out/decisions.jsonl`` and
     ``out/episodes.jsonl`` when ``out`` is set.
@@ -399,7 +399,7 @@ class AWMRollout:
         lookup: dict,
         actor_factory,
         policy,
-        schedule: SplitSchedule,
+        split: SplitSchedule,
         *,
         design="agent",
         max_per_episode=None,
@@ -420,7 +420,7 @@ class AWMRollout:
         self.actor_factory = actor_factory
         self.actor: TokenActor | None = None
         self.policy = policy
-        self.schedule = schedule
+        self.split = split
         self.design = design
         self.max_per_episode = max_per_episode
         self.max_per_batch = max_per_batch
@@ -444,7 +444,7 @@ class AWMRollout:
     # -- helpers ------------------------------------------------------------------------
     def roles(self, prompts: Sequence[Any], group: int) -> list[bool]:
         """Expert (True) or solo per rollout: in each run of equal prompts, the first
-        ``n_expert`` (the schedule's, scaled to the run's length) are expert rollouts."""
+        ``n_expert`` (the split's, scaled to the run's length) are expert rollouts."""
         flags: list[bool] = []
         i = 0
         while i < len(prompts):
@@ -452,7 +452,7 @@ class AWMRollout:
             while j < len(prompts) and prompts[j] == prompts[i]:
                 j += 1
             k = j - i
-            n = self.schedule.n_expert(group)
+            n = self.split.n_expert(group)
             n = n if k == group else int(round(n * k / max(group, 1)))
             flags += [r < n for r in range(k)]
             i = j
@@ -525,7 +525,7 @@ class AWMRollout:
             logs, flags, wall, actor.seconds - gen0, actor.turns - turns0, phases, work, counts
         )
         valid = [lg for lg in logs if lg.episode["outcome"] != "server_error"]
-        self.schedule.observe([lg.episode["format_errors"] > 0 for lg in valid])
+        self.split.observe([lg.episode["format_errors"] > 0 for lg in valid])
         self._write(logs, flags)
         self.last_output, self.last_stats = out, stats
         self.history.append(stats)
@@ -615,7 +615,7 @@ class AWMRollout:
             "gate/errors": sum(1 for d in dec if d.get("gate_error")),
             "gate/asks": sum(1 for d in dec if d["asked"] and self.design == "agent"),
             "phase/expert_rollouts": sum(flags),
-            "phase/format_error_rate_seen": self.schedule.rate,
+            "phase/format_error_rate_seen": self.split.rate,
             "time/gate_share": gate / wall if wall > 0 else 0.0,
             "time/env_share": env / wall if wall > 0 else 0.0,
             "time/expert_share": expert / wall if wall > 0 else 0.0,

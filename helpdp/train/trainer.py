@@ -95,13 +95,13 @@ class MetricsCallback:
     """A ``transformers`` callback: every log row to CSV, a progress bar on stderr,
     phase transitions printed."""
 
-    def __init__(self, out: Path, total: int, schedule: SplitSchedule, progress: bool = True):
+    def __init__(self, out: Path, total: int, split: SplitSchedule, progress: bool = True):
         from helpdp.cliconf.progress import tqdm_bar
 
         tqdm = tqdm_bar()
         self.path = Path(out) / "metrics.csv"
         self.rows: list[dict] = []  # a resumed run: the rows up to its checkpoint (train())
-        self.schedule = schedule
+        self.split = split
         self.seen = 0
         self.bar = tqdm(total=total, desc="grpo", unit="step", disable=not progress)
 
@@ -125,15 +125,15 @@ class MetricsCallback:
             w.writeheader()
             w.writerows(self.rows)
         post = {v: logs[k] for k, v in CONSOLE.items() if logs.get(k) is not None}
-        post["phase"] = self.schedule.phase
+        post["phase"] = self.split.phase
         self.bar.set_postfix(
             {k: f"{v:.3g}" if isinstance(v, float) else v for k, v in post.items()}
         )
-        for step, a, b, rate in self.schedule.transitions[self.seen :]:
+        for step, a, b, rate in self.split.transitions[self.seen :]:
             self.bar.write(
                 f"phase: {a} -> {b} after rollout batch {step} (format errors {rate:.2f})"
             )
-        self.seen = len(self.schedule.transitions)
+        self.seen = len(self.split.transitions)
 
     def on_step_end(self, args, state, control, **kw):
         self.bar.update(state.global_step - self.bar.n)
@@ -320,11 +320,11 @@ def _peft_config(lora: LoRAConfig):
     )
 
 
-def _callbacks(cfg: TrainConfig, out: Path, schedule: SplitSchedule) -> list[Any]:
+def _callbacks(cfg: TrainConfig, out: Path, split: SplitSchedule) -> list[Any]:
     """metrics.csv and the progress bar; TensorBoard when ``grpo.report_to`` names it."""
     g = cfg.grpo
     rank = dist_rank()[0]
-    callbacks: list[Any] = [MetricsCallback(out, g.max_steps, schedule, cfg.progress and rank == 0)]
+    callbacks: list[Any] = [MetricsCallback(out, g.max_steps, split, cfg.progress and rank == 0)]
     if "tensorboard" in g.report_to and rank == 0:  # one event file, rank 0's
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
@@ -354,7 +354,7 @@ def build_trainer(
     args = _grpo_args(cfg, out)
     funcs, weights = build_rewards(cfg.rewards)
     args.reward_weights = weights
-    schedule = GlobalSplitSchedule.from_config(cfg.schedule)
+    split = GlobalSplitSchedule.from_config(cfg.split)
     rank, _ = dist_rank()
     # each rank's own episode seeds (rank 0 keeps grpo.seed: one process is unchanged)
     seed = cfg.grpo.seed
@@ -374,7 +374,7 @@ def build_trainer(
         lookup,
         _actor_factory(cfg, tok),
         policy,
-        schedule,
+        split,
         design=cfg.gate.design,
         max_per_episode=cfg.gate.max_per_episode,
         max_per_batch=cfg.gate.max_per_batch,
@@ -386,7 +386,7 @@ def build_trainer(
         out=log_dir(out),
     )
     peft_config = _peft_config(cfg.model.lora)
-    callbacks = _callbacks(cfg, out, schedule) + [RolloutStateCallback(rollout, rank)]
+    callbacks = _callbacks(cfg, out, split) + [RolloutStateCallback(rollout, rank)]
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if cfg.grpo.use_vllm and _device(cfg.grpo) == "cpu":
         from helpdp.train.vllm_cpu import patch_vllm_cpu
@@ -505,8 +505,8 @@ def train(cfg: TrainConfig, **kw) -> dict[str, Any]:
             "losses": losses,
             "episodes": rollout.episodes,
             "expert_calls": sum(1 for d in rollout.decisions if d["action"]),
-            "phase": rollout.schedule.phase,
-            "transitions": rollout.schedule.transitions,
+            "phase": rollout.split.phase,
+            "transitions": rollout.split.transitions,
             "rollout": rollout.history,
             "seconds": time.perf_counter() - t0,
         }
