@@ -28,28 +28,29 @@ from collect.worlds import WORLDS_DIR
 FIXTURES = Path(__file__).parent / "fixtures" / "awm"
 
 # sha256 of (the tools' fields, format_tools) with describe_responses off / on, captured
-# with the unbudgeted expansion before the budget was added. If a world's app changes,
-# recapture them; a change of collect/awm/tools.py alone must never change them.
+# with the unbudgeted expansion before the budget was added (the "on" ones recaptured when
+# the '### Responses' section took fastapi-mcp 0.4.0's format, #49). If a world's app
+# changes, recapture them; a change of collect/awm/tools.py alone must never change them.
 EXPECTED = {
     "workflow_automation_1": (
         34,
         "cc6d8ce386f69d0e8215810eb8cbebb331c986d83237e256f40bb4be5fc19a5a",
-        "26f7ac3c7d2b75ba53189e12ee6e03c1ab7b60f9e6a56a9710618da5b325d257",
+        "c53fefb011dc8fff2306bdaf708942ef86b1abd7cc405224d7ea98aa3c3d793b",
     ),
     "e_commerce_admin_1": (
         31,
         "070664b67f27a90e68fbd5d84f198980e584258c08af819c708f3843e7f71f1b",
-        "8b69bf7240561c32cf3abefa944af761e9ba645b6870b4bf4ec9a131f4d50a6d",
+        "93522c4cb095e2663355b05e94717f6b8aee496fa0d608bbe8d5f6ab01e83ad4",
     ),
     "smart_home_1": (
         29,
         "1bb8b84c6d7a972366b78dba9df438d6a128dcd9b276e23a50091325c8187853",
-        "f6f888846895b9b955694c76c84e1f33a111134149c7f097cc6821e4598ad80d",
+        "e2cd7cd19b861a93fc0358d6bc99a8309071d25b998ab5817cc94d99963f10c6",
     ),
     "content_platform_1": (
         34,
         "4ab5e06610dfe2ce77a1db5ecbda2cf99a0319a5289dc272b72505482ff7c20c",
-        "283bebb92ce230e8aff52cde1fcc4b90e8cd48a15d3fc734c19c2b6dc4481a75",
+        "d4d86c12d430be9a63ff322fa1ada1f508d4780ebd0f6ba0f5b02c9a36b86c5a",
     ),
 }
 

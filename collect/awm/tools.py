@@ -2,7 +2,8 @@
 
 Mirrors what ``fastapi_mcp`` exposes to AWM agents: one tool per operation,
 named by its ``operationId``; description = summary (or ``METHOD path``) plus
-the operation description; input schema = one flat JSON object merging path,
+the operation description (and, with ``describe_responses``, fastapi-mcp 0.4.0's
+``### Responses`` section, byte for byte); input schema = one flat JSON object merging path,
 query and body parameters (body properties are flattened; a body that is not
 an object becomes a single ``body`` argument). ``$ref`` pointers are resolved
 (within a node budget and a depth limit: the document is dataset code's output).
@@ -297,37 +298,111 @@ def _describe(op: dict[str, Any], method: str, path: str, describe_responses: bo
     if description and description != summary:
         text += f"\n\n{description}"
     if describe_responses:
-        for code in sorted(op.get("responses") or {}):
-            if str(code).startswith("2"):
-                resp = op["responses"][code]
-                text += f"\n\n### Responses:\n**{code}**: {resp.get('description', '')}"
-                schema = ((resp.get("content") or {}).get("application/json") or {}).get("schema")
-                if isinstance(schema, dict):
-                    text += "\n```json\n" + json.dumps(_example(schema), indent=2)[:2000] + "\n```"
-                break
+        text += _responses_section(op.get("responses"))
     return text
 
 
-def _example(schema: dict[str, Any], depth: int = 0) -> Any:
-    if depth > 6:
+_SUCCESS_CODES = tuple(str(code) for code in range(200, 300))
+
+
+def _responses_section(responses: Any) -> str:
+    """The ``### Responses`` section as fastapi-mcp 0.4.0 writes it, byte for byte
+    (``convert_openapi_to_mcp_tools`` with ``FastApiMCP``'s defaults: the first 2xx response
+    only, or every response when there is none; an example per content type; no output
+    schema). Empty when the operation lists no responses."""
+    if not isinstance(responses, dict) or not responses:
+        return ""
+    code = next((c for c in _SUCCESS_CODES if c in responses), None)
+    success = responses[code] if code is not None else None
+    selected = {code: success} if success else responses
+    text = "\n\n### Responses:\n"
+    for status, resp in selected.items():
+        if not isinstance(resp, dict):
+            continue
+        text += f"\n**{status}**: {resp.get('description', '')}"
+        if resp == success:
+            text += " (Success Response)"
+        content = resp.get("content")
+        for content_type, media in (content if isinstance(content, dict) else {}).items():
+            if not isinstance(media, dict) or "schema" not in media:
+                continue
+            text += f"\nContent-Type: {content_type}"
+            example = _media_example(media) or _generated_example(_display_schema(media["schema"]))
+            if example:
+                text += "\n\n**Example Response:**\n```json\n"
+                text += json.dumps(example, indent=2) + "\n```"
+    return text
+
+
+def _media_example(media: dict[str, Any]) -> Any:
+    """A media type's own example: the first of ``examples`` with a ``value``, else
+    ``example`` (only when there is no ``examples``)."""
+    if "examples" in media:
+        examples = media["examples"]
+        for item in (examples if isinstance(examples, dict) else {}).values():
+            if isinstance(item, dict) and "value" in item:
+                return item["value"]
         return None
-    for key in ("example", "default"):
-        if key in schema:
-            return schema[key]
-    if schema.get("examples") and isinstance(schema["examples"], list):
-        return schema["examples"][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = [
-            o for o in schema.get(key) or [] if isinstance(o, dict) and o.get("type") != "null"
-        ]
-        if options:
-            return _example(options[0], depth + 1)
+    return media.get("example")
+
+
+_HIDDEN_SCHEMA_KEYS = (
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "nullable",
+    "discriminator",
+    "readOnly",
+    "writeOnly",
+    "xml",
+    "externalDocs",
+)
+
+
+def _display_schema(schema: Any) -> Any:
+    """fastapi-mcp's ``clean_schema_for_display``: the combinators and internal keys
+    dropped, in the schema, its properties and an array's items (a copy)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in _HIDDEN_SCHEMA_KEYS}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: _display_schema(v) for k, v in out["properties"].items()}
+    if out.get("type") == "array" and isinstance(out.get("items"), dict):
+        out["items"] = _display_schema(out["items"])
+    return out
+
+
+_STRING_FORMATS = {
+    "date-time": "2023-01-01T00:00:00Z",
+    "date": "2023-01-01",
+    "email": "user@example.com",
+    "uri": "https://example.com",
+}
+
+
+def _generated_example(schema: Any) -> Any:
+    """fastapi-mcp's ``generate_example_from_schema``: by ``type`` only (``None`` without
+    one, and for the properties without one, which are left out)."""
+    if not schema or not isinstance(schema, dict):
+        return None
     kind = schema.get("type")
-    if kind == "object" or "properties" in schema:
-        return {k: _example(v, depth + 1) for k, v in (schema.get("properties") or {}).items()}
+    if kind == "object":
+        props = schema.get("properties")
+        examples = {
+            k: _generated_example(v) for k, v in (props if isinstance(props, dict) else {}).items()
+        }
+        return {k: v for k, v in examples.items() if v is not None}
     if kind == "array":
-        return [_example(schema.get("items") or {}, depth + 1)]
-    return {"integer": 0, "number": 0.0, "boolean": False, "string": "string"}.get(str(kind))
+        item = _generated_example(schema["items"]) if "items" in schema else None
+        return [item] if item is not None else []
+    if kind == "string":
+        fmt = schema.get("format")
+        if isinstance(fmt, str) and fmt in _STRING_FORMATS:
+            return _STRING_FORMATS[fmt]
+        return schema.get("title", "string")
+    return (
+        {"integer": 1, "number": 1.0, "boolean": True}.get(kind) if isinstance(kind, str) else None
+    )
 
 
 def validate_arguments(
