@@ -29,6 +29,7 @@ One collect writes an ``out=`` at a time (:class:`~collect.shards.OutputLock`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -196,8 +197,12 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
     cfg = dataclasses.replace(cfg, clock=clock.iso())
     if (actor is not None or help_policy is not None) and cfg.executor.kind == "ray":
         raise ValueError("an actor or policy object runs in this process: use executor.kind=local")
-    plan = plan_shards(cfg, None if help_policy is None else help_policy.name)
+    policy_name = None if help_policy is None else help_policy.name
+    plan = plan_shards(cfg, policy_name)
     with OutputLock(cfg.out):
+        cfg, plan = _resumable(cfg, plan, policy_name)
+        if plan.trivial:
+            _say(_trivial_line(plan.trivial))
         check_out(cfg)
         store = ShardStore(cfg.out)
         episodes = [
@@ -224,6 +229,40 @@ def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> Colle
         counts["reruns"],
         counts["capacity_retries"],
     )
+
+
+def _trivial_line(trivial: list[str]) -> str:
+    shown = ", ".join(trivial[:20]) + (
+        f", and {len(trivial) - 20} more" if len(trivial) > 20 else ""
+    )
+    return (
+        f"collect: left out {len(trivial)} task(s) whose verifier says complete on the "
+        f"untouched database (include_trivial_tasks=true keeps them): {shown}"
+    )
+
+
+def _resumable(cfg: CollectConfig, plan: Any, policy_name: str | None) -> tuple[CollectConfig, Any]:
+    """The config and plan this run keeps: shards planned before trivial tasks were left
+    out (``shards/plan.json`` records the plan with them) resume with them, as
+    ``include_trivial_tasks=true`` (announced; the manifest records it); else ``plan``."""
+    if not plan.trivial or cfg.overwrite:
+        return cfg, plan
+    path = Path(cfg.out) / "shards" / "plan.json"
+    try:
+        recorded = json.loads(path.read_text()).get("fingerprint") if path.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        recorded = None  # ShardStore.prepare says what is wrong with it
+    if recorded is None or recorded == plan.fingerprint:
+        return cfg, plan
+    kept_cfg = dataclasses.replace(cfg, include_trivial_tasks=True)
+    kept = plan_shards(kept_cfg, policy_name)
+    if kept.fingerprint != recorded:
+        return cfg, plan
+    _say(
+        f"collect: resuming {cfg.out} with its {len(plan.trivial)} trivial task(s): its shards "
+        "were planned with them (include_trivial_tasks=true)"
+    )
+    return kept_cfg, kept
 
 
 def _check_complete(cfg: CollectConfig, plan: Any, store: ShardStore, counts: dict) -> None:

@@ -132,6 +132,13 @@ class CollectConfig:
         "runtime=openenv: name of the environment variable holding the server's bearer "
         "token (unset or empty: none is sent)",
     )
+    include_trivial_tasks: bool = _f(
+        False,
+        "keep the tasks whose code-mode verifier says complete on the untouched database "
+        "(python -m collect.awm.check's do-nothing check, run on every task before the plan "
+        "is made: one verifier run per task and final answer it tries; runtime=local only). "
+        "false: they are left out, named in one line and in the manifest's skipped_tasks",
+    )
     executor: ExecutorConfig = _f(ExecutorConfig(), "processes, shards, Ray")
     clock: str = clock_field()
     gamma: float = _f(1.0, "discount written to the manifest")
@@ -209,6 +216,8 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
         d["env"].pop("response_layout")  # the default layout: recorded as before the field
     if not (d.get("actor") or {}).get("context_window", 1):
         d["actor"].pop("context_window")  # an unchecked window: recorded as before the field
+    if not d.get("include_trivial_tasks"):
+        d.pop("include_trivial_tasks", None)  # the default: recorded as before the field
     if d.get("policy") is None:
         d.pop("policy", None)  # collections with random help record no policy
     if (d.get("stage2") or {}).get("base") is None:

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from collect.awm.app import build_scenario_database
+from collect.awm.check import passes_untouched
+from collect.awm.clock import WorldClock
 from collect.awm.dataset import AWMDataset
+from collect.awm.sandbox import SandboxError, VerifierPool
+from collect.awm.sandbox.rmtree import remove_tree
 from collect.config import CollectConfig, source_config, worlds_dir
 from collect.schedule import (
     EpisodeSpec,
@@ -17,13 +22,29 @@ from collect.schedule import (
     shard_episodes,
     stage2_design,
 )
+from collect.scratch import make_scratch_dir, scratch_root
 from collect.worlds import is_shipped_label
 
-__all__ = ["ShardPlan", "fingerprint_config", "plan_episodes", "plan_shards", "runnable_tasks"]
+__all__ = [
+    "ShardPlan",
+    "fingerprint_config",
+    "plan_episodes",
+    "plan_shards",
+    "runnable_tasks",
+    "trivial_tasks",
+]
 
 
 def runnable_tasks(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str]]:
-    """``(scenario, task_idx)`` pairs that can run, and why others were left out."""
+    """``(scenario, task_idx)`` pairs that can run, and why others were left out (a task
+    whose verifier says complete on the untouched database among them, unless
+    ``include_trivial_tasks``: :func:`trivial_tasks`)."""
+    tasks, skipped, _ = _runnable(cfg)
+    return tasks, skipped
+
+
+def _runnable(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str], list[str]]:
+    """:func:`runnable_tasks`, and the task ids of the trivial tasks left out."""
     dataset = AWMDataset(worlds_dir(cfg))
     wanted = cfg.schedule.scenarios
     names = dataset.names()
@@ -55,7 +76,89 @@ def runnable_tasks(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str]
                 skipped.append(f"{name}/{i}: no reference solution (simulated actor / oracle)")
             else:
                 tasks.append((name, i))
-    return tasks, skipped
+    trivial = trivial_tasks(cfg, dataset, tasks)
+    if trivial:
+        tasks = [t for t in tasks if t not in trivial]
+        skipped += [
+            f"{name}/{i}: trivial (its verifier says complete on the untouched database, "
+            f"given {given})"
+            for (name, i), given in sorted(trivial.items())
+        ]
+    return tasks, skipped, [f"{name}/{i}" for name, i in sorted(trivial)]
+
+
+#: verdicts of the do-nothing check in this process, by a digest of what decides one (the
+#: world's database, the verifier, the clock): a plan made again (a resume, a count of the
+#: episodes, another config on the same worlds) runs no verifier twice
+_UNTOUCHED: dict[str, str | None] = {}
+
+
+def _untouched_key(scenario: Any, idx: int, clock: str) -> str:
+    record = scenario.verifiers[idx]
+    parts = [scenario.db_schema, scenario.sample_data, record.code, record.function_name, clock]
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _code_mode(cfg: CollectConfig, scenario: Any, idx: int) -> bool:
+    """Whether the episodes of task ``idx`` are verified by its code-mode verifier (as
+    :class:`~collect.awm.verification.EpisodeVerifier` chooses)."""
+    mode = cfg.env.verifier_mode
+    if mode == "auto":
+        judge = bool(cfg.env.judge.base_url and cfg.env.judge.model)
+        return idx in scenario.verifiers and not (judge and idx in scenario.sql_verifiers)
+    return mode == "code" and idx in scenario.verifiers
+
+
+def trivial_tasks(
+    cfg: CollectConfig, dataset: AWMDataset, tasks: list[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """The tasks of ``tasks`` an agent completes by doing nothing: their code-mode
+    verifier says complete on the untouched database (``python -m collect.awm.check``'s
+    do-nothing check, :func:`~collect.awm.check.passes_untouched`), each with what the
+    verifier was given. Each world's database is built once and the verifiers run in a
+    sandboxed verifier worker, as the check does; verdicts are kept for this process.
+    Empty (nothing run) with ``include_trivial_tasks``, or ``runtime=openenv`` (its
+    server verifies, in its own sandbox). A world whose database cannot be built keeps
+    its tasks (its episodes say why)."""
+    if cfg.include_trivial_tasks or cfg.runtime != "local" or not tasks:
+        return {}
+    clock = WorldClock.resolve(cfg.clock, worlds_dir(cfg))
+    checked: dict[tuple[str, int], str] = {}  # task -> the key of its verdict
+    worlds: dict[str, Any] = {}
+    for name, idx in tasks:
+        sc = worlds.setdefault(name, dataset.get(name))
+        if _code_mode(cfg, sc, idx):
+            checked[(name, idx)] = _untouched_key(sc, idx, clock.iso())
+    todo: dict[str, dict[int, str]] = {}
+    for (name, idx), key in checked.items():
+        if key not in _UNTOUCHED:
+            todo.setdefault(name, {})[idx] = key
+    if todo:
+        _run_untouched(cfg, {name: (worlds[name], keys) for name, keys in todo.items()}, clock)
+    return {t: given for t, key in checked.items() if (given := _UNTOUCHED.get(key)) is not None}
+
+
+def _run_untouched(cfg: CollectConfig, todo: dict[str, Any], clock: WorldClock) -> None:
+    """Build each world of ``todo`` (name -> (scenario, {task: key})) and run the verifiers
+    not yet in :data:`_UNTOUCHED` on its untouched database, in a scratch directory of
+    this process's own, removed after."""
+    root = make_scratch_dir(scratch_root(cfg.env.work_root))
+    pool = VerifierPool(1, cfg.env.verifier_sandbox, work_root=root / "verify", clock=clock)
+    try:
+        for n, (sc, keys) in enumerate(todo[name] for name in sorted(todo)):
+            try:
+                db_path, _ = build_scenario_database(
+                    sc, root / f"db-{n}", clock=clock, limits=cfg.env.sandbox
+                )
+            except SandboxError:
+                continue
+            for idx, key in sorted(keys.items()):
+                if key not in _UNTOUCHED:
+                    _UNTOUCHED[key] = passes_untouched(sc, sc.verifiers[idx], pool, db_path)
+    finally:
+        pool.close()
+        remove_tree(root)
 
 
 def _schedule(cfg: CollectConfig, tasks, design) -> list[EpisodeSpec]:
@@ -79,7 +182,9 @@ def fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
     d = source_config(cfg)
     if is_shipped_label(d.get("worlds")):
         d["worlds"] = "collect/worlds (shipped demo worlds)"
-    for key in ("executor", "invalid_episodes", "gamma"):
+    # include_trivial_tasks decides which tasks the plan holds, which its episode ids say:
+    # a plan with no trivial task is the same plan either way
+    for key in ("executor", "invalid_episodes", "gamma", "include_trivial_tasks"):
         d.pop(key, None)
     d["shard_size"] = cfg.executor.shard_size
     d["env"].pop("verifier_workers", None)
@@ -100,6 +205,7 @@ class ShardPlan:
     config: dict[str, Any]  # what determines the shards' content (:func:`fingerprint_config`)
     episode_ids_sha256: str
     fingerprint: str
+    trivial: list[str] = field(default_factory=list)  # ids of the trivial tasks left out
 
     def record(self) -> dict[str, Any]:
         """The plan as ``shards/plan.json`` records it."""
@@ -115,7 +221,7 @@ class ShardPlan:
 def plan_shards(cfg: CollectConfig, help_policy_name: str | None = None) -> ShardPlan:
     """The episodes of ``cfg`` split into shards, fingerprinted (``help_policy_name``: the
     policy object deciding the calls, part of the fingerprint). Refuses an empty plan."""
-    tasks, skipped = runnable_tasks(cfg)
+    tasks, skipped, trivial = _runnable(cfg)
     if not tasks:
         why = "; ".join(skipped[:5]) or f"{worlds_dir(cfg)} holds no scenario with tasks"
         raise ValueError("no task can run: " + why)
@@ -135,4 +241,4 @@ def plan_shards(cfg: CollectConfig, help_policy_name: str | None = None) -> Shar
     fingerprint = hashlib.sha256(
         json.dumps({"config": fp_config, "episodes": ids}, sort_keys=True, default=str).encode()
     ).hexdigest()
-    return ShardPlan(specs, shards, skipped, fp_config, ids, fingerprint)
+    return ShardPlan(specs, shards, skipped, fp_config, ids, fingerprint, trivial)

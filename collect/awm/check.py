@@ -66,6 +66,7 @@ __all__ = [
     "ScenarioCheck",
     "check_dataset",
     "check_scenario",
+    "passes_untouched",
     "run_check",
 ]
 
@@ -329,16 +330,7 @@ def _do_nothing(scenario, record, mode, pool, db_path, result: ScenarioCheck) ->
     """Run one verifier on the untouched database (code mode: once per answer of
     :data:`DO_NOTHING_ANSWERS`); False after recording the error or defect found."""
     where = f"{record.location} (task {record.task_idx})"
-    for answer in DO_NOTHING_ANSWERS if mode == "code" else (None,):
-        outcome = pool.run(
-            record.code,
-            initial_db=db_path,
-            final_db=db_path,
-            final_answer=answer,
-            mode=mode,
-            function_name=record.function_name,
-            world=verifier_world(scenario),
-        )
+    for answer, outcome in _untouched_runs(scenario, record, mode, pool, db_path):
         if outcome.status in _RUNTIME_STATUSES:
             result.errors.append(f"{where}: {outcome.message}")
             return False
@@ -359,6 +351,40 @@ def _do_nothing(scenario, record, mode, pool, db_path, result: ScenarioCheck) ->
             )
             return False
     return True
+
+
+def _untouched_runs(scenario, record, mode, pool, db_path):
+    """``(answer, outcome)`` of one verifier's runs on the untouched database, one per
+    answer of :data:`DO_NOTHING_ANSWERS` (code mode; SQL mode: one, without an answer),
+    each run as it is asked for (a caller that stops early runs no more)."""
+    for answer in DO_NOTHING_ANSWERS if mode == "code" else (None,):
+        yield (
+            answer,
+            pool.run(
+                record.code,
+                initial_db=db_path,
+                final_db=db_path,
+                final_answer=answer,
+                mode=mode,
+                function_name=record.function_name,
+                world=verifier_world(scenario),
+            ),
+        )
+
+
+def passes_untouched(scenario: Scenario, record, pool: VerifierPool, db_path: Path) -> str | None:
+    """The do-nothing check of one code-mode verifier as the collector asks it (a task
+    the agent completes by doing nothing): what it was given when it said complete on the
+    untouched database (``no final answer``, ``the final answer 'Done.'``), None when it
+    said so for none of :data:`DO_NOTHING_ANSWERS`. A verifier that raises, or a run our
+    runtime could not finish (the remaining answers are not tried), is not this finding:
+    None (``python -m collect.awm.check`` reports those)."""
+    for answer, outcome in _untouched_runs(scenario, record, "code", pool, db_path):
+        if outcome.status in _RUNTIME_STATUSES:
+            return None
+        if outcome.ok and outcome.label == "complete":
+            return "no final answer" if answer is None else f"the final answer {answer!r}"
+    return None
 
 
 def _read_only_calls(scenario: Scenario, tools: list[Tool]) -> list[tuple[str, dict]]:
