@@ -22,7 +22,9 @@ Episode (``MCPToolClient`` or OpenEnv's ``AWMEnv`` client)::
 Rewards are OpenEnv AWM's, from ``env.rewards``: a verified episode's reward_type is its
 outcome (complete 1.0, incomplete 0.1, others 0.0; verifier_error, no_verifier,
 server_error 0.0), a tool_not_found / invalid_args call is a format error (-1.0, the
-episode goes on, as in OpenEnv), other calls 0.0. ``metadata`` carries the step's public
+episode goes on, as in OpenEnv), other calls 0.0. ``reward_convention=openenv`` names
+and rewards verdicts as OpenEnv's own server does (``judge_error``; only complete,
+incomplete and format errors rewarded; ``done`` never verifies), docs/openenv.md. ``metadata`` carries the step's public
 info (:func:`collect.awm.wire.public_info`: failure class, turn, outcome, validity).
 
 Differences from OpenEnv's AWM server, all on the side of confinement: scenario code runs
@@ -67,11 +69,12 @@ from pydantic import Field
 from collect.awm.env import AWMEnv, EnvPool
 from collect.awm.http_guard import _Guard
 from collect.awm.protocol import Action, Failure
-from collect.awm.rewards import RewardConfig, episode_reward
+from collect.awm.rewards import REWARD_CONVENTIONS, RewardConfig, verdict_reward
 from collect.awm.sandbox import COMMAND_ERRORS
 from collect.awm.serve import ServeConfig, _read_token, run_server
 from collect.awm.verification import Verification
 from collect.awm.wire import _kind, public_info
+from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 
 __all__ = [
@@ -176,9 +179,14 @@ class ConfinedAWMEnvironment(Environment):
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, pool: EnvPool):
+    def __init__(self, pool: EnvPool, convention: str = "helpdp"):
         super().__init__()
+        if convention not in REWARD_CONVENTIONS:
+            raise ValueError(
+                f"reward_convention must be one of {REWARD_CONVENTIONS}, got {convention!r}"
+            )
         self.pool = pool
+        self.convention = convention  # reward_convention (collect.awm.rewards.verdict_reward)
         self.env: AWMEnv | None = None
         self._base_config = None
         self._over = True  # no episode running
@@ -296,7 +304,8 @@ class ConfinedAWMEnvironment(Environment):
             obs = AWMToolsObservation(tools=tools, metadata=public_info(result.info))
             if result.done:  # the turn limit: verified as locally
                 self._over = True
-                obs.done, obs.reward = True, result.reward
+                outcome = str(result.info.get("outcome"))
+                obs.done, obs.reward = True, self._verdict(outcome, result.reward)[1]
             return obs
         if not isinstance(action, CallToolAction):
             return AWMObservation(
@@ -316,11 +325,11 @@ class ConfinedAWMEnvironment(Environment):
         failure = result.info.get("failure")
         if result.done:  # a dead worker or the turn limit
             self._over = True
-            outcome = str(result.info.get("outcome"))
+            outcome, reward = self._verdict(str(result.info.get("outcome")), result.reward)
             return AWMToolObservation(
                 tool_name=action.tool_name,
                 done=True,
-                reward=result.reward,
+                reward=reward,
                 reward_type=outcome,
                 verify_result=info.get("verification"),
                 **(
@@ -348,6 +357,14 @@ class ConfinedAWMEnvironment(Environment):
             metadata=info,
         )
 
+    def _verdict(self, outcome: str, reward: float) -> tuple[str, float]:
+        """The reward type and reward of an ended episode's ``outcome`` (``reward``: the
+        environment's, :func:`~collect.awm.rewards.episode_reward`) in this server's
+        convention."""
+        if self.convention == "helpdp":
+            return outcome, reward
+        return verdict_reward(outcome, self.rewards, self.convention)
+
     def _set_mode(self, mode: Any) -> str | None:
         if mode is None:
             return None
@@ -368,9 +385,10 @@ class ConfinedAWMEnvironment(Environment):
         answer = args.get("final_answer")
         v = self.env.verify(answer if isinstance(answer, str) else None)
         self._verified = v
+        reward_type, reward = verdict_reward(v.outcome, self.rewards, self.convention)
         return AWMObservation(
-            reward=episode_reward(v.outcome, self.rewards),
-            reward_type=v.outcome,
+            reward=reward,
+            reward_type=reward_type,
             verify_result=self._verification(v),
             scenario=self.env.scenario.name,
             task=self.env.task_text,
@@ -380,7 +398,8 @@ class ConfinedAWMEnvironment(Environment):
 
     def _done(self, args: dict[str, Any]) -> Observation:
         env = self.env
-        if self._verified is not None:  # right after verify, as OpenEnv's: no reward
+        # right after verify, as OpenEnv's: no reward; OpenEnv's done never verifies
+        if self._verified is not None or self.convention == "openenv":
             self._over = True
             return AWMObservation(
                 done=True,
@@ -598,8 +617,13 @@ def create_openenv_app(
 
     config = config or ServeConfig()
     token = token if token is not None else _read_token(config)
+    convention = getattr(config, "reward_convention", "helpdp")
+    if convention not in REWARD_CONVENTIONS:  # refused before any session starts
+        raise ValueError(
+            f"reward_convention must be one of {REWARD_CONVENTIONS}, got {convention!r}"
+        )
     server = HTTPEnvServer(
-        lambda: ConfinedAWMEnvironment(pool),
+        lambda: ConfinedAWMEnvironment(pool, convention),
         CallToolAction,
         AWMToolObservation,
         concurrency_config=ConcurrencyConfig(
@@ -635,6 +659,14 @@ def create_openenv_app(
 class OpenEnvServeConfig(ServeConfig):
     """``python -m collect.awm.openenv_server``: our confined AWM worlds as an OpenEnv
     environment (the fields of ``collect.awm.serve``, connection limits included)."""
+
+    reward_convention: str = _f(
+        "helpdp",
+        "how a verdict is named and rewarded: helpdp (the outcome, env.rewards; done "
+        "without a verify verifies first) or openenv (OpenEnv AWM's own: a verifier without "
+        "a verdict is judge_error, types other than complete/incomplete/format errors get "
+        "0.0, done never verifies: episode_done 0.0); docs/openenv.md",
+    )
 
 
 def serve_openenv(config: ServeConfig) -> None:

@@ -27,6 +27,8 @@ from typing import Any
 from helpdp.cliconf import doc_field as _f
 
 __all__ = [
+    "OPENENV_OUTCOMES",
+    "REWARD_CONVENTIONS",
     "FormatReward",
     "GRPORewardConfig",
     "GraduatedReward",
@@ -34,6 +36,7 @@ __all__ = [
     "VerifierReward",
     "build_rewards",
     "episode_reward",
+    "verdict_reward",
 ]
 
 
@@ -65,6 +68,41 @@ def episode_reward(outcome: str, config: RewardConfig | None = None) -> float:
         "format_error": cfg.format_error,
         "server_error": cfg.server_error,
     }.get(outcome, cfg.others)
+
+
+#: how the OpenEnv-mode server (``collect.awm.openenv_server``, ``reward_convention``)
+#: names and rewards a verdict: helpdp's (the outcome and :func:`episode_reward`) or
+#: OpenEnv AWM's own (``envs/agent_world_model_env``), docs/openenv.md
+REWARD_CONVENTIONS = ("helpdp", "openenv")
+#: helpdp's outcomes under OpenEnv AWM's reward-type names: a verifier that gave no
+#: verdict (raised, timed out, no judge) is OpenEnv's ``judge_error``
+OPENENV_OUTCOMES = {"verifier_error": "judge_error"}
+
+
+def verdict_reward(
+    outcome: str, config: RewardConfig | None = None, convention: str = "helpdp"
+) -> tuple[str, float]:
+    """``(reward_type, reward)`` of a verified episode outcome. ``helpdp``: the outcome
+    and :func:`episode_reward`. ``openenv``: OpenEnv AWM's, whose reward config holds
+    only complete, incomplete and format_error and gives every other type 0.0, and whose
+    name for a verifier without a verdict is ``judge_error``:
+
+    >>> verdict_reward("verifier_error", RewardConfig(others=0.5), "openenv")
+    ('judge_error', 0.0)
+    >>> verdict_reward("verifier_error", RewardConfig(others=0.5))
+    ('verifier_error', 0.5)
+    """
+    cfg = config or RewardConfig()
+    if convention == "helpdp":
+        return outcome, episode_reward(outcome, cfg)
+    if convention != "openenv":
+        raise ValueError(
+            f"reward_convention must be one of {REWARD_CONVENTIONS}, got {convention!r}"
+        )
+    value = {"complete": cfg.complete, "incomplete": cfg.incomplete}.get(outcome, 0.0)
+    if outcome == "format_error":
+        value = cfg.format_error
+    return OPENENV_OUTCOMES.get(outcome, outcome), value
 
 
 # ---------------------------------------------------------------------------
