@@ -39,6 +39,10 @@ def test_a_renamed_key_is_refused_naming_the_new_one(capsys):
     assert "give split=" in _fails(["+schedule={kind: fixed}"], TrainConfig, capsys)
     assert check_argv("cmd", TrainConfig, ["split.kind=budget"]) == ["split.kind=budget"]
     assert check_argv("cmd", CollectConfig, ["schedule.seeds=[0]"]) == ["schedule.seeds=[0]"]
+    from helpdp.train.config import train_config
+
+    with pytest.raises(ValueError, match=r"'schedule.kind' is now 'split.kind'"):
+        train_config(["schedule.kind=adaptive"])  # composed in code: the same line
 
 
 def test_known_keys_pass_and_dict_keys_open_up():

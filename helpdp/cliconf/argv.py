@@ -31,7 +31,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Interrupted", "UsageError", "check_argv", "guard", "parse_budgets"]
+__all__ = ["Interrupted", "UsageError", "check_argv", "guard", "parse_budgets", "renamed_key"]
 
 ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, KeyError)
 
@@ -59,6 +59,15 @@ def _field_type(schema: type, f: dataclasses.Field) -> Any:
 def _is_open(tp: Any) -> bool:
     origin = typing.get_origin(tp) or tp
     return tp is Any or origin in (dict, typing.Dict)  # noqa: UP006
+
+
+def renamed_key(schema: type, override: str) -> str | None:
+    """What to say of ``override`` (``key=value``) whose key names a field ``schema``
+    renamed (its ``RENAMED_KEYS``, old name -> new, at any depth), None otherwise; what
+    :func:`check_argv` refuses, for code that composes a config itself."""
+    key, _, value = override.lstrip("+~").partition("=")
+    error, _ = _check_key(schema, key, value)
+    return error if error and "' is now '" in error else None
 
 
 def _check_key(schema: type, key: str, value: str = "") -> tuple[str | None, bool]:

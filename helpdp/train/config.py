@@ -13,6 +13,7 @@ from collect.awm.rewards import GRPORewardConfig
 from collect.interventions import InterventionConfig
 from helpdp.cliconf import as_config, compose_config
 from helpdp.cliconf import doc_field as _f
+from helpdp.cliconf.argv import renamed_key
 from helpdp.models.lora import LoRAConfig, lora_field
 
 __all__ = [
@@ -237,5 +238,8 @@ class TrainConfig:
 def train_config(overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """The :class:`TrainConfig` ``python -m helpdp.train`` would use with these overrides
     (``conf/train.yaml`` composed by Hydra, e.g. ``["train=cpu_smoke", "out=runs/a"]``)."""
+    for override in overrides:
+        if renamed_key(TrainConfig, override):
+            raise ValueError(renamed_key(TrainConfig, override))
     composed = compose_config("train", list(overrides), node=TrainConfig)
     return as_config(TrainConfig, composed, instance=True)
