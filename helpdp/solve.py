@@ -228,23 +228,25 @@ def _sweep_costs(mdp: MDP, rs, gamma: float, tie_tol: float, write: bool):
         # the last batch's block when its Solutions are gone (search_budgets drops it)
         vals, actions = _reused(mdp, "spare_block", (len(r), n, 3))
         start_vals = np.empty((len(starts), len(r), 3))
-        _sweep_parts(mdp, r, float(gamma), float(tie_tol), starts, start_vals, write, vals, actions)
+        _sweep_parts(
+            mdp, r, float(gamma), float(tie_tol), starts, start_vals, Values(vals, actions)
+        )
         yield r, parametric.start_means(starts, mdp.start_weight, start_vals), vals, actions
         del vals, actions  # (held here, they would never be free for the next group)
 
 
-def _sweep_parts(mdp: MDP, r, gamma, tie_tol, starts, start_vals, write, vals, actions) -> None:
+def _sweep_parts(mdp: MDP, r, gamma, tie_tol, starts, start_vals, out: Values) -> None:
     """``parametric.sweep_costs`` over every task, the tasks cut into one run of
     consecutive tasks per thread (about equal in states; the kernel releases the
     GIL): as many threads as ``free_cpus`` finds CPUs for, one on a busy machine.
     The runs write disjoint states and start rows, so the result is the one-call
-    result bit for bit."""
+    result bit for bit (``out``: the values and actions written, empty unless written)."""
     comp_ptr = mdp.comp_ptr
     free = free_cpus(numba.get_num_threads())
     n_parts = max(1, free if free is not None else numba.get_num_threads())
     cuts = np.searchsorted(comp_ptr, np.linspace(0, mdp.n_states, n_parts + 1)[1:-1])
     bounds = np.unique(np.r_[0, cuts, len(comp_ptr) - 1])
-    g, out = mdp.graph, Values(vals, actions)
+    g = mdp.graph
 
     def run(c0: int, c1: int) -> None:
         i0, i1 = np.searchsorted(starts, [comp_ptr[c0], comp_ptr[c1]])
