@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,11 +238,39 @@ def _reference(cfg: SelectConfig, rules_pt: dict, rules: list, budget: float, le
     return best
 
 
-def _fold_estimates(logged, ep_fold, cfg, budget, gamma, fixed, ref, log, unit):
+@dataclass(frozen=True)
+class _Selection:
+    """One budget's selection, what its steps share: the config, the budget, the
+    dataset's discount and where the log lines go."""
+
+    cfg: SelectConfig
+    budget: float
+    gamma: float
+    log: Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """What the choice compared, read again by the confirmation: the candidates' pooled
+    rows (``cands``), the supported ones (``ok``) and their pessimistic scores, the
+    per-task values, the fixed candidates (``[(kind, policy)]``), the reference and
+    whether it is affordable at the budget."""
+
+    cands: pd.DataFrame
+    ok: pd.DataFrame
+    score: pd.DataFrame
+    per_task: dict
+    fixed: list
+    ref: HelpPolicy
+    ref_affordable: bool
+
+
+def _fold_estimates(sel: _Selection, logged, ep_fold, fixed, ref, unit):
     """Per fold: every candidate (``fixed``: ``[(kind, policy)]``, the rules and event
     rules; the rung DPs where ``ref`` is given) fitted on the other folds and estimated on
     the fold (against ``ref`` where given); returns the per-fold rows and the candidates'
     per-task values (all folds)."""
+    cfg, budget, gamma, log = sel.cfg, sel.budget, sel.gamma, sel.log
     rows, per_task = [], {}
     for f in range(cfg.folds):
         fit, held = logged.subset(ep_fold != f), logged.subset(ep_fold == f)
@@ -432,8 +461,7 @@ def _log_confirm(log, budget, name, rec, level, n_confirm, mf) -> None:
     )
 
 
-def _confirm(chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, budget, cfg,
-             gamma, choose, confirm, n_confirm, log):  # fmt: skip
+def _confirm(sel: _Selection, pool: _Candidates, chosen, choose, confirm, n_confirm):
     """High-confidence policy improvement. The bar: the best rule at the budget
     (:func:`rules_hull`, valued on every selection task) and, with
     ``fallback=reference``, the reference too. With ``confirmed_rule``, first the best
@@ -447,6 +475,9 @@ def _confirm(chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, bud
     order that clears it against each (:func:`confirm_one`) is kept, else the fallback.
     Returns ``(chosen, record, parts, fitted)``: the policy deployed, fitted on the
     choice's tasks."""
+    cfg, budget, gamma, log = sel.cfg, sel.budget, sel.gamma, sel.log
+    cands, ok, score, per_task = pool.cands, pool.ok, pool.score, pool.per_task
+    fixed, ref, ref_affordable = pool.fixed, pool.ref, pool.ref_affordable
     unit = "task" if n_confirm >= cfg.min_tasks else "episode"
     mf = cfg.model_free
     hull = rules_hull(cands, per_task, ref, budget, cfg, confirm, unit)
@@ -527,18 +558,17 @@ def select(ds: Dataset, cfg: SelectConfig, budget: float, log=print) -> dict:
     fold_of = _task_folds(choose_tasks, cfg.folds, cfg.fold_seed)
     ep_fold = logged.episodes["task_id"].astype(str).map(fold_of).to_numpy()
     rules = [Never()] + [AtTurns(tuple(r)) for r in cfg.rules]
+    sel = _Selection(cfg, budget, ds.gamma, log)
     rules_pt = {}
     if cfg.reference == "best_rule":  # a first pass over the rules finds it
         _, rules_pt = _fold_estimates(
-            logged, ep_fold, cfg, budget, ds.gamma, [("rule", p) for p in rules], None, log, unit
+            sel, logged, ep_fold, [("rule", p) for p in rules], None, unit
         )
     ref = _reference(cfg, rules_pt, rules, budget, cfg.level)
     fixed = [("rule", p) for p in rules] + [("event", p) for p in events]
     if ref.name not in {p.name for _, p in fixed}:
         fixed.append(("rule" if isinstance(ref, (Never, AtTurns)) else "event", ref))
-    per_fold, per_task = _fold_estimates(
-        logged, ep_fold, cfg, budget, ds.gamma, fixed, ref, log, unit
-    )
+    per_fold, per_task = _fold_estimates(sel, logged, ep_fold, fixed, ref, unit)
     cands = _pool(per_fold, per_task, cfg, unit, ref.name)
     ok = cands[cands["supported"]]
     is_ref = ok["candidate"] == ref.name
@@ -560,10 +590,10 @@ def select(ds: Dataset, cfg: SelectConfig, budget: float, log=print) -> dict:
 
     confirmation = None
     if confirm_tasks:
+        pool = _Candidates(cands, ok, score, per_task, fixed, ref, ref_affordable)
         chosen, confirmation, parts, fitted = _confirm(
-            chosen, ok, score, cands, per_task, fixed, ref, ref_affordable, budget, cfg, ds.gamma,
-            logged, full.subset(in_confirm), len(confirm_tasks), log,
-        )  # fmt: skip
+            sel, pool, chosen, logged, full.subset(in_confirm), len(confirm_tasks)
+        )
         confirmation["confirm_tasks"] = confirm_tasks
     else:
         parts, fitted = _fit(chosen, fixed, full, budget, cfg, ds.gamma)
