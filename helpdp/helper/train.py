@@ -470,21 +470,42 @@ def _fit_metrics(m: _Net, trainer, p_before, p_train, y_train, val, p_val) -> di
     return metrics
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What one training run is given, read again by its calibration and its helper.json:
+    the command's config (``cfg``), the model's (``mcfg``), the labels' meta, the classes
+    and the budgets."""
+
+    cfg: Any
+    mcfg: HelperModelConfig
+    meta: dict
+    classes: list[str]
+    budgets: list[float]
+
+
+@dataclass(frozen=True)
+class _Calibration:
+    """Threshold mode's result: per budget the help-score threshold and tie weight, and
+    the splits of the examples they were picked on."""
+
+    thresholds: dict
+    tie_weights: dict
+    splits: list
+
+
 def _calibrate(
+    run: _Run,
     m: _Net,
-    cfg,
-    meta: dict,
     labels: pd.DataFrame,
-    classes: list[str],
-    budgets: list[float],
     cal_ex: pd.DataFrame,
     p_cal: np.ndarray,
     cal_splits: list,
     metrics: dict,
-) -> tuple[dict, dict]:
+) -> _Calibration:
     """Threshold mode: per budget, the help-score threshold and tie weight (``calibration``
     usage or help_rate) picked on ``cal_ex`` (the calibration examples, in ``cal_splits``;
     ``p_cal`` their class probabilities); the calibration metrics go into ``metrics``."""
+    cfg, classes = run.cfg, run.classes
     header = bool(cfg.state_header)
     # per budget: the states of the calibration rows and the labels' help rate
     score_of = pd.Series(1.0 - p_cal[:, 0], index=cal_ex["state_id"].to_numpy())
@@ -497,9 +518,9 @@ def _calibrate(
     if cfg.calibration == "usage":
         cal_tasks = sorted(cal_ex["task_id"].unique())
         calib = calibrate_on_data(
-            _calibration_dataset(meta),
+            _calibration_dataset(run.meta),
             cal_tasks,
-            budgets,
+            run.budgets,
             lambda texts, depths: m.proba(
                 m.encoder([helper_input(t, d, header) for t, d in zip(texts, depths)])
             ),
@@ -523,38 +544,29 @@ def _calibrate(
             "decision_accuracy": float((pred == (g["label"].to_numpy() > 0)).mean()),
         }
     metrics["per_budget"] = per_budget
-    return thresholds, tie_weights
+    return _Calibration(thresholds, tie_weights, cal_splits)
 
 
-def _helper_meta(
-    cfg,
-    mcfg: HelperModelConfig,
-    meta: dict,
-    m: _Net,
-    classes: list[str],
-    budgets: list[float],
-    thresholds: dict | None,
-    tie_weights: dict | None,
-    threshold_split: list | None,
-    metrics: dict,
-    t0: float,
-) -> dict:
-    """The contents of helper.json."""
+def _helper_meta(run: _Run, m: _Net, cal: _Calibration | None, metrics: dict, t0: float) -> dict:
+    """The contents of helper.json (``cal``: None in prefix mode)."""
     from omegaconf import OmegaConf
 
+    cfg, mcfg, meta = run.cfg, run.mcfg, run.meta
+    thresholds = None if cal is None else cal.thresholds
+    tie_weights = None if cal is None else cal.tie_weights
     tw_items = (tie_weights or {}).items()
     return {
         "format": 2,
         "backbone": mcfg.backbone,
         "source": m.source,
-        "classes": classes,
+        "classes": run.classes,
         "mode": cfg.mode,
         "state_header": bool(cfg.state_header),
-        "budgets": budgets,
+        "budgets": run.budgets,
         "thresholds": None if thresholds is None else {f"{b:g}": t for b, t in thresholds.items()},
         "tie_weights": None if tie_weights is None else {f"{b:g}": w for b, w in tw_items},
         "calibration": cfg.calibration if thresholds is not None else None,
-        "threshold_splits": threshold_split,
+        "threshold_splits": None if cal is None else cal.splits,
         "label_source": {
             "labels": None if OmegaConf.is_missing(cfg, "labels") else str(cfg.labels),
             "data": meta.get("data"),
@@ -640,28 +652,15 @@ def train_helper(labels: pd.DataFrame, meta: dict, cfg, out, stage=None) -> dict
     p_val = m.proba(seq_val, shown("scoring validation")) if len(val) else None
     metrics = _fit_metrics(m, trainer, p_before, p_train, y_train, val, p_val)
 
-    thresholds, threshold_split, tie_weights = None, None, None
+    run = _Run(cfg, mcfg, meta, classes, budgets)
+    cal = None
     stage(STAGES[3])
     if cfg.mode == "threshold":  # calibrated on the validation rows, else the training ones
         threshold_split = list(cfg.val_splits or []) if len(val) else list(cfg.train_splits)
         cal_ex, p_cal = (val, p_val) if len(val) else (train, p_train)
-        thresholds, tie_weights = _calibrate(
-            m, cfg, meta, labels, classes, budgets, cal_ex, p_cal, threshold_split, metrics
-        )
+        cal = _calibrate(run, m, labels, cal_ex, p_cal, threshold_split, metrics)
     metrics["warnings"] = fit_warnings(metrics)
-    helper_meta = _helper_meta(
-        cfg,
-        mcfg,
-        meta,
-        m,
-        classes,
-        budgets,
-        thresholds,
-        tie_weights,
-        threshold_split,
-        metrics,
-        t0,
-    )
+    helper_meta = _helper_meta(run, m, cal, metrics, t0)
     stage(STAGES[4])
     _save(m, helper_meta, Path(out))
     return helper_meta
