@@ -66,7 +66,13 @@ from collect.awm.sandbox import (
 from collect.awm.sandbox.rmtree import remove_tree
 from collect.awm.tool_calls import RESPONSE_LAYOUTS, ToolCalls
 from collect.awm.tools import DEFAULT_HIDDEN_TOOLS, Tool
-from collect.awm.verification import EpisodeVerifier, Judge, JudgeConfig, Verification
+from collect.awm.verification import (
+    VERIFY_SEMANTICS,
+    EpisodeVerifier,
+    Judge,
+    JudgeConfig,
+    Verification,
+)
 from helpdp.cliconf import doc_field as _f
 from helpdp.contract import sha256_file
 
@@ -98,6 +104,14 @@ class EnvConfig:
     )
     verifier_mode: str = _f(
         "auto", "auto (sql when a judge is configured and a SQL verifier exists), code or sql"
+    )
+    verify_semantics: str = _f(
+        "helpdp",
+        "how a verifier is called and read: helpdp (verify_task_completion(initial_db_path, "
+        "final_db_path, final_answer); a result not complete/others or an exception is "
+        "verifier_error) or official (as AWM's verify.py: the first def verify_..., only the "
+        "arguments its signature names; code mode complete | others (any other value) | "
+        "judge_error; docs/environments.md, conformance)",
     )
     response_layout: str = _f(
         "app",
@@ -172,6 +186,14 @@ class EnvConfig:
     )
 
 
+def _check_semantics(config: EnvConfig) -> None:
+    if config.verify_semantics not in VERIFY_SEMANTICS:
+        raise ValueError(
+            f"env.verify_semantics must be one of {VERIFY_SEMANTICS}, "
+            f"not {config.verify_semantics!r}"
+        )
+
+
 def _trim(text: str, limit: int) -> str:
     if limit and len(text) > limit:
         return text[:limit] + f"\n... (truncated, {len(text) - limit} more characters)"
@@ -208,6 +230,7 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
                 f"env.response_layout must be one of {RESPONSE_LAYOUTS}, "
                 f"not {self.config.response_layout!r}"
             )
+        _check_semantics(self.config)
         check_isolation(self.config.sandbox)
         check_isolation(self.config.verifier_sandbox)
         root = work_root or (Path(self.config.work_root) if self.config.work_root else None)
@@ -518,6 +541,7 @@ class EnvPool(ServedScenarios):
                 f"env.response_layout must be one of {RESPONSE_LAYOUTS}, "
                 f"not {self.config.response_layout!r}"
             )
+        _check_semantics(self.config)
         check_isolation(self.config.sandbox)  # refused here, once, with what to do
         check_isolation(self.config.verifier_sandbox)
         self.clock = clock if clock is not None else self.dataset.clock()

@@ -27,10 +27,16 @@ __all__ = [
     "EpisodeVerifier",
     "Judge",
     "JudgeConfig",
+    "VERIFY_SEMANTICS",
     "Verification",
     "database_digest",
     "run_database_digest",
 ]
+
+
+#: how a verifier is called and its result read (``env.verify_semantics``): helpdp's, or
+#: the official AWM runtime's ``awm/core/verify.py`` (docs/environments.md, conformance)
+VERIFY_SEMANTICS = ("helpdp", "official")
 
 
 @dataclass
@@ -174,7 +180,19 @@ class EpisodeVerifier:
         return mode
 
     def verify(self, final_answer: str | None = None) -> Verification:
-        """Verify the current database against the episode's task (does not end the episode)."""
+        """Verify the current database against the episode's task (does not end the episode).
+
+        ``env.verify_semantics=official``: the verifier is called as AWM's verify.py calls
+        it, and every run without a verdict (``verifier_error``: it raised, timed out, code
+        under 10 characters, no judge, judge endpoint failed) is ``judge_error``; code mode's
+        outcome is ``complete``, ``others`` or ``judge_error``."""
+        result = self._verify(final_answer)
+        if self.config.verify_semantics == "official" and result.outcome == "verifier_error":
+            result.outcome = "judge_error"
+        return result
+
+    def _verify(self, final_answer: str | None) -> Verification:
+        official = self.config.verify_semantics == "official"
         with self._lock:
             mode = self._mode()
             records = self.scenario.sql_verifiers if mode == "sql" else self.scenario.verifiers
@@ -219,6 +237,7 @@ class EpisodeVerifier:
                     final_from_worker=True,
                     timeout=min(float(self.config.verifier_sandbox.call_timeout_s), budget),
                     world=verifier_world(self.scenario),
+                    **({"semantics": "official"} if official else {}),
                 )
             finally:
                 with contextlib.suppress(OSError):
@@ -238,7 +257,7 @@ class EpisodeVerifier:
                     seconds=outcome.seconds,
                 )
             if mode == "code":
-                label = outcome.label
+                label = outcome.verdict if official else outcome.label
                 return Verification(
                     "complete" if label == "complete" else "others",
                     mode,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import os
 import select
 import signal
@@ -400,6 +401,9 @@ def run_verifier(ctx: Context, msg: dict) -> dict:
     """Exec and call one verifier (in the forked child, guard active)."""
     filename = "<verifier>"
     name = f"awm_verifier_{uuid.uuid4().hex[:8]}"
+    code = msg.get("code")
+    if msg.get("semantics") == "official" and (not isinstance(code, str) or len(code.strip()) < 10):
+        return {"ok": False, "error": "short_code", "message": "verifier code under 10 characters"}
     try:
         module = ctx.guard.exec_dataset_code(msg["code"], name, filename)
     except SyntaxError as e:
@@ -408,10 +412,14 @@ def run_verifier(ctx: Context, msg: dict) -> dict:
         raise
     except BaseException as e:  # noqa: BLE001
         return {"ok": False, "error": "error", "message": describe_exception(e, filename)}
-    fn = module.__dict__.get(msg.get("function") or "")
+    official = msg.get("semantics") == "official"
+    function = _official_function(msg) if official else msg.get("function") or ""
+    fn = module.__dict__.get(function)
     if not callable(fn):
-        message = f"verifier defines no function {msg.get('function')!r}"
+        message = f"verifier defines no function {function!r}"
         return {"ok": False, "error": "error", "message": message}
+    if official:
+        return _call_official(fn, msg, filename)
     kwargs = {"initial_db_path": msg["initial_db_path"], "final_db_path": msg["final_db_path"]}
     if msg.get("mode") == "code":
         kwargs["final_answer"] = msg.get("final_answer")
@@ -428,6 +436,55 @@ def run_verifier(ctx: Context, msg: dict) -> dict:
             message = f"expected {{'result': 'complete'|'others'}}, got {text}"
             return {"ok": False, "error": "invalid_result", "message": message}
     return {"ok": True, "result": result}
+
+
+def _official_function(msg: dict) -> str:
+    """AWM verify.py's choice: the name of the first line that, stripped, begins with
+    ``def verify_`` and holds a ``(``; without one, the mode's default name."""
+    for line in str(msg["code"]).split("\n"):
+        text = line.strip()
+        if text.startswith("def verify_") and "(" in text:
+            return text[len("def ") : text.index("(")].strip()
+    return "verify_task_completion" if msg.get("mode") == "code" else "verify_task"
+
+
+def _call_official(fn: Any, msg: dict, filename: str) -> dict:
+    """Call ``fn`` as AWM verify.py does (in the forked child, guard active): with the
+    keyword arguments its signature names (``initial_db_path``, ``final_db_path``,
+    ``final_answer``: the final answer in code mode, ``""`` in SQL mode), or, when it
+    names none and takes two or more, positionally. Code mode: a dict with a ``result``
+    key gives the verdict ``complete`` when the value is exactly that, else ``others``;
+    any other return value is ``invalid_result``. SQL mode: a dict whose
+    ``execution_status`` is ``error`` is an error."""
+    code_mode = msg.get("mode") == "code"
+    answer = (msg.get("final_answer") or "") if code_mode else ""
+    named = {
+        "initial_db_path": msg["initial_db_path"],
+        "final_db_path": msg["final_db_path"],
+        "final_answer": answer,
+    }
+    try:
+        params = inspect.signature(fn).parameters
+        kwargs = {key: value for key, value in named.items() if key in params}
+        if not kwargs and len(params) >= 2:
+            result = fn(*list(named.values())[: min(len(params), 3)])
+        else:
+            result = fn(**kwargs)
+        labelled = code_mode and isinstance(result, dict) and "result" in result
+        verdict = "complete" if labelled and result["result"] == "complete" else "others"
+    except BaseException as e:  # noqa: BLE001
+        if has_memory_error(e):
+            raise MemoryError from None
+        return {"ok": False, "error": "error", "message": describe_exception(e, filename)}
+    if not code_mode:
+        if isinstance(result, dict) and result.get("execution_status") == "error":
+            message = f"verifier reported execution_status error: {str(result)[:300]}"
+            return {"ok": False, "error": "error", "message": message}
+        return {"ok": True, "result": result}
+    if not labelled:
+        message = f"expected a dict with a 'result' key, got {str(result)[:300]}"
+        return {"ok": False, "error": "invalid_result", "message": message}
+    return {"ok": True, "result": result, "verdict": verdict}
 
 
 def _run_child(ctx: Context, msg: dict, result_w: int) -> None:  # pragma: no cover - child

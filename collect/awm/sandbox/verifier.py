@@ -38,7 +38,9 @@ class VerifierOutcome:
     rule refused something: ``message``), ``invalid_result`` (code mode: not
     ``{"result": "complete"|"others"}``), ``export_error`` (the final database the
     app left is not a regular file), or a sandbox kind: ``timeout``, ``memory``,
-    ``cpu``, ``crashed``, ``protocol``, ``isolation``.
+    ``cpu``, ``crashed``, ``protocol``, ``isolation``; with ``semantics='official'``
+    also ``short_code`` (code under 10 characters). ``verdict``: official code mode,
+    ``complete`` or ``others`` (None otherwise).
     """
 
     status: str
@@ -46,6 +48,7 @@ class VerifierOutcome:
     message: str = ""
     lineno: int | None = None
     seconds: float = 0.0
+    verdict: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -200,6 +203,7 @@ class VerifierPool:
         timeout: float | None = None,
         final_from_worker: bool = False,
         world: str | None = None,
+        semantics: str = "helpdp",
     ) -> VerifierOutcome:
         """Run ``code``'s verifier function on copies of the two databases.
 
@@ -210,7 +214,14 @@ class VerifierPool:
         database was written by an app worker (copied as a regular file only,
         without following links or blocking). ``world``: whose run this is (a worker
         serves one world's runs only); None: the runs of this ``code`` only.
+        ``semantics='official'``: AWM verify.py's instead (docs/environments.md,
+        conformance): the worker calls the first ``def verify_...`` of the code
+        (``function_name`` unused) with the arguments its signature names, code under
+        10 characters is ``short_code``, and a code-mode dict with a ``result`` key gives
+        ``verdict`` ``complete`` (exactly that value) or ``others``.
         """
+        if semantics not in ("helpdp", "official"):
+            raise ValueError(f"semantics must be helpdp or official, not {semantics!r}")
         if function_name is None:
             function_name = "verify_task_completion" if mode == "code" else "verify_task"
         timeout = self.limits.call_timeout_s if timeout is None else float(timeout)
@@ -222,6 +233,8 @@ class VerifierPool:
             "final_answer": final_answer,
             "timeout": timeout,
         }
+        if semantics == "official":
+            payload["semantics"] = "official"
         databases = (Path(initial_db), Path(final_db), final_from_worker)
         if world is None:
             world = "code:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
@@ -292,7 +305,12 @@ class VerifierPool:
             self._release(worker, healthy)
         seconds = time.perf_counter() - started
         if reply.get("ok"):
-            return VerifierOutcome("ok", result=reply.get("result"), seconds=seconds), False
+            verdict = reply.get("verdict")
+            if verdict not in ("complete", "others"):
+                verdict = None
+            return VerifierOutcome(
+                "ok", result=reply.get("result"), seconds=seconds, verdict=verdict
+            ), False
         return VerifierOutcome(
             reply.get("error", "error"),
             message=str(reply.get("message", "")),
