@@ -289,7 +289,7 @@ def step_grpo(root: Path, size: dict, dev: Device) -> dict:
         f"gate.path={root / 'helper'}",
         "gate.budget=3.0",
         "gate.max_per_batch=null",
-        "schedule.kind=adaptive",
+        "split.kind=adaptive",
         "rewards.kind=graduated",
         "progress=false",
     ]
