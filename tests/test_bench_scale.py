@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import psutil  # noqa: F401  (bench/scale.py's own import: the fast lane reads imports from here)
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
