@@ -108,7 +108,8 @@ class Interrupted(Exception):
 def run_stage(argv: list[str], wrote: Path, log: Path) -> dict:
     """Run one stage's command; its measurements (module docstring). Raises SystemExit on
     failure and :class:`Interrupted` (with the measurements so far) when stopped: the
-    stage is sent SIGINT, as Ctrl-C would (the collection keeps its finished shards)."""
+    stage is sent SIGTERM, which the collection takes as Ctrl-C (it keeps its finished
+    shards); SIGINT would not do: a command started with nohup or & ignores it."""
     before = du_bytes(wrote)
     stop, res = threading.Event(), {}
     t0 = time.perf_counter()
@@ -123,7 +124,7 @@ def run_stage(argv: list[str], wrote: Path, log: Path) -> dict:
             rc = proc.wait()
         except KeyboardInterrupt:
             stopped = True
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)  # SIGINT may be ignored (nohup, &)
             rc = proc.wait()
         wall = time.perf_counter() - t0
         stop.set()

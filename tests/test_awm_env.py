@@ -456,6 +456,19 @@ def test_db_digest_is_the_database_content(shop, tmp_path):
     assert shop.db_digest() == start
 
 
+def test_a_null_max_idle_envs_is_the_default_cap_not_every_one(monkeypatch):
+    # keeping every idle environment grew with the worlds (21 GB at 100 generated worlds)
+    import collect.awm.env as env_mod
+
+    monkeypatch.setattr(env_mod, "IDLE_ENVS_DEFAULT", 1)
+    names = ["smart_home_1", "workflow_automation_1"]
+    with EnvPool(WORLDS, EnvConfig(max_idle_envs=None), scenarios=names) as pool:
+        a, b = pool.acquire(names[0]), pool.acquire(names[1])
+        pool.release(a)
+        pool.release(b)
+        assert a._closed and not b._closed and len(pool._all) == 1
+
+
 def test_pool_keeps_at_most_max_idle_envs_least_recently_released_stopped():
     names = ["smart_home_1", "workflow_automation_1"]
     with EnvPool(WORLDS, EnvConfig(max_idle_envs=1), scenarios=names) as pool:

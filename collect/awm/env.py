@@ -76,7 +76,13 @@ from collect.awm.verification import (
 from helpdp.cliconf import doc_field as _f
 from helpdp.contract import sha256_file
 
-__all__ = ["AWMEnv", "EnvConfig", "EnvPool", "HostFilesExceeded", "host_bytes"]
+__all__ = ["IDLE_ENVS_DEFAULT", "AWMEnv", "EnvConfig", "EnvPool", "HostFilesExceeded", "host_bytes"]
+
+
+#: idle environments an EnvPool keeps where ``max_idle_envs`` is null: every one kept grew
+#: with the worlds (bench/scale.py: 1,280 processes and 21 GB at 100 generated worlds,
+#: 2 workers), while a world's start costs about a second
+IDLE_ENVS_DEFAULT = 16
 
 
 @dataclass
@@ -123,8 +129,10 @@ class EnvConfig:
     verifier_workers: int = _f(1, "verifier worker processes of a pool created by the environment")
     max_idle_envs: int | None = _f(
         None,
-        "an EnvPool keeps at most this many idle app workers across scenarios and stops the "
-        "least recently released beyond it (AWM's 1,000 scenarios); null: keeps every one",
+        "an EnvPool keeps at most this many idle environments across scenarios and stops the "
+        "least recently released beyond it (AWM's 1,000 scenarios); null: IDLE_ENVS_DEFAULT "
+        "(16; an idle environment holds its app templates, a prestarted app and a verifier "
+        "worker, about 100 MB: keeping every one held 21 GB at 100 generated worlds)",
     )
     sandbox: SandboxLimits = _f(SandboxLimits(), "limits of the app worker")
     verifier_sandbox: SandboxLimits = _f(
@@ -692,8 +700,8 @@ class EnvPool(ServedScenarios):
         return True
 
     def release(self, env: AWMEnv) -> None:
-        """Return ``env`` for reuse; beyond ``config.max_idle_envs`` idle environments,
-        the least recently released one is stopped."""
+        """Return ``env`` for reuse; beyond ``config.max_idle_envs`` idle environments
+        (null: :data:`IDLE_ENVS_DEFAULT`), the least recently released one is stopped."""
         evicted: list[AWMEnv] = []
         with self._lock:
             if env._closed:
@@ -701,7 +709,8 @@ class EnvPool(ServedScenarios):
             self._idle.setdefault(env.scenario.name, []).append(env)
             self._released[id(env)] = env
             cap = self.config.max_idle_envs
-            while cap is not None and len(self._released) > max(int(cap), 0):
+            cap = IDLE_ENVS_DEFAULT if cap is None else int(cap)
+            while len(self._released) > max(cap, 0):
                 old = self._released.pop(next(iter(self._released)))
                 self._idle[old.scenario.name].remove(old)
                 self._all.remove(old)

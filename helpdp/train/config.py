@@ -132,8 +132,9 @@ class RolloutConfig:
     threads: int = _f(8, "threads stepping environments and experts of one batch")
     max_idle_envs: int | None = _f(
         None,
-        "local pool: most idle app workers kept across scenarios (about 60 MiB each, "
-        "measured); beyond it the least recently used are stopped; null: keep every one",
+        "local pool: most idle environments kept across scenarios (about 100 MiB each, "
+        "measured); beyond it the least recently used are stopped; null: the pool's default "
+        "(collect.awm.env.IDLE_ENVS_DEFAULT, 16)",
     )
 
 
