@@ -17,10 +17,9 @@ from sqlalchemy.orm import declarative_base, sessionmaker
 
 database_url = os.getenv("DATABASE_PATH", "sqlite:///outputs/databases/workflow_automation_1.db")
 
-engine = create_engine(
-    database_url,
-    connect_args={"check_same_thread": False} if database_url.startswith("sqlite") else {},
-)
+# one line: AWM's server rewrites each line holding the engine call to the episode's database
+sqlite_args = {"check_same_thread": False} if database_url.startswith("sqlite") else {}
+engine = create_engine(database_url, connect_args=sqlite_args)
 SessionLocal = sessionmaker(bind=engine, autoflush=False, autocommit=False)
 
 Base = declarative_base()
