@@ -581,9 +581,10 @@ def helpdp_side(scenario: Any, work: Path) -> dict[str, Any]:
         app = AppWorker(SandboxLimits(), workdir=work / "helpdp-app", name=scenario.name)
         try:
             openapi = app.load(scenario.env_code, db)
-            # descriptions as fastapi-mcp writes them: with the success response example
-            # (env.describe_responses=true; helpdp's default leaves it out)
-            tools = tools_from_openapi(openapi, describe_responses=True)
+            # the tools as fastapi-mcp lists them: with the success response example and a
+            # path's operations in the document's order (env.describe_responses=true,
+            # env.tool_order=document; helpdp's defaults leave the example out, order by method)
+            tools = tools_from_openapi(openapi, describe_responses=True, tool_order="document")
             r["tools"] = [t.as_dict() for t in tools]
         except Exception as e:  # noqa: BLE001
             r["tools_error"] = f"{type(e).__name__}: {str(e)[:200]}"

@@ -249,3 +249,18 @@ def honest_action():
     from collect.awm.protocol import Action
 
     return Action("call_tool", tool_name="list_notes", arguments={})
+
+
+def test_tool_order_methods_or_the_documents_own():
+    op = lambda name: {"operationId": name, "responses": {}}  # noqa: E731
+    doc = {
+        "paths": {
+            "/a/{id}": {"delete": op("del_a"), "get": op("get_a")},
+            "/b": {"post": op("mk_b")},
+        }
+    }
+    names = lambda **kw: [t.name for t in tools_from_openapi(doc, **kw)]  # noqa: E731
+    assert names() == ["get_a", "del_a", "mk_b"]  # helpdp's: GET before DELETE
+    assert names(tool_order="document") == ["del_a", "get_a", "mk_b"]  # fastapi-mcp's
+    with pytest.raises(ValueError, match="tool_order: 'x': one of methods, document"):
+        names(tool_order="x")

@@ -104,3 +104,17 @@ def test_the_fingerprint_names_the_shipped_worlds_as_shards_first_recorded_them(
     assert is_shipped_label("collect/worlds (shipped demo worlds)") and not is_shipped_label(None)
     other = collect_config([f"out={tmp_path / 'out'}", f"worlds={tmp_path}"])
     assert fingerprint_config(other)["worlds"] == str(tmp_path)
+
+
+def test_an_option_added_later_at_its_old_behaviour_leaves_the_fingerprint_as_before(tmp_path):
+    """env.tool_order and env.verify_semantics came after shards were written (the real
+    pilot's among them): at the value that is the old behaviour they are not part of the
+    fingerprint, so those plans resume; another value is (the shards would differ)."""
+    from collect.collector import collect_config
+    from collect.plan import LATER_OPTIONS, fingerprint_config
+
+    base = fingerprint_config(collect_config([f"out={tmp_path / 'out'}"]))
+    assert not set(LATER_OPTIONS["env"]) & set(base["env"])
+    for key, other in (("tool_order", "document"), ("verify_semantics", "official")):
+        cfg = collect_config([f"out={tmp_path / 'out'}", f"env.{key}={other}"])
+        assert fingerprint_config(cfg)["env"][key] == other

@@ -209,6 +209,7 @@ class AppLifecycle:
                     openapi,
                     hidden=self.config.hidden_tools,
                     describe_responses=self.config.describe_responses,
+                    tool_order=self.config.tool_order,
                 )
                 self._app_specs["tools"] = (openapi, tools)
         except BaseException:  # SandboxError, OpenAPIError included

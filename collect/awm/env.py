@@ -99,6 +99,11 @@ class EnvConfig:
     describe_responses: bool = _f(
         False, "tool descriptions include the success response example (fastapi_mcp)"
     )
+    tool_order: str = _f(
+        "methods",
+        "order of a path's tools in the list: methods (GET, POST, PUT, PATCH, DELETE) or "
+        "document (the app's declaration order, as fastapi-mcp 0.4.0 lists them)",
+    )
     max_observation_chars: int = _f(
         16000, "longest tool-call result returned to the agent, characters"
     )

@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 _METHODS = ("get", "post", "put", "patch", "delete")
+#: the orders of a path's operations :func:`tools_from_openapi` knows (env.tool_order)
+TOOL_ORDERS = ("methods", "document")
 
 #: names the agent can never reach (harness-only operations), whatever the app defines
 DEFAULT_HIDDEN_TOOLS: tuple[str, ...] = (
@@ -206,14 +208,21 @@ def tools_from_openapi(
     *,
     hidden: tuple[str, ...] | list[str] = DEFAULT_HIDDEN_TOOLS,
     describe_responses: bool = False,
+    tool_order: str = "methods",
     max_nodes: int = MAX_EXPANDED_NODES,
     max_depth: int = MAX_EXPANDED_DEPTH,
 ) -> list[Tool]:
     """One :class:`Tool` per operation with an ``operationId`` (hidden names dropped).
 
+    ``tool_order``: within a path, ``methods`` lists its operations as GET, POST, PUT,
+    PATCH, DELETE (helpdp's order); ``document`` in the document's own order, as fastapi-mcp
+    0.4.0 does (the app's declaration order). Paths keep the document's order either way.
+
     Raises :class:`OpenAPIError` when the document is not an object or its ``$ref``
     expansion exceeds ``max_nodes`` (for the whole document) or ``max_depth``.
     """
+    if tool_order not in TOOL_ORDERS:
+        raise ValueError(f"tool_order: {tool_order!r}: one of {', '.join(TOOL_ORDERS)}")
     if not isinstance(openapi, dict):
         raise OpenAPIError("OpenAPI document refused: not a JSON object")
     paths = openapi.get("paths")
@@ -226,7 +235,8 @@ def tools_from_openapi(
         if not isinstance(item, dict):
             continue
         shared_params = item.get("parameters") or []
-        for method in _METHODS:
+        methods = _METHODS if tool_order == "methods" else [m for m in item if m in _METHODS]
+        for method in methods:
             op = item.get(method)
             if not isinstance(op, dict) or not op.get("operationId"):
                 continue
