@@ -196,6 +196,12 @@ def worlds_dir(cfg: CollectConfig) -> Path:
     return Path(cfg.worlds) if cfg.worlds else WORLDS_DIR
 
 
+#: env options added after collections were shipped, each with the value that is the
+#: behaviour before it: at that value :func:`source_config` leaves it out, so the manifests
+#: and shard fingerprints of those collections stay as they were (resumable, mergeable)
+LATER_ENV_OPTIONS: dict[str, Any] = {"tool_order": "methods", "verify_semantics": "helpdp"}
+
+
 def source_config(cfg: CollectConfig) -> dict[str, Any]:
     """The config as recorded in the manifest: no output or scratch paths, shipped worlds by name."""
     d = _config_dict(cfg)
@@ -214,6 +220,9 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
             d.pop(key, None)
     if d["env"].get("response_layout") == "app":
         d["env"].pop("response_layout")  # the default layout: recorded as before the field
+    for key, before in LATER_ENV_OPTIONS.items():
+        if d["env"].get(key, before) == before:
+            d["env"].pop(key, None)  # the old behaviour: recorded (and fingerprinted) as before
     if not (d.get("actor") or {}).get("context_window", 1):
         d["actor"].pop("context_window")  # an unchecked window: recorded as before the field
     if not d.get("include_trivial_tasks"):

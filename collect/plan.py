@@ -174,15 +174,6 @@ def plan_episodes(cfg: CollectConfig) -> list[EpisodeSpec]:
     return _schedule(cfg, tasks, design)
 
 
-#: options added after shards were first written, each with the value that is the behaviour
-#: before it: at that value an option is left out of the fingerprint, so the shards of a
-#: plan recorded before it resume (any other value changes what the shards hold, and the
-#: fingerprint with it)
-LATER_OPTIONS: dict[str, dict[str, Any]] = {
-    "env": {"tool_order": "methods", "verify_semantics": "helpdp"},
-}
-
-
 def fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
     """What determines the shards' content (not how they are run). The shipped worlds
     enter as one label wherever the package lives (``collect/`` at the top level, or
@@ -197,10 +188,6 @@ def fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
         d.pop(key, None)
     d["shard_size"] = cfg.executor.shard_size
     d["env"].pop("verifier_workers", None)
-    for node, options in LATER_OPTIONS.items():
-        for key, before in options.items():
-            if d.get(node, {}).get(key, before) == before:
-                d.get(node, {}).pop(key, None)
     plumbing = ("timeout_s", "retries", "concurrency", "api_key_env")
     for node in [d["actor"], *d["interventions"].values()]:
         for key in plumbing:

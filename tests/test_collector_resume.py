@@ -111,10 +111,13 @@ def test_an_option_added_later_at_its_old_behaviour_leaves_the_fingerprint_as_be
     pilot's among them): at the value that is the old behaviour they are not part of the
     fingerprint, so those plans resume; another value is (the shards would differ)."""
     from collect.collector import collect_config
-    from collect.plan import LATER_OPTIONS, fingerprint_config
+    from collect.config import LATER_ENV_OPTIONS, source_config
+    from collect.plan import fingerprint_config
 
-    base = fingerprint_config(collect_config([f"out={tmp_path / 'out'}"]))
-    assert not set(LATER_OPTIONS["env"]) & set(base["env"])
+    cfg = collect_config([f"out={tmp_path / 'out'}"])
+    for d in (fingerprint_config(cfg), source_config(cfg)):  # shards and manifest alike
+        assert not set(LATER_ENV_OPTIONS) & set(d["env"])
     for key, other in (("tool_order", "document"), ("verify_semantics", "official")):
         cfg = collect_config([f"out={tmp_path / 'out'}", f"env.{key}={other}"])
         assert fingerprint_config(cfg)["env"][key] == other
+        assert source_config(cfg)["env"][key] == other
