@@ -199,7 +199,11 @@ def worlds_dir(cfg: CollectConfig) -> Path:
 #: env options added after collections were shipped, each with the value that is the
 #: behaviour before it: at that value :func:`source_config` leaves it out, so the manifests
 #: and shard fingerprints of those collections stay as they were (resumable, mergeable)
-LATER_ENV_OPTIONS: dict[str, Any] = {"tool_order": "methods", "verify_semantics": "helpdp"}
+LATER_ENV_OPTIONS: dict[str, Any] = {
+    "response_layout": "app",
+    "tool_order": "methods",
+    "verify_semantics": "helpdp",
+}
 
 
 def source_config(cfg: CollectConfig) -> dict[str, Any]:
@@ -218,8 +222,6 @@ def source_config(cfg: CollectConfig) -> dict[str, Any]:
     if d.get("runtime") == "local":  # local collections record no runtime (as before it)
         for key in ("runtime", "env_token_env"):
             d.pop(key, None)
-    if d["env"].get("response_layout") == "app":
-        d["env"].pop("response_layout")  # the default layout: recorded as before the field
     for key, before in LATER_ENV_OPTIONS.items():
         if d["env"].get(key, before) == before:
             d["env"].pop(key, None)  # the old behaviour: recorded (and fingerprinted) as before
