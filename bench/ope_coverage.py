@@ -2,9 +2,10 @@
 
     python bench/ope_coverage.py [--reps 200] [--seeds 3 10] [--out FILE.json]
         [--dump PREFIX] [--estimators ...] [--methods ...] [--rep-start R]
+        [--tasks K] [--groups G]
 
-On ``helpdp.synthetic.HelpWorld`` with 12 tasks (difficulties evenly spaced from 0.05
-to 0.6; exact values by recursion), each replication collects the shipped design (one
+On ``helpdp.synthetic.HelpWorld`` with 12 tasks (``--tasks``; difficulties evenly spaced
+from 0.05 to 0.6; exact values by recursion), each replication collects the shipped design (one
 episode per task, trigger probability in 0, .1, .3, .5, .7, .9, 1 and seed: 12 x 7 x
 ``seeds``) and estimates five policies (never, turn 0, turns 0,2, turns 0,3, turn 0 +
 after a failure) and their paired differences from the turn-0 rule with every
@@ -13,6 +14,9 @@ estimator of ``helpdp.ope``, under each interval method:
 * ``task-jk`` (``unit="task"``, the default from 8 tasks on, shipped): the mean of the
   per-task estimates -/+ the Student-t quantile x the delete-one-task jackknife SE,
   the control variate refitted without the task;
+* ``task-gjk``: the same with the delete-a-group jackknife (``--groups`` groups of
+  tasks dealt round-robin, one refit per group; the default from
+  ``helpdp.ope.JACKKNIFE_GROUPS`` tasks on), to check it at many tasks (``--tasks``);
 * ``task-t``: the Student-t interval of the tasks' own estimates (the model held fixed;
   the intervals shipped first on 2026-11-28, before the jackknife);
 * ``task-pct``: a percentile bootstrap of those per-task estimates (tasks resampled);
@@ -37,13 +41,20 @@ import time
 import numpy as np
 
 from helpdp._src import ope as ko
-from helpdp.ope import ESTIMATORS, estimate, load_logged
+from helpdp.ope import ESTIMATORS, JACKKNIFE_GROUPS, estimate, load_logged
 from helpdp.policies import AtTurns, Never, TurnZero, TurnZeroOrAfterFailure
 from helpdp.synthetic import HelpWorld
 
 PROBS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
-WORLD = HelpWorld(difficulty=tuple(float(x) for x in np.round(np.linspace(0.05, 0.6, 12), 3)))
-METHODS = ("task-jk", "task-t", "task-pct", "episode", "stratum")
+
+
+def world_of(tasks: int) -> HelpWorld:
+    """``tasks`` tasks, difficulties evenly spaced from 0.05 to 0.6."""
+    return HelpWorld(difficulty=tuple(float(x) for x in np.round(np.linspace(0.05, 0.6, tasks), 3)))
+
+
+WORLD = world_of(12)
+METHODS = ("task-jk", "task-gjk", "task-t", "task-pct", "episode", "stratum")
 QUANTITIES = ("SR", "U", "dSR", "dU")
 
 
@@ -74,12 +85,13 @@ def run(
     pols=None,
     dump: dict | None = None,
     rep_start: int = 0,
+    groups: int = JACKKNIFE_GROUPS,
 ) -> dict:
     """Coverage of every (method, estimator, policy, quantity) over ``reps`` collections.
     ``dump`` (a dict): receives ``per_task`` ``(reps, policies, estimators, quantities,
     tasks)``, the per-task estimates (``unit="task"``), for other intervals offline.
     ``rep_start``: the first collection's index (a run split in chunks gives the same
-    collections as one run)."""
+    collections as one run); ``groups``: ``task-gjk``'s jackknife groups."""
     pols = policies() if pols is None else pols
     ref = TurnZero()
     exact = {p.name: world.exact(p) for p in pols}
@@ -99,9 +111,14 @@ def run(
             is_ref = p.name == ref.name
             kw = {"estimators": estimators, "reference": None if is_ref else ref, "level": level}
             got = {}
-            e = estimate(p, logged, unit="task", **kw)
-            if "task-jk" in methods:
+            jk = "task-jk" in methods
+            e = estimate(p, logged, unit="task", max_groups=n_tasks if jk else groups, **kw)
+            if jk:
                 got["task-jk"] = e
+            if "task-gjk" in methods:
+                got["task-gjk"] = (
+                    e if not jk else estimate(p, logged, unit="task", max_groups=groups, **kw)
+                )
             for m in ("episode", "stratum"):
                 if m in methods:
                     got[m] = estimate(p, logged, unit=m, n_boot=n_boot, seed=rep, **kw)
@@ -209,6 +226,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--estimators", nargs="+", default=list(ESTIMATORS), choices=ESTIMATORS)
     ap.add_argument("--n-boot", type=int, default=200)
+    ap.add_argument("--tasks", type=int, default=12, help="tasks (difficulty 0.05 to 0.6)")
+    ap.add_argument("--groups", type=int, default=JACKKNIFE_GROUPS, help="task-gjk's groups")
     ap.add_argument("--rep-start", type=int, default=0, help="first collection (run in chunks)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--dump", default=None, help="NPZ prefix: per-task estimates per seeds")
@@ -225,6 +244,8 @@ def main(argv=None) -> dict:
             dump=dump,
             rep_start=args.rep_start,
             estimators=tuple(args.estimators),
+            world=world_of(args.tasks),
+            groups=args.groups,
         )
         if args.dump:
             np.savez(f"{args.dump}_seeds{s}.npz", **dump)

@@ -12,11 +12,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from helpdp.intervals import task_interval
 from helpdp.ope import estimate
 from helpdp.policies import AtTurns, Never
 from helpdp.selected import MixturePolicy
 
-__all__ = ["as_policy", "confirm_one", "hull_at", "mix_name", "rules_hull", "task_values"]
+__all__ = [
+    "as_policy",
+    "confirm_one",
+    "hull_at",
+    "mix_name",
+    "pooled_interval",
+    "rules_hull",
+    "task_groups",
+    "task_values",
+]
 
 
 def hull_at(points: pd.DataFrame, budget: float):
@@ -41,6 +51,23 @@ def hull_at(points: pd.DataFrame, budget: float):
 def task_values(per_task: pd.DataFrame, estimator: str, quantity: str) -> np.ndarray:
     r = per_task[(per_task["estimator"] == estimator) & (per_task["quantity"] == quantity)]
     return r.sort_values("task")["value"].to_numpy()
+
+
+def task_groups(per_task: pd.DataFrame, estimator: str, quantity: str) -> np.ndarray:
+    """The jackknife group of each of :func:`task_values`, per fold where the values
+    pool several folds (``fold:group``: a fold's groups are its own)."""
+    r = per_task[(per_task["estimator"] == estimator) & (per_task["quantity"] == quantity)]
+    r = r.sort_values("task")
+    g = r["group"].astype(str)
+    return (r["fold"].astype(str) + ":" + g if "fold" in r else g).to_numpy()
+
+
+def pooled_interval(per_task, estimator, quantity, level, values=None):
+    """``(value, lo, hi, tasks)`` of the per-task values (``values`` instead: e.g. a
+    mixture's, aligned with :func:`task_values`) with the jackknife's groups as the unit
+    (:func:`helpdp.intervals.task_interval`)."""
+    v = task_values(per_task, estimator, quantity) if values is None else values
+    return task_interval(v, task_groups(per_task, estimator, quantity), level)
 
 
 def mix_name(mix) -> str:

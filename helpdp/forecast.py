@@ -54,7 +54,8 @@ from helpdp.cliconf import parse_budgets, run_app
 from helpdp.config import SolverConfig
 from helpdp.data import MDP, Dataset, load_dataset
 from helpdp.demo import demo_dataset_path
-from helpdp.ope import estimate, load_logged, resolve_unit
+from helpdp.intervals import task_interval
+from helpdp.ope import JACKKNIFE_GROUPS, estimate, load_logged, resolve_unit
 from helpdp.policies import TablePolicy, TurnZero
 from helpdp.subset import episode_subset
 
@@ -284,6 +285,8 @@ def ope_cross_fit(
     n_tasks = logged.episodes["task_id"].nunique()
     unit = resolve_unit("auto", n_tasks)
     ref = TurnZero()
+    names = np.unique(logged.episodes["task_id"].astype(str).to_numpy())
+    clusters = dict(zip(names, ko.jackknife_groups(len(names), JACKKNIFE_GROUPS).tolist()))
     parts = []
     for f in range(folds):
         held = fold_of.index[fold_of.to_numpy() == f]
@@ -308,6 +311,7 @@ def ope_cross_fit(
             reference=ref,
             unit="task" if unit == "task" else "episode",
             level=level,
+            clusters=clusters,
         )
         parts.append((len(held), e))
     n = sum(p[0] for p in parts)
@@ -322,7 +326,8 @@ def ope_cross_fit(
     for q in ("SR", "U", "dSR", "dU"):
         if unit == "task":
             sel = pt[(pt["estimator"] == estimator) & (pt["quantity"] == q)]
-            v, lo, hi, _ = ko.t_interval(sel.groupby("task")["value"].mean().to_numpy(), level)
+            by = sel.groupby("task").agg(value=("value", "mean"), group=("group", "first"))
+            v, lo, hi, _ = task_interval(by["value"].to_numpy(), by["group"].to_numpy(), level)
         else:
             got = [(k / n, e.get(estimator, q)) for k, e in parts]
             v = sum(w * g[0] for w, g in got)

@@ -19,6 +19,7 @@ __all__ = [
     "in_range",
     "mean_ci",
     "pairs_needed",
+    "task_interval",
     "task_power",
     "task_shares",
     "tasks_needed",
@@ -103,10 +104,11 @@ def _cr2(x, clusters) -> tuple[float, float, float, int]:
     s_g = np.bincount(codes, weights=d - m, minlength=g)  # the clusters' residual sums
     a = 1.0 / ((1.0 - n_g / n) * n * n)
     # Bell-McCaffrey: V's eigenvalues under an iid working model are those of
-    # D^1/2 C D^1/2, C_gh = n_g delta_gh - n_g n_h / N, D = diag(a)
-    c = np.diag(n_g) - np.outer(n_g, n_g) / n
-    b = np.sqrt(a)[:, None] * c * np.sqrt(a)[None, :]
-    df = round(float(np.trace(b) ** 2 / (b * b).sum()), 9)  # G - 1 exactly for equal sizes
+    # B = D^1/2 C D^1/2, C_gh = n_g delta_gh - n_g n_h / N, D = diag(a); df = tr(B)^2 /
+    # sum B_gh^2, both in closed form (O(G), not the G x G matrix: thousands of tasks)
+    tr = float((a * (n_g - n_g * n_g / n)).sum())
+    ss = float((a * a * (n_g**2 - 2 * n_g**3 / n)).sum() + (a * n_g * n_g).sum() ** 2 / n**2)
+    df = round(tr * tr / ss, 9)  # G - 1 exactly for equal sizes
     return m, float((a * s_g * s_g).sum()), df, g
 
 
@@ -138,6 +140,24 @@ def cluster_ci(x, clusters, level: float = 0.95) -> tuple[float, float, float, f
         return m, -math.inf, math.inf, float("nan"), g
     half = float(student_t.ppf(0.5 + level / 2, df) * math.sqrt(var))
     return m, m - half, m + half, df, g
+
+
+def task_interval(vals, groups, level: float) -> tuple[float, float, float, int]:
+    """``(mean, lo, hi, tasks)`` of per-task values (the jackknife pseudo-values of
+    :mod:`helpdp.ope`) with their jackknife ``groups`` as the unit: :func:`cluster_ci`
+    over the finite values (exactly :func:`helpdp._src.ope.t_interval` with one task per
+    group; the t interval of the groups' means for groups of equal size). Values pooled
+    across folds: label the groups per fold (``fold:group``); no interval below two
+    tasks (NaN)."""
+    x = np.asarray(vals, np.float64)
+    ok = np.isfinite(x)
+    k = int(ok.sum())
+    if k < 2:
+        return (float(x[ok].mean()) if k else float("nan")), float("nan"), float("nan"), k
+    m, lo, hi, _, n_g = cluster_ci(x[ok], np.asarray(groups)[ok], level)
+    if n_g < 2:
+        lo = hi = float("nan")
+    return float(m), float(lo), float(hi), k
 
 
 def design_effect(x, clusters) -> float:

@@ -43,8 +43,10 @@ steps, and episodes sharing the task's control-variate cells, are not independen
   ``value`` holds the jackknife pseudo-values ``theta + (k - 1)(mean(theta_(-.)) -
   theta_(-j))``: their mean is the estimate and their t interval the jackknife's, and
   they are linear, so ``helpdp.select`` / ``forecast`` pool them across folds and
-  mixtures as before (``estimate`` holds each task's own estimate). Cost: k refits of
-  the control variate per policy.
+  mixtures (``estimate`` holds each task's own estimate). Above ``JACKKNIFE_GROUPS``
+  tasks it deletes a group of tasks at a time (round-robin, column ``group``) and the
+  interval takes the groups as the unit (``helpdp.intervals.task_interval``): one refit
+  per group, so linear in the data (k refits made it quadratic in the tasks).
 * ``episode`` (``auto`` below 8 tasks): percentile bootstrap of the episodes within
   each task, the model fixed (a narrower, less safe interval for these tasks);
 * ``stratum``: the same within (task, trigger vector) strata, the intervals shipped
@@ -83,11 +85,12 @@ from helpdp._src import ope as ko
 from helpdp.data import Dataset, load_dataset
 from helpdp.estimators import ESTIMATORS, REGISTRY, Terms
 from helpdp.events import state_events, state_histories
-from helpdp.intervals import in_range
+from helpdp.intervals import in_range, task_interval
 from helpdp.policies import StateView, action_probs, build_policy, components
 
 __all__ = [
     "ESTIMATORS",
+    "JACKKNIFE_GROUPS",
     "MIN_TASKS",
     "UNITS",
     "Estimate",
@@ -101,6 +104,10 @@ __all__ = [
 UNITS = ("auto", "task", "episode", "stratum")
 #: ``unit="auto"`` takes tasks as the unit from this many tasks on
 MIN_TASKS = 8
+#: the jackknife deletes one task at a time up to this many tasks, else one of this
+#: many groups of tasks (``helpdp._src.ope.jackknife_groups``): its cost is one refit
+#: of the control variate per group, so linear in the data, not quadratic in the tasks
+JACKKNIFE_GROUPS = 50
 #: ages of the latest help at or above this are one class in the control variate's key
 AGE_CAP = 4
 
@@ -406,9 +413,10 @@ class Estimate:
     ``estimator, quantity`` (``SR``, ``U_<k>``, ``U``; with a reference also ``dSR``,
     ``dU_<k>``, ``dU``: the policy minus the reference), ``value, lo, hi`` and ``tasks``
     (how many tasks the value averages); ``per_task``: per task ``task, estimator,
-    quantity, value, estimate``: ``estimate`` the task's own estimate, ``value`` what
-    pools across folds (``helpdp.select``): with ``unit="task"`` the jackknife
+    quantity, value, estimate, group``: ``estimate`` the task's own estimate, ``value``
+    what pools across folds (``helpdp.select``): with ``unit="task"`` the jackknife
     pseudo-value (module docstring; their mean is the estimate), else the estimate;
+    ``group`` the task's jackknife group;
     ``diagnostics``: ``episodes, agree, ess, max_share, tasks, tasks_empty`` and, per
     estimator, ``parts``: ``{quantity: [model, data]}`` (the DM part and the correction);
     with a reference ``reference, agree_ref, deviate, deviate_ref, support`` (module
@@ -579,39 +587,34 @@ def _terms(logged: Logged, policy, ctx: dict | None = None, target=None, drop=No
     return Terms(out, rho_pad, pads, list(quantities), dist, (taken, w, dist))
 
 
-def _leave_one_out(logged: Logged, tm: Terms, ctx: dict, g, task, estimators) -> dict:
-    """The delete-one-task jackknife of the model-based estimators: ``{(estimator,
-    quantity): (K,)}``, the mean over the other tasks with the control variate refitted
-    without task ``j`` (its steps out of the fit; the target's probabilities kept)."""
+def _jackknife_shift(logged: Logged, tm: Terms, ctx: dict, g, task, groups, estimators) -> dict:
+    """The delete-a-group jackknife of the model-based estimators: ``{(estimator,
+    quantity): (K,)}``, for each task of group ``c`` the summed change of the other
+    tasks' values when the control variate is refitted without the group (its steps out
+    of the fit; the target's probabilities kept), over the group's size: the ``shift``
+    of :func:`helpdp._src.ope.jackknife_pseudo`. One refit per group."""
     ests = [e for e in estimators if REGISTRY[e].model_based]
     out = {(e, n): np.full(g.shape[1], np.nan) for e in ests for n in tm.names + ["U"]}
     if not ests:
         return out
     step_task = np.repeat(task, np.diff(logged.ep_ptr))
     ones = np.ones((1, len(task)))
-    for j in range(g.shape[1]):
-        tj = _terms(logged, None, ctx, target=tm.target, drop=step_task == j)
-        for e, n in out:
-            v = _per_task(tj, e, n, ones, g, task)[0]
-            v[j] = np.nan
-            with np.errstate(invalid="ignore"):
-                out[(e, n)][j] = np.nanmean(v) if np.isfinite(v).any() else np.nan
+    base = {k: _per_task(tm, k[0], k[1], ones, g, task)[0] for k in out}
+    for c in np.unique(groups):
+        members = groups == c
+        tj = _terms(logged, None, ctx, target=tm.target, drop=members[step_task])
+        for k in out:
+            d = _per_task(tj, k[0], k[1], ones, g, task)[0] - base[k]
+            d[members] = np.nan
+            if np.isfinite(d).any():
+                out[k][members] = np.nansum(d) / members.sum()
     return out
 
 
-def _pseudo(vals: np.ndarray, loo: np.ndarray | None) -> np.ndarray:
-    """Per-task values whose mean is the estimate and whose Student-t interval is the
-    jackknife's: ``theta + (k - 1) (mean(loo) - loo_j)`` (``loo``: the leave-one-task-out
-    means; None: ``vals`` itself, the jackknife of a plain mean of independent tasks)."""
-    if loo is None:
-        return vals
-    ok = np.isfinite(vals) & np.isfinite(loo)
-    k = int(ok.sum())
-    if k < 2:  # one task: no jackknife (and no interval)
-        return vals
-    out = np.full_like(vals, np.nan)
-    out[ok] = vals[ok].mean() + (k - 1) * (loo[ok].mean() - loo[ok])
-    return out
+def _pseudo(vals: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
+    """The jackknife pseudo-values (``shift`` None, the IS family: ``vals``, the
+    jackknife of a plain mean of independent tasks)."""
+    return vals if shift is None else ko.jackknife_pseudo(vals, shift)
 
 
 def _group_matrix(codes: np.ndarray) -> np.ndarray:
@@ -632,10 +635,10 @@ def _per_task(tm: Terms, est: str, name: str, counts, g, task) -> np.ndarray:
     return np.where(drawn > 0, val, np.nan)
 
 
-def _interval(vals: np.ndarray, unit: str, level: float) -> tuple[float, float, float, int]:
+def _interval(vals: np.ndarray, unit: str, level: float, groups) -> tuple[float, float, float, int]:
     """``(value, lo, hi, tasks)`` from the per-task values ``(B, K)`` (row 0: the data)."""
     if unit == "task":
-        return ko.t_interval(vals[0], level)
+        return task_interval(vals[0], groups, level)
     with np.errstate(invalid="ignore"):
         means = np.nanmean(vals, axis=1)
     point, boot = means[0], means[1:]
@@ -678,11 +681,15 @@ def estimate(
     seed: int = 0,
     reference=None,
     min_tasks: int = MIN_TASKS,
+    max_groups: int = JACKKNIFE_GROUPS,
+    clusters: dict | None = None,
 ) -> Estimate:
     """SR and U of ``policy`` (anything with ``decide(views)``) from the logged
     ``data`` (a :class:`Logged`, a dataset directory or a ``Dataset``), with ``level``
     intervals (``unit``: module docstring); with a ``reference`` policy also the paired
-    differences ``dSR``, ``dU`` and the support diagnostics."""
+    differences ``dSR``, ``dU`` and the support diagnostics. ``max_groups``: the
+    jackknife's groups of tasks (module docstring); ``clusters``: ``{task: group}``
+    instead (to keep the groups of estimates on parts of one collection the same)."""
     logged = data if isinstance(data, Logged) else load_logged(data)
     bad = [e for e in estimators if e not in REGISTRY]
     if bad:
@@ -712,9 +719,18 @@ def estimate(
     dm = {n: _per_task(tm, "dm", n, ones, g, task)[0] for n in ("SR", "U")}
     if tr is not None:
         dm.update({"d" + n: dm[n] - _per_task(tr, "dm", n, ones, g, task)[0] for n in ("SR", "U")})
-    if unit == "task":  # the jackknife's leave-one-task-out means (model-based estimators)
-        loo = _leave_one_out(logged, tm, ctx, g, task, estimators)
-        loo_r = None if tr is None else _leave_one_out(logged, tr, ctx, g, task, estimators)
+    if clusters is None:
+        groups = ko.jackknife_groups(len(task_names), max_groups)
+    else:
+        missing = sorted(set(task_names) - set(clusters))
+        if missing:
+            raise ValueError(f"clusters: no group for task {missing[0]!r}")
+        groups = np.unique([clusters[t] for t in task_names], return_inverse=True)[1].reshape(-1)
+    if unit == "task":  # the jackknife's shifts (model-based estimators; one refit per group)
+        sh = _jackknife_shift(logged, tm, ctx, g, task, groups, estimators)
+        sh_r = (
+            None if tr is None else _jackknife_shift(logged, tr, ctx, g, task, groups, estimators)
+        )
     for name in names:
         for est in estimators:
             vals = _per_task(tm, est, name, counts, g, task)
@@ -725,10 +741,10 @@ def estimate(
             for q, raw, ref in todo:
                 v = raw
                 if unit == "task":
-                    v = _pseudo(vals[0], loo.get((est, name)))[None, :]
+                    v = _pseudo(vals[0], sh.get((est, name)))[None, :]
                     if q[0] == "d":
-                        v = v - _pseudo(ref[0], loo_r.get((est, name)))[None, :]
-                value, lo, hi, k = _interval(v, unit, level)
+                        v = v - _pseudo(ref[0], sh_r.get((est, name)))[None, :]
+                value, lo, hi, k = _interval(v, unit, level, groups)
                 lo, hi = in_range(q, lo, hi)  # SR within [0, 1], dSR [-1, 1], calls >= 0
                 rows.append(
                     {
@@ -741,7 +757,7 @@ def estimate(
                     }
                 )
                 per_task += [
-                    (str(task_names[j]), est, q, float(v[0, j]), float(raw[0, j]))
+                    (str(task_names[j]), est, q, float(v[0, j]), float(raw[0, j]), int(groups[j]))
                     for j in range(g.shape[1])
                 ]
                 if q in dm:  # the model's part: the DM estimate (none for the IS family)
@@ -773,7 +789,9 @@ def estimate(
             stacklevel=2,
         )
     table = pd.DataFrame(rows)
-    pt = pd.DataFrame(per_task, columns=["task", "estimator", "quantity", "value", "estimate"])
+    pt = pd.DataFrame(
+        per_task, columns=["task", "estimator", "quantity", "value", "estimate", "group"]
+    )
     return Estimate(name, table, diag, level, unit, pt)
 
 

@@ -64,7 +64,15 @@ from helpdp._src import ope as ko
 from helpdp.budget import InfeasibleBudget, search_budget
 from helpdp.cliconf import as_config, parse_budgets, run_app
 from helpdp.cliconf import doc_field as _f
-from helpdp.confirm import as_policy, confirm_one, hull_at, mix_name, rules_hull, task_values
+from helpdp.confirm import (
+    as_policy,
+    confirm_one,
+    hull_at,
+    mix_name,
+    pooled_interval,
+    rules_hull,
+    task_values,
+)
 from helpdp.data import Dataset, load_dataset
 from helpdp.demo import demo_dataset_path
 from helpdp.estimators import COVERAGE_CHECKED, refusal
@@ -339,18 +347,14 @@ def _pool(per_fold: pd.DataFrame, per_task: dict, cfg, unit: str, ref_name: str)
         row = {"candidate": name, "kind": g["kind"].iloc[0], "folds": len(g)}
         for q in ("SR", "U", "dSR", "dU"):
             if unit == "task":
-                v, lo, hi, _ = ko.t_interval(
-                    task_values(per_task[name], cfg.estimator, q), cfg.level
-                )
+                v, lo, hi, _ = pooled_interval(per_task[name], cfg.estimator, q, cfg.level)
                 hw = (hi - lo) / 2
             else:
                 v = float((w * g[q]).sum())
                 hw = float(np.sqrt(((w * (g[f"{q}_hi"] - g[f"{q}_lo"]) / 2) ** 2).sum()))
             row.update({q: v, f"{q}_lo": v - hw, f"{q}_hi": v + hw, f"{q}_hw": hw})
         if unit == "task":
-            v, lo, hi, _ = ko.t_interval(
-                task_values(per_task[name], cfg.model_free, "dSR"), cfg.level
-            )
+            v, lo, hi, _ = pooled_interval(per_task[name], cfg.model_free, "dSR", cfg.level)
         else:
             v = float((w * g["dSR_mf"]).sum())
             hw = float(np.sqrt(((w * (g["dSR_mf_hi"] - g["dSR_mf_lo"]) / 2) ** 2).sum()))
@@ -394,7 +398,8 @@ def _chosen_interval(chosen, per_task: dict, cfg, unit: str, q: str) -> tuple[fl
     tasks, the mixture's per-task values (``unit="task"``); else the weighted rows."""
     if unit == "task":
         vals = sum(w * task_values(per_task[r["candidate"]], cfg.estimator, q) for w, r in chosen)
-        v, lo, hi, _ = ko.t_interval(vals, cfg.level)
+        first = per_task[chosen[0][1]["candidate"]]
+        v, lo, hi, _ = pooled_interval(first, cfg.estimator, q, cfg.level, values=vals)
         return float(v), float(lo), float(hi)
     v = sum(w * r[q] for w, r in chosen)
     hw = sum(w * r[f"{q}_hw"] for w, r in chosen)

@@ -160,3 +160,60 @@ def test_rate_intervals_stay_in_their_range(logged):
         assert -1 <= e.get(est, "dSR")[1] <= e.get(est, "dSR")[2] <= 1
         assert e.get(est, "U")[1] >= 0
     assert in_range("dU", -3.0, 2.0) == (-3.0, 2.0)  # a difference of calls is not cut
+
+
+def test_jackknife_groups_and_pseudo_values_by_hand():
+    assert ko.jackknife_groups(3, 4).tolist() == [0, 1, 2]  # up to max: one task each
+    assert ko.jackknife_groups(7, 3).tolist() == [0, 1, 2, 0, 1, 2, 0]  # sizes 3, 2, 2
+    with pytest.raises(ValueError, match="max_groups"):
+        ko.jackknife_groups(5, 1)
+    # vals + mean(shift) - shift over the finite units; the mean is kept
+    p = ko.jackknife_pseudo(np.array([1.0, 2.0, 3.0, np.nan]), np.array([0.3, 0.0, -0.3, 1.0]))
+    assert p[:3] == pytest.approx([0.7, 2.0, 3.3]) and np.isnan(p[3])
+    assert ko.jackknife_pseudo(np.array([5.0, np.nan]), np.array([1.0, 1.0])).tolist()[0] == 5.0
+
+
+def test_grouped_jackknife_is_the_delete_a_group_jackknife_by_hand(logged):
+    # 12 tasks in 4 groups of 3 (round-robin over the sorted tasks): drop each group,
+    # estimate again on the other nine (the control variate refitted on them), and the
+    # interval is the estimate -/+ t_3 x sqrt((G - 1)/G sum (theta_(-g) - mean)^2)
+    from scipy.stats import t as student_t
+
+    pol, kw = AtTurns((0, 3)), {"estimators": ("is", "dr", "wdr"), "reference": TurnZero()}
+    e = estimate(pol, logged, max_groups=4, **kw)
+    task = logged.episodes["task_id"].astype(str).to_numpy()
+    names = np.unique(task)
+    groups = np.arange(12) % 4
+    assert e.per_task.drop_duplicates("task").set_index("task")["group"].to_dict() == dict(
+        zip(names, groups.tolist())
+    )
+    drop = [
+        estimate(pol, logged.subset(~np.isin(task, names[groups == c])), **kw) for c in range(4)
+    ]
+    full = estimate(pol, logged, **kw)  # one task per group: same estimates, other intervals
+    for est in ("is", "dr", "wdr"):
+        for q in ("SR", "U", "dSR"):
+            theta = np.array([x.get(est, q)[0] for x in drop])
+            se = np.sqrt(3 / 4 * ((theta - theta.mean()) ** 2).sum())
+            v, lo, hi = e.get(est, q)
+            assert v == pytest.approx(full.get(est, q)[0], abs=1e-12)
+            half = student_t.ppf(0.975, 3) * se
+            want = in_range(q, v - half, v + half)
+            assert (lo, hi) == (pytest.approx(want[0], abs=1e-9), pytest.approx(want[1], abs=1e-9))
+    # the same groups given by name; a task without one is refused by name
+    by_name = estimate(pol, logged, clusters=dict(zip(names, groups.tolist())), **kw)
+    assert by_name.table.equals(e.table)
+    with pytest.raises(ValueError, match=f"no group for task '{names[0]}'"):
+        estimate(pol, logged, clusters={n: 0 for n in names[1:]}, **kw)
+
+
+def test_the_jackknife_refits_once_per_group(logged, monkeypatch):
+    # its cost is linear in the data: (policy + reference) x (1 + groups) fits of each of
+    # the 2 quantities (SR, U_1) x 2 folds, whatever the number of tasks
+    calls = []
+    fit = ko.fit_q
+    monkeypatch.setattr(ko, "fit_q", lambda *a, **k: calls.append(1) or fit(*a, **k))
+    for g, want in ((12, 2 * 13 * 4), (4, 2 * 5 * 4), (3, 2 * 4 * 4)):
+        calls.clear()
+        estimate(AtTurns((0, 2)), logged, estimators=("wdr",), reference=TurnZero(), max_groups=g)
+        assert len(calls) == want, g

@@ -20,7 +20,8 @@ those of the earlier steps of its episode (inclusive). No I/O, no pandas.
 * :func:`fit_q`: a pooled tabular Q model with back-off, evaluated backwards by turn:
   the doubly robust estimator's control variate;
 * :func:`t_interval`: the Student-t interval of a mean over independent units (tasks);
-  :func:`differs`: the episodes where two policies' action distributions differ.
+  :func:`jackknife_groups` and :func:`jackknife_pseudo`: the delete-a-group jackknife's
+  groups of tasks and its per-task pseudo-values; :func:`differs`: the episodes where two policies' action distributions differ.
 """
 
 from __future__ import annotations
@@ -330,6 +331,47 @@ def t_interval(x: np.ndarray, level: float) -> tuple[float, float, float, int]:
         return m, float("nan"), float("nan"), 1
     half = float(student_t.ppf(0.5 + level / 2, k - 1) * x.std(ddof=1) / np.sqrt(k))
     return m, m - half, m + half, k
+
+
+def jackknife_groups(n_units: int, max_groups: int) -> np.ndarray:
+    """``(n_units,)`` the jackknife group of each unit (tasks, in sorted order): each
+    unit its own group up to ``max_groups`` units (the delete-one jackknife), else dealt
+    round-robin into ``max_groups`` groups (sizes differ by at most one).
+
+    >>> jackknife_groups(3, 4).tolist(), jackknife_groups(5, 2).tolist()
+    ([0, 1, 2], [0, 1, 0, 1, 0])
+    """
+    if max_groups < 2:
+        raise ValueError(f"max_groups must be >= 2, got {max_groups}")
+    idx = np.arange(n_units, dtype=np.int64)
+    return idx if n_units <= max_groups else idx % max_groups
+
+
+def jackknife_pseudo(vals: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Per-unit pseudo-values of the delete-a-group jackknife of a mean whose terms share a
+    fitted model: ``vals + mean(shift) - shift`` over the units where both are finite
+    (NaN elsewhere; ``vals`` itself below two such units).
+
+    ``shift[j]`` is ``I_g / m_g`` for unit ``j`` of group ``g`` (``m_g`` units): ``I_g`` the
+    summed change of the other units' values when the model is refitted without group
+    ``g``. Each group's sum of pseudo-values is then its own values' sum plus its
+    share of the mean shift minus ``I_g``, so the cluster-robust variance over the groups
+    is the jackknife's. With one unit per group these are exactly the delete-one
+    pseudo-values ``theta + (k - 1)(mean(theta_(-.)) - theta_(-j))``: write ``theta_(-j) =
+    (k theta - v_j) / (k - 1) + D_j`` with ``D_j`` the mean change of the others, then
+    ``I_j = (k - 1) D_j``. A model that does not move (``shift`` 0): ``vals``.
+
+    >>> jackknife_pseudo(np.array([1.0, 2.0, 3.0]), np.array([0.3, 0.0, -0.3])).tolist()
+    [0.7, 2.0, 3.3]
+    """
+    vals = np.asarray(vals, np.float64)
+    shift = np.asarray(shift, np.float64)
+    ok = np.isfinite(vals) & np.isfinite(shift)
+    if int(ok.sum()) < 2:
+        return vals
+    out = np.full_like(vals, np.nan)
+    out[ok] = vals[ok] + shift[ok].mean() - shift[ok]
+    return out
 
 
 def differs(ep_ptr: np.ndarray, dist_a: np.ndarray, dist_b: np.ndarray, tol: float = 1e-9):
