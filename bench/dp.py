@@ -4,6 +4,7 @@ baselines measured in the same run, quiet and under load.
     python bench/dp.py                         # 2.2 * 10^6 and 10^7 transitions
     python bench/dp.py --sizes 1e6             # quicker
     python bench/dp.py --shape layered         # one huge task (the level-parallel case)
+    python bench/dp.py --shape short --sizes 2.2e6   # many short tasks (AWM-1K's shape)
     python bench/dp.py --stream 1e8 --dir /tmp/helpdp-stream --memory-cap 3G
                                                # >= 10^8 transitions streamed from disk
     python bench/dp.py --sizes 1e7 --sections frontier --keep-data --dir /tmp
@@ -15,7 +16,9 @@ held-out data: per task, 120 episodes of up to 16 steps, each state the history
 that led to it, so every task is a tree and tasks never connect; help is
 triggered at random per episode (p in 0..1, as the collector's schedule), errors
 are likelier without help, three errors fail the episode. ``layered`` is one big
-task (a 16-level DAG, paths merging), the case of the level-parallel pass. State
+task (a 16-level DAG, paths merging), the case of the level-parallel pass. ``short`` is
+AWM-1K's shape: many short tasks (7 episodes of up to 12 steps, 1-8 progress steps to
+succeed; at 2.2 * 10^6 transitions 63,000 tasks, about one transition per state). State
 ids are shuffled hashes, the transitions file is in collection order.
 
 For each size it reports, each row quiet and then under load (two busy-loop
@@ -133,24 +136,35 @@ def agent_like(n_transitions: int, seed: int = 0):
     return manifest, states, trans
 
 
-def history_trees(n_transitions: int, seed: int = 0, episodes_per_task: int = 120, task0: int = 0):
+def history_trees(
+    n_transitions: int,
+    seed: int = 0,
+    episodes_per_task: int = 120,
+    task0: int = 0,
+    depth: int = DEPTH,
+    short: bool = False,
+):
     """Per-task history trees with ~n_transitions transitions; returns (manifest,
-    states, transitions). ``task0`` offsets task numbers (parts of one dataset)."""
+    states, transitions). ``task0`` offsets task numbers (parts of one dataset).
+    ``short``: AWM-1K's shape, many short tasks (a task needs 1-8 progress steps, not
+    8-13; with few episodes a task, nearly every state has one transition)."""
     rng = np.random.default_rng([seed, task0])
-    n_tasks = max(1, int(n_transitions / (episodes_per_task * 8.0)))
+    per_episode = 5.0 if short else 8.0  # transitions per episode, about
+    n_tasks = max(1, int(n_transitions / (episodes_per_task * per_episode)))
     n_ep = n_tasks * episodes_per_task
     task = np.repeat(np.arange(n_tasks, dtype=np.int64), episodes_per_task)
     p_help = rng.choice([0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0], n_ep)
     diff = rng.uniform(0.05, 0.5, n_tasks)[task]
-    act = (rng.random((n_ep, DEPTH)) < p_help[:, None]).astype(np.int64)
-    u = rng.random((n_ep, DEPTH))
+    act = (rng.random((n_ep, depth)) < p_help[:, None]).astype(np.int64)
+    u = rng.random((n_ep, depth))
     p_err = np.where(act == 1, 0.05, diff[:, None])
     out = np.where(u < p_err, 1, np.where(u < p_err + 0.15, 2, 0))  # error / slip / progress
     errs = np.cumsum(out == 1, axis=1)
     stop_fail = errs >= 3
-    stop_ok = np.cumsum(out == 0, axis=1) >= (8 + (diff * 10).astype(np.int64))[:, None]
+    need = 1 + (diff * 15).astype(np.int64) if short else 8 + (diff * 10).astype(np.int64)
+    stop_ok = np.cumsum(out == 0, axis=1) >= need[:, None]
     stop = stop_fail | stop_ok
-    end = np.where(stop.any(axis=1), np.argmax(stop, axis=1), DEPTH - 1)
+    end = np.where(stop.any(axis=1), np.argmax(stop, axis=1), depth - 1)
     rows = np.arange(n_ep)
     succ = stop_ok[rows, end] & ~stop_fail[rows, end]
     digit = act * 3 + out + 1  # 1..6: the step's (action, outcome)
@@ -161,7 +175,7 @@ def history_trees(n_transitions: int, seed: int = 0, episodes_per_task: int = 12
     pw = np.int64(1)
     dst, src, acts = [], [], []
     prev = tkey.copy()
-    for d in range(DEPTH):
+    for d in range(depth):
         code = code + digit[:, d] * pw
         pw *= 7
         k = tkey + code
@@ -203,6 +217,14 @@ def history_trees(n_transitions: int, seed: int = 0, episodes_per_task: int = 12
     trans = trans.sample(frac=1.0, random_state=seed, ignore_index=True)  # collection order
     manifest = build_manifest(["nohelp", "expert"], gamma=1.0, source={"generator": "bench/dp.py"})
     return manifest, states, trans
+
+
+#: ``--shape``: its dataset of ~n transitions
+SHAPES = {
+    "tree": history_trees,
+    "short": lambda n: history_trees(n, episodes_per_task=7, depth=12, short=True),
+    "layered": agent_like,
+}
 
 
 def write(path: Path, manifest, states, trans) -> None:
@@ -315,7 +337,7 @@ def dataset_dir(size: int, args):
 
     def generate(path):
         t = time.perf_counter()
-        frames = (history_trees if args.shape == "tree" else agent_like)(size)
+        frames = SHAPES[args.shape](size)
         write(path, *frames)
         print(f"built and wrote dataset in {time.perf_counter() - t:.1f}s")
 
@@ -666,7 +688,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--sizes", default="2.2e6,1e7", help="transition counts, comma separated")
-    ap.add_argument("--shape", choices=("tree", "layered"), default="tree")
+    ap.add_argument("--shape", choices=tuple(SHAPES), default="tree")
     ap.add_argument("--repeats", type=int, default=7, help="solves per median")
     ap.add_argument("--budgets", type=int, default=20, help="budgets of the sweep")
     ap.add_argument(
