@@ -77,7 +77,7 @@ from helpdp.helper.features import (
 from helpdp.helper.policy import HelperPolicy
 from helpdp.helper.quality import classification_metrics, fit_warnings
 from helpdp.label import read_labels
-from helpdp.models.trainer import fit_with_trainer
+from helpdp.models.trainer import Optimisation, Reporting, fit_with_trainer
 from helpdp.subset import task_subset
 
 HELPER_JSON = "helper.json"
@@ -431,18 +431,22 @@ def _fit(m: _Net, seq_train, y_train: np.ndarray, mcfg: HelperModelConfig, progr
         m.net,
         [{"input_ids": s, "labels": y} for s, y in zip(seq_train, y_train, strict=True)],
         collate,
-        epochs=float(mcfg.epochs),
-        batch_size=bs,
-        lr=float(mcfg.lr),
-        weight_decay=float(mcfg.weight_decay),
-        warmup_ratio=float(mcfg.warmup_ratio),
-        seed=int(mcfg.seed),
+        Optimisation(
+            epochs=float(mcfg.epochs),
+            batch_size=bs,
+            lr=float(mcfg.lr),
+            weight_decay=float(mcfg.weight_decay),
+            warmup_ratio=float(mcfg.warmup_ratio),
+            seed=int(mcfg.seed),
+        ),
         cpu=m.device == "cpu",
         bf16=bool(mcfg.bf16),
-        progress=progress,
-        desc="helper fit",
-        logging_steps=max(1, int(total // 20)),
-        print_logs=False,
+        report=Reporting(
+            progress=progress,
+            logging_steps=max(1, int(total // 20)),
+            print_logs=False,
+            desc="helper fit",
+        ),
     )
     m.net.eval()
     return trainer
