@@ -246,7 +246,7 @@ class _Selection:
     cfg: SelectConfig
     budget: float
     gamma: float
-    log: Callable[[str], Any]
+    log: Callable[[str], object]
 
 
 @dataclass(frozen=True)
