@@ -144,7 +144,8 @@ def trivial_tasks(
 
 
 def _run_untouched(
-    cfg: CollectConfig, todo: dict[str, tuple[Scenario, dict[int, str]]], clock: WorldClock) -> None:
+    cfg: CollectConfig, todo: dict[str, tuple[Scenario, dict[int, str]]], clock: WorldClock
+) -> None:
     """Build each world of ``todo`` (name -> (scenario, {task: key})) and run the verifiers
     not yet in :data:`_UNTOUCHED` on its untouched database, in a scratch directory of
     this process's own, removed after."""

@@ -179,7 +179,9 @@ def task_id(scenario: str, task_idx: int) -> str:
     return f"{scenario}/{int(task_idx)}"
 
 
-def trigger_vectors(probabilities: Sequence[float | Sequence[float]], n_interventions: int) -> list[tuple[float, ...]]:
+def trigger_vectors(
+    probabilities: Sequence[float | Sequence[float]], n_interventions: int
+) -> list[tuple[float, ...]]:
     """One tuple of ``n_interventions`` probabilities per schedule entry.
 
     A number applies to every intervention; a list must have one entry per
