@@ -83,7 +83,7 @@ __all__ = [
 _KIND_HELP = "simulated | simulated_real | openai | hf | vllm: selected by the config group collect/actor=KIND"
 
 
-def _kind(default: str) -> Any:
+def _kind(default: str) -> str:
     return _f(default, _KIND_HELP)
 
 
@@ -267,7 +267,7 @@ def _field_names(cls: type) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
-def actor_config(config: Any = None) -> ActorConfig:
+def actor_config(config: object = None) -> ActorConfig:
     """The config of ``config``'s kind: its class in :data:`ACTOR_CONFIGS`, from an
     instance, an OmegaConf node or a plain dict (None: the simulated actor). A field
     that the kind does not have is refused, naming the kinds that have it."""
@@ -592,7 +592,7 @@ class HFActor:
             cache = DynamicCache(config=self.model.config)
         torch.manual_seed(int(req.seed) % (2**31))
         sample = self.config.temperature > 0
-        gen: dict[str, Any] = {
+        gen: dict[str, object] = {
             "max_new_tokens": self._max_new(len(ids)),
             "do_sample": sample,
             "pad_token_id": self.tokenizer.pad_token_id,
@@ -626,7 +626,7 @@ class HFActor:
                 del self._episodes[key]  # ended episodes
             return [self._generate_cached(r) for r in requests]
         prompts = [self._prompt(r.messages) for r in requests]
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, object] = {}
         if self.config.max_prompt_tokens > 0:
             self.tokenizer.truncation_side = "left"
             kwargs = {"truncation": True, "max_length": self.config.max_prompt_tokens}
@@ -641,7 +641,7 @@ class HFActor:
             return [refused[i] if i in refused else done[i] for i in range(len(requests))]
         torch.manual_seed(int(sum(r.seed for r in requests)) % (2**31))
         sample = self.config.temperature > 0
-        gen: dict[str, Any] = {
+        gen: dict[str, object] = {
             "max_new_tokens": self._max_new(enc["input_ids"].shape[1]),
             "do_sample": sample,
             "pad_token_id": self.tokenizer.pad_token_id,
@@ -732,7 +732,7 @@ class VLLMActor:
             core.shutdown()
 
 
-def _gguf_source(config: HFActorConfig) -> tuple[str, dict[str, Any]]:
+def _gguf_source(config: HFActorConfig) -> tuple[str, dict[str, str]]:
     """The directory and ``gguf_file=`` of an installed real model, after checking its
     size, GGUF metadata and sha256 against the pins (and ``model_sha256`` if set)."""
 
@@ -765,7 +765,7 @@ class LenientActor:
         self.actor.close()
 
 
-def shared_model_actors(config: Any) -> Callable[[], Actor] | None:
+def shared_model_actors(config: object) -> Callable[[], Actor] | None:
     """Fresh actors of ``config`` that share one loaded model, for runs of several
     collections in one process (``python -m helpdp.evaluate``: one per policy). Each
     actor is new (no KV cache from another run, so an episode does not depend on what ran
@@ -781,7 +781,7 @@ def shared_model_actors(config: Any) -> Callable[[], Actor] | None:
     return lambda: HFActor(config, model=base.model, tokenizer=base.tokenizer)
 
 
-def build_actor(config: Any) -> Actor:
+def build_actor(config: object) -> Actor:
     """The actor of ``config``'s kind (see :func:`actor_config`)."""
     config = actor_config(config)
     if config.kind == "simulated":

@@ -13,7 +13,7 @@ from collect.collector import CollectResult, EpisodesLost, collect
 from collect.config import CollectConfig, schema_node
 from collect.policy import candidate_rates, evaluation_line, load_help_policy
 from collect.shards import OutputBusy, PlanMismatch
-from helpdp.cliconf import run_app
+from helpdp.cliconf import Usage, run_app
 from helpdp.policies import TablePolicy
 from helpdp.select import MixturePolicy
 
@@ -68,7 +68,6 @@ def main() -> None:
         run_cli,
         config_name="collect",
         node=schema_node(),
-        usage="python -m collect out=DIR [KEY=VALUE ...]",
-        extra_help=HELP,
+        usage=Usage("python -m collect out=DIR [KEY=VALUE ...]", extra=HELP),
         errors=(*COMMAND_ERRORS, PlanMismatch, OutputBusy, EpisodesLost),
     )

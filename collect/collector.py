@@ -32,9 +32,10 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.awm.clock import WorldClock
 from collect.awm.verification import Verification
@@ -45,6 +46,13 @@ from collect.publish import check_out, publish
 from collect.shards import OutputLock, ShardStore
 from collect.worker import ShardResult, ShardTask, close_workers, run_shard
 from helpdp.cliconf import Interrupted
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    from collect.plan import ShardPlan
+    from collect.schedule import EpisodeSpec
+    from collect.types import Actor
+    from helpdp.policies import HelpPolicy
 
 __all__ = [
     "CollectConfig",
@@ -68,7 +76,7 @@ class CollectResult:
     shards_run: int
     shards_total: int
     seconds: float
-    summary: dict[str, Any]
+    summary: dict[str, JSON]
     skipped: list[str] = field(default_factory=list)
     #: what publishing said about the previous dataset in ``out`` (replaced, kept)
     notes: list[str] = field(default_factory=list)
@@ -172,7 +180,12 @@ def _reusable(store: ShardStore, n_shards: int) -> tuple[list[int], dict[int, li
     return sorted(todo), partial
 
 
-def collect(config: Any, *, actor: Any = None, help_policy: Any = None) -> CollectResult:
+def collect(
+    config: CollectConfig | Mapping[str, object],
+    *,
+    actor: Actor | None = None,
+    help_policy: HelpPolicy | None = None,
+) -> CollectResult:
     """Collect a dataset as ``config`` says (resuming finished shards); see the module doc.
 
     The dataset is written by :func:`helpdp.data.write_dataset`, which loads it
@@ -241,7 +254,9 @@ def _trivial_line(trivial: list[str]) -> str:
     )
 
 
-def _resumable(cfg: CollectConfig, plan: Any, policy_name: str | None) -> tuple[CollectConfig, Any]:
+def _resumable(
+    cfg: CollectConfig, plan: ShardPlan, policy_name: str | None
+) -> tuple[CollectConfig, ShardPlan]:
     """The config and plan this run keeps: shards planned before trivial tasks were left
     out (``shards/plan.json`` records the plan with them) resume with them, as
     ``include_trivial_tasks=true`` (announced; the manifest records it); else ``plan``."""
@@ -265,7 +280,7 @@ def _resumable(cfg: CollectConfig, plan: Any, policy_name: str | None) -> tuple[
     return kept_cfg, kept
 
 
-def _check_complete(cfg: CollectConfig, plan: Any, store: ShardStore, counts: dict) -> None:
+def _check_complete(cfg: CollectConfig, plan: ShardPlan, store: ShardStore, counts: dict) -> None:
     """Raise :class:`EpisodesLost` when an episode of the plan is in no shard (lost to the
     runtime after its retries, or its whole shard was)."""
     lost = shards = 0
@@ -327,13 +342,13 @@ def _say(line: str) -> None:
 
 def _run(
     cfg: CollectConfig,
-    plan: Any,
+    plan: ShardPlan,
     store: ShardStore,
     todo: list[int],
     partial: dict[int, list[int]],
-    actor: Any,
-    help_policy: Any,
-) -> dict[str, Any]:
+    actor: Actor | None,
+    help_policy: HelpPolicy | None,
+) -> dict[str, JSON]:
     """Run the shards ``todo`` of ``plan`` (of those in ``partial``, only the episodes it
     names) and write each into ``store`` as it ends; Ctrl-C stops them
     (:func:`~collect.executors.execute`) and says what was kept. Returns the runtime's
@@ -352,7 +367,7 @@ def _run(
 
         announce_episodes("collect", len(plan.specs) - done_eps, cfg.actor)
     bar = _Progress(len(plan.specs), done_eps, cfg.progress)
-    counts: dict[str, Any] = {"reruns": 0, "capacity_retries": 0, "lost_error": ""}
+    counts: dict[str, JSON] = {"reruns": 0, "capacity_retries": 0, "lost_error": ""}
 
     def on_episode(log) -> None:
         ep = log.episode
@@ -379,7 +394,7 @@ def _run(
         if not inline:
             bar.add(res.episodes, res.successes, res.steps, res.help_steps, res.valid)
 
-    def specs(i: int) -> list[Any]:
+    def specs(i: int) -> list[EpisodeSpec]:
         if i not in partial:
             return shards[i]
         ids = set(partial[i])

@@ -35,6 +35,7 @@ from collect.worlds import SHIPPED_LABEL, WORLDS_DIR
 from helpdp.cliconf import as_config as _as_config
 from helpdp.cliconf import compose_config, to_dict
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
 
 __all__ = [
     "CollectConfig",
@@ -167,7 +168,7 @@ class CollectConfig:
     )
 
 
-def as_config(config: Any) -> CollectConfig:
+def as_config(config: object) -> CollectConfig:
     """A :class:`CollectConfig` from itself, an OmegaConf node or a plain dict (an
     ``interventions`` given replaces the default oracle)."""
     if isinstance(config, CollectConfig):
@@ -185,7 +186,7 @@ def collect_config(overrides: list[str] | None = None) -> CollectConfig:
     return as_config(compose_config("collect", list(overrides or []), node=schema_node()))
 
 
-def _config_dict(cfg: CollectConfig) -> dict[str, Any]:
+def _config_dict(cfg: CollectConfig) -> dict[str, JSON]:
     from omegaconf import OmegaConf
 
     return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
@@ -199,14 +200,14 @@ def worlds_dir(cfg: CollectConfig) -> Path:
 #: env options added after collections were shipped, each with the value that is the
 #: behaviour before it: at that value :func:`source_config` leaves it out, so the manifests
 #: and shard fingerprints of those collections stay as they were (resumable, mergeable)
-LATER_ENV_OPTIONS: dict[str, Any] = {
+LATER_ENV_OPTIONS: dict[str, JSON] = {
     "response_layout": "app",
     "tool_order": "methods",
     "verify_semantics": "helpdp",
 }
 
 
-def source_config(cfg: CollectConfig) -> dict[str, Any]:
+def source_config(cfg: CollectConfig) -> dict[str, JSON]:
     """The config as recorded in the manifest: no output or scratch paths, shipped worlds by name."""
     d = _config_dict(cfg)
     d.pop("out", None)
@@ -247,11 +248,11 @@ class _Named:
 
 
 @functools.cache
-def _hints(schema: type) -> dict[str, Any]:
+def _hints(schema: type) -> dict[str, object]:
     return typing.get_type_hints(schema)
 
 
-def _field_schema(schema: type, name: str, a: Any, b: Any) -> type | _Named | None:
+def _field_schema(schema: type, name: str, a: JSON, b: JSON) -> type | _Named | None:
     """The schema of the values ``a`` and ``b`` two configs record for field ``name``
     of the config class ``schema``: a config class, :class:`_Named`, or None (free-form:
     a dict, list or ``Any`` value, or a field this code does not declare)."""
@@ -266,8 +267,8 @@ def _field_schema(schema: type, name: str, a: Any, b: Any) -> type | _Named | No
 
 
 def config_differences(
-    a: Any,
-    b: Any,
+    a: JSON,
+    b: JSON,
     schema: type | _Named | None = CollectConfig,
     where: str = "",
     absent: list[str] | None = None,

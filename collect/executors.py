@@ -31,10 +31,19 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from collect.awm.sandbox.parentwatch import watch_parent
 from helpdp.cliconf import doc_field as _f
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from collect.schedule import EpisodeSpec
+
+#: a task of :func:`execute` and its result (what ``fn`` takes and returns)
+T = TypeVar("T")
+R = TypeVar("R")
 
 __all__ = [
     "EXECUTOR_KINDS",
@@ -109,7 +118,7 @@ class ExecutorConfig:
 ORDERS = ("plan", "seed", "seed_shuffled")
 
 
-def run_order(todo: list[int], shards: list[list[Any]], order: str) -> list[int]:
+def run_order(todo: list[int], shards: Sequence[Sequence[EpisodeSpec]], order: str) -> list[int]:
     """The shards ``todo`` in the order they run (:attr:`ExecutorConfig.order`): as
     planned, or by the smallest seed a shard holds (ties in plan order, or for
     ``seed_shuffled`` in the order of a sha256 of that seed and the task id: the same on
@@ -135,7 +144,7 @@ def resolve_workers(config: ExecutorConfig, n_tasks: int) -> int:
     return max(1, min(workers, max(1, n_tasks)))
 
 
-def _quiet_interrupt(signum: int, frame: Any) -> None:
+def _quiet_interrupt(signum: int, frame: FrameType | None) -> None:
     """A pool worker's Ctrl-C or SIGTERM: the task running ends (SystemExit 130, its
     ``finally`` blocks close its sandboxes) and no other starts. Between tasks it only
     marks the stop: raised there, in the pool's own code, it would cut a result's message
@@ -174,7 +183,7 @@ def _exit_when_stopped() -> None:
         os._exit(130)
 
 
-def _in_worker(fn: Callable[[Any], Any], task: Any) -> Any:
+def _in_worker(fn: Callable[[T], R], task: T) -> R:
     """``fn(task)`` in a pool worker, unless this worker was interrupted: the pool hands a
     worker its queued tasks even after a task ended in ``SystemExit``, and they must not
     start new episodes."""
@@ -213,12 +222,12 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 
 
 def execute(
-    fn: Callable[..., Any],
-    tasks: Sequence[Any],
+    fn: Callable[..., R],
+    tasks: Sequence[T],
     config: ExecutorConfig,
-    on_result: Callable[[Any], None],
+    on_result: Callable[[R], None],
     *,
-    inline_kwargs: dict[str, Any] | None = None,
+    inline_kwargs: dict[str, object] | None = None,
     force_inline: bool = False,
 ) -> bool:
     """Run ``fn(task)`` for every task; ``on_result(result)`` in this process as each ends.
@@ -267,7 +276,7 @@ def execute(
 
 
 def _execute_ray(
-    fn: Callable[..., Any], tasks: Sequence[Any], config: ExecutorConfig, on_result
+    fn: Callable[..., R], tasks: Sequence[T], config: ExecutorConfig, on_result: Callable[[R], None]
 ) -> None:
     import ray  # optional dependency (extra "dist")
 

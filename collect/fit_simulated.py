@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,14 @@ from collect.simulate import OUTCOMES, START
 from helpdp.cliconf import doc_field as _f
 from helpdp.events import classify_steps
 from helpdp.intervals import wilson
+
+if TYPE_CHECKING:
+    from collect.simfeatures import FeatureAgent
+    from collect.simulate import FittedAgent
+
+#: ``rows(helped, t, prev, run, idx)``: the outcome probabilities [chain, outcome] of the
+#: chains ``idx`` at turn ``t`` (:func:`simulate_chains`)
+RowProbs = Callable[[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 __all__ = [
     "FitSimulatedConfig",
@@ -190,7 +199,7 @@ def simulate_chains(
     trigger_p: np.ndarray,
     rng: np.random.Generator,
     max_turns: int | np.ndarray = 30,
-    rows: Any = None,
+    rows: RowProbs | None = None,
 ) -> dict[str, np.ndarray]:
     """Class chains of the fitted table, one per entry of ``trigger_p`` (help drawn per
     turn with that probability): per chain ``a``/``b`` (working turns without/with
@@ -298,7 +307,7 @@ def fit_on_path(chains: dict, cells: pd.DataFrame, grid: float) -> tuple[float, 
     return float(qs[i]), float(qs[j]), float(ll[i, j])
 
 
-def _n_calls(task_ids: pd.Series, worlds: Any) -> pd.Series:
+def _n_calls(task_ids: pd.Series, worlds: str | Path | None) -> pd.Series:
     from collect.awm.dataset import AWMDataset
     from collect.worlds import WORLDS_DIR
 
@@ -393,7 +402,7 @@ def run_fit(cfg: FitSimulatedConfig) -> dict:
 _ROUTE = re.compile(r"^\s*@\w+\.(?:get|post|put|patch|delete)\(", re.M)
 
 
-def task_features(task_ids: pd.Series, worlds: Any) -> pd.DataFrame:
+def task_features(task_ids: pd.Series, worlds: str | Path | None) -> pd.DataFrame:
     """Per task id: ``n_calls`` (its reference solution's calls) and ``n_tools`` (its
     world's app routes, the tools the runtime lists); a task without a reference
     solution is a ``ValueError`` naming it."""
@@ -422,7 +431,9 @@ def _recorded_max_turns(root: Path) -> int:
     return 30
 
 
-def load_sources(data: Any, worlds: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+def load_sources(
+    data: str | Path | Sequence[str | Path], worlds: str | Path | Sequence[str | Path] | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`load_turns` of one dataset or a list of them (``worlds``: one directory,
     or one per dataset), with each task's :func:`task_features`, each dataset's turn cap
     (``max_turns``) and its index (``source``; episode ids made unique across them)."""
@@ -449,11 +460,11 @@ def load_sources(data: Any, worlds: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.concat(all_turns, ignore_index=True), pd.concat(all_eps, ignore_index=True)
 
 
-def _is_list(value: Any) -> bool:
+def _is_list(value: object) -> bool:
     return type(value).__name__ == "ListConfig"
 
 
-def feature_rows(agent: Any, n_calls: np.ndarray, n_tools: np.ndarray):
+def feature_rows(agent: FeatureAgent, n_calls: np.ndarray, n_tools: np.ndarray) -> RowProbs:
     """:func:`simulate_chains`'s ``rows`` for a FeatureAgent, chain ``i`` playing a task
     of ``n_calls[i]`` reference calls in a world of ``n_tools[i]`` tools."""
 
@@ -673,7 +684,7 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def chain_check(
-    agent: Any,
+    agent: FittedAgent | FeatureAgent,
     turns: pd.DataFrame,
     eps: pd.DataFrame,
     *,

@@ -35,10 +35,13 @@ from collect.awm.tools import format_tools
 from collect.rollout import reference_progress
 from collect.types import EpisodeView, Help
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
 
 if TYPE_CHECKING:
+    import httpx2
     import numpy as np
 
+    from collect.awm.dataset import Scenario
     from collect.awm.env import AWMEnv
 
 __all__ = [
@@ -78,7 +81,7 @@ class InterventionConfig(EndpointConfig):
     error_turns: int = _f(3, "expert_llm: most recent failed turns listed as the error context")
 
 
-def _call_text(call: dict[str, Any]) -> str:
+def _call_text(call: dict[str, JSON]) -> str:
     """The reference call as a turn; its name and arguments (dataset text) rendered as
     data (:func:`collect.awm.observation.render_observation`), the tags are ours."""
     name = call.get("tool_name")
@@ -87,7 +90,7 @@ def _call_text(call: dict[str, Any]) -> str:
     return format_call_tool(name, args)
 
 
-def _render_values(value: Any) -> Any:
+def _render_values(value: JSON) -> JSON:
     """``value`` (JSON) with every string, keys included, rendered as data."""
     if isinstance(value, str):
         return render_observation(value)
@@ -219,7 +222,13 @@ class ExpertLLM(BaseIntervention):
 
     kind = "expert_llm"
 
-    def __init__(self, name: str, config: InterventionConfig, *, transport: Any = None):
+    def __init__(
+        self,
+        name: str,
+        config: InterventionConfig,
+        *,
+        transport: httpx2.BaseTransport | None = None,
+    ):
         super().__init__(name, config)
         if config.criteria not in CRITERIA_MODES:
             raise ValueError(f"criteria must be one of {CRITERIA_MODES}, got {config.criteria!r}")
@@ -231,7 +240,7 @@ class ExpertLLM(BaseIntervention):
         self._lock = threading.Lock()
         self.criteria_tokens = 0  # the expert's tokens spent distilling criteria, this process
 
-    def criteria(self, scenario: Any, task_idx: int, task: str) -> str:
+    def criteria(self, scenario: Scenario, task_idx: int, task: str) -> str:
         """A task's success criteria, made once per task and process (the episodes of a
         batch that ask at once wait for one request). Its tokens are the process's
         (``criteria_tokens``), not an episode's: which episode asks first depends on
@@ -247,7 +256,7 @@ class ExpertLLM(BaseIntervention):
                     self.criteria_tokens += tokens
             return self._criteria[key]
 
-    def _make_criteria(self, scenario: Any, task_idx: int, task: str) -> tuple[str, int]:
+    def _make_criteria(self, scenario: Scenario, task_idx: int, task: str) -> tuple[str, int]:
         record = scenario.verifiers.get(task_idx) or scenario.sql_verifiers.get(task_idx)
         mode = self.config.criteria
         tokens = 0

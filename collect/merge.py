@@ -55,9 +55,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -77,6 +77,7 @@ from collect.schedule import (
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
 from helpdp.data import DatasetError, load_dataset, write_dataset
+from helpdp.jsonvalue import JSON
 from helpdp.ope import load_logged
 
 __all__ = ["MergeConfig", "merge_collections"]
@@ -149,7 +150,7 @@ HF_SAMPLER = {
 }
 
 
-def actor_identity(actor: Any) -> dict | None:
+def actor_identity(actor: JSON) -> dict | None:
     """The model identity of an actor config (:data:`IDENTITY`; a field the config lacks
     has its default there), or None when the weights' sha256 is not known (an hf actor
     on a `make real-actor` model without ``model_sha256`` has that model's pin)."""
@@ -169,7 +170,7 @@ def actor_identity(actor: Any) -> dict | None:
     return ident if ident["model_sha256"] else None
 
 
-def _actor_differences(actor: Any, actor0: Any) -> list[str]:
+def _actor_differences(actor: JSON, actor0: JSON) -> list[str]:
     """``actor.FIELD`` for each identity field that differs when both actors state their
     weights' sha256 (runtimes of one model merge; a field one config lacks has its
     :data:`IDENTITY` default); else every field that differs or only one records."""
@@ -290,7 +291,7 @@ def _check_owned(name: str, f: dict[str, pd.DataFrame]) -> None:
             )
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A numpy scalar as the Python number it is (messages show ``-918...``, not
     ``np.int64(-918...)``)."""
     return value.item() if isinstance(value, np.generic) else value
@@ -304,8 +305,8 @@ def _check_disjoint(
     share a task with another (each of them proves its rows: :func:`_prove_scheduled`)."""
     sharing: set[int] = set()
     for table, col in (("states", "task_id"), ("states", "state_id"), ("episodes", "episode_id")):
-        first: dict[Any, int] = {}
-        grid: dict[Any, int] = {}  # the first grid source holding each value
+        first: dict[Hashable, int] = {}
+        grid: dict[Hashable, int] = {}  # the first grid source holding each value
         for i, (name, f) in enumerate(zip(names, frames)):
             if f.get(table) is None:
                 continue
@@ -328,7 +329,7 @@ def _check_disjoint(
 
 def _check_splits(names: list[str], frames: list[dict[str, pd.DataFrame]]) -> None:
     """A task is in one split in every source (the split is the task's, not the run's)."""
-    seen: dict[Any, tuple[Any, str]] = {}
+    seen: dict[Hashable, tuple[Hashable, str]] = {}
     for name, f in zip(names, frames):
         ep = f.get("episodes")
         if ep is None or "split" not in ep.columns:

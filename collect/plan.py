@@ -8,7 +8,7 @@ import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.awm.app import build_scenario_database
 from collect.awm.check import passes_untouched
@@ -25,6 +25,10 @@ from collect.schedule import (
 )
 from collect.scratch import make_scratch_dir, scratch_root
 from collect.worlds import is_shipped_label
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    from collect.awm.dataset import Scenario
 
 __all__ = [
     "ShardPlan",
@@ -94,14 +98,14 @@ def _runnable(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str], lis
 _UNTOUCHED: dict[str, str | None] = {}
 
 
-def _untouched_key(scenario: Any, idx: int, clock: str) -> str:
+def _untouched_key(scenario: Scenario, idx: int, clock: str) -> str:
     record = scenario.verifiers[idx]
     parts = [scenario.db_schema, scenario.sample_data, record.code, record.function_name, clock]
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _code_mode(cfg: CollectConfig, scenario: Any, idx: int) -> bool:
+def _code_mode(cfg: CollectConfig, scenario: Scenario, idx: int) -> bool:
     """Whether the episodes of task ``idx`` are verified by its code-mode verifier (as
     :class:`~collect.awm.verification.EpisodeVerifier` chooses)."""
     mode = cfg.env.verifier_mode
@@ -126,7 +130,7 @@ def trivial_tasks(
         return {}
     clock = WorldClock.resolve(cfg.clock, worlds_dir(cfg))
     checked: dict[tuple[str, int], str] = {}  # task -> the key of its verdict
-    worlds: dict[str, Any] = {}
+    worlds: dict[str, Scenario] = {}
     for name, idx in tasks:
         sc = worlds.setdefault(name, dataset.get(name))
         if _code_mode(cfg, sc, idx):
@@ -140,7 +144,9 @@ def trivial_tasks(
     return {t: given for t, key in checked.items() if (given := _UNTOUCHED.get(key)) is not None}
 
 
-def _run_untouched(cfg: CollectConfig, todo: dict[str, Any], clock: WorldClock) -> None:
+def _run_untouched(
+    cfg: CollectConfig, todo: dict[str, tuple[Scenario, dict[int, str]]], clock: WorldClock
+) -> None:
     """Build each world of ``todo`` (name -> (scenario, {task: key})) and run the verifiers
     not yet in :data:`_UNTOUCHED` on its untouched database, in a scratch directory of
     this process's own, removed after; ``executor.workers`` worlds at a time (threads
@@ -189,7 +195,7 @@ def plan_episodes(cfg: CollectConfig) -> list[EpisodeSpec]:
     return _schedule(cfg, tasks, design)
 
 
-def fingerprint_config(cfg: CollectConfig) -> dict[str, Any]:
+def fingerprint_config(cfg: CollectConfig) -> dict[str, JSON]:
     """What determines the shards' content (not how they are run). The shipped worlds
     enter as one label wherever the package lives (``collect/`` at the top level, or
     ``helpdp/collect/`` as some manifests record), so shards written before a move resume
@@ -217,12 +223,12 @@ class ShardPlan:
     specs: list[EpisodeSpec]
     shards: list[list[EpisodeSpec]]
     skipped: list[str]  # tasks left out, and why
-    config: dict[str, Any]  # what determines the shards' content (:func:`fingerprint_config`)
+    config: dict[str, JSON]  # what determines the shards' content (:func:`fingerprint_config`)
     episode_ids_sha256: str
     fingerprint: str
     trivial: list[str] = field(default_factory=list)  # ids of the trivial tasks left out
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, JSON]:
         """The plan as ``shards/plan.json`` records it."""
         return {
             "fingerprint": self.fingerprint,

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +32,10 @@ from collect.config import CollectConfig, config_differences, source_config
 from collect.shards import TABLES, PlanMismatch, ShardStore, aggregate
 from helpdp.contract import DATASET_FILES, MANIFEST_FILE, build_manifest, fsync_dir
 from helpdp.data import write_dataset
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    from helpdp.policies import HelpPolicy
 
 __all__ = ["OWN_FILES", "check_out", "git_sha", "manifest", "publish", "summarize", "versions"]
 
@@ -90,7 +94,7 @@ def git_sha() -> str | None:
     return sha if r.returncode == 0 and len(sha) == 40 else None
 
 
-def summarize(tables: dict[str, pa.Table]) -> dict[str, Any]:
+def summarize(tables: dict[str, pa.Table]) -> dict[str, JSON]:
     """Counts and rates of a collection (deterministic: no times)."""
     ep = tables["episodes"]
     st = tables["steps"]
@@ -135,7 +139,7 @@ def summarize(tables: dict[str, pa.Table]) -> dict[str, Any]:
     }
 
 
-def _isolation(env: EnvConfig) -> dict[str, Any]:
+def _isolation(env: EnvConfig) -> dict[str, JSON]:
     """What confined the dataset code (``source.isolation``): app and verifier workers."""
 
     app, verifier = env.sandbox.isolation, env.verifier_sandbox.isolation
@@ -153,18 +157,18 @@ def _isolation(env: EnvConfig) -> dict[str, Any]:
     return out
 
 
-def _runtime(env_url: str) -> dict[str, Any]:
+def _runtime(env_url: str) -> dict[str, JSON]:
     """Where a ``runtime=openenv`` collection ran its episodes (``source.runtime``)."""
     return {"kind": "openenv", "env_url": env_url, "protocol": "OpenEnv AWM (MCP)"}
 
 
 def manifest(
     cfg: CollectConfig,
-    summary: dict[str, Any],
+    summary: dict[str, JSON],
     skipped: list[str],
     clock: WorldClock,
-    help_policy: Any = None,
-) -> dict[str, Any]:
+    help_policy: HelpPolicy | None = None,
+) -> dict[str, JSON]:
     """``manifest.json``: actions, gamma, format and the provenance in ``source``
     (:func:`helpdp.contract.build_manifest`)."""
     return build_manifest(
@@ -191,7 +195,7 @@ def manifest(
     )
 
 
-def _collect_manifest(out: Path) -> dict[str, Any] | None:
+def _collect_manifest(out: Path) -> dict[str, JSON] | None:
     """``out/manifest.json`` when a collection wrote it."""
     try:
         man = json.loads((out / MANIFEST_FILE).read_text())
@@ -251,7 +255,7 @@ def _replaced(out: Path, before: dict[str, str | None], after: dict[str, str | N
     )
 
 
-def _write(out: Path, man: dict[str, Any], tables: dict[str, Any]) -> list[str]:
+def _write(out: Path, man: dict[str, JSON], tables: dict[str, pa.Table]) -> list[str]:
     """Write the dataset into ``out`` keeping every file a collection does not write;
     returns what it says about a previous dataset (none: nothing)."""
     before = {f: _digest(out / f) for f in OWN_FILES}
@@ -295,8 +299,8 @@ def publish(
     n_shards: int,
     skipped: list[str],
     clock: WorldClock,
-    help_policy: Any = None,
-) -> tuple[dict[str, Any], list[str]]:
+    help_policy: HelpPolicy | None = None,
+) -> tuple[dict[str, JSON], list[str]]:
     """Aggregate the ``n_shards`` finished shards of ``store`` and write the dataset into
     ``cfg.out``; returns its summary (:func:`summarize`) and what it says about the
     previous dataset it replaced (lines; none on a first publication)."""

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -49,6 +49,7 @@ from collect.types import (
     TurnRequest,
 )
 from helpdp.contract import EPISODES_SCHEMA, STATES_SCHEMA, STEPS_SCHEMA
+from helpdp.jsonvalue import JSON
 from helpdp.policies import HelpPolicy, StateView, action_probs, safe_decide
 from helpdp.views import view_from_history
 
@@ -82,7 +83,7 @@ END_REASONS = ("final", "format_error", "max_turns", "context_full", "server_err
 # ---------------------------------------------------------------------------
 
 
-def _norm(value: Any, depth: int = 0) -> Any:
+def _norm(value: JSON, depth: int = 0) -> JSON:
     """``value`` compared as JSON; ValueError past twice :data:`MAX_CALL_DEPTH` levels
     (strings holding JSON count theirs: a reply is data, never a recursion error)."""
     if depth > 2 * MAX_CALL_DEPTH:
@@ -104,7 +105,7 @@ def _norm(value: Any, depth: int = 0) -> Any:
     return str(value)
 
 
-def call_matches(parsed: dict[str, Any], call: dict[str, Any]) -> bool:
+def call_matches(parsed: dict[str, JSON], call: dict[str, JSON]) -> bool:
     """Does a parsed ``call_tool`` action make the reference ``call`` (same tool, same arguments)?"""
     if parsed.get("kind") != "call_tool":
         return False
@@ -117,7 +118,7 @@ def call_matches(parsed: dict[str, Any], call: dict[str, Any]) -> bool:
         return False
 
 
-def reference_progress(history: Sequence[Turn], calls: Sequence[dict[str, Any]]) -> int:
+def reference_progress(history: Sequence[Turn], calls: Sequence[dict[str, JSON]]) -> int:
     """How many reference calls the episode has made, in order, successfully."""
     k = 0
     for turn in history:
@@ -212,7 +213,7 @@ class RunContext:
     help_failure: str = "end"
     # called after every help decision with the runner and a dict: episode_id, t, asked,
     # gate (the policy's action), action (what ran), tokens, error
-    on_decision: Callable[[Any, dict[str, Any]], None] | None = None
+    on_decision: Callable[[EpisodeRunner, dict[str, JSON]], None] | None = None
     # stage 2 (collect.schedule.stage2_design): the design's record (design_spec); then
     # ``policy`` is that design, each step records p_help (its probability of help, NaN
     # where it failed) and args_sha, each episode ``design`` (episode_tables(design=True))
@@ -224,9 +225,9 @@ class EpisodeLog:
     """Everything recorded about one episode (rows of the shard tables)."""
 
     spec: EpisodeSpec
-    steps: list[dict[str, Any]]
-    states: list[dict[str, Any]]
-    episode: dict[str, Any]
+    steps: list[dict[str, JSON]]
+    states: list[dict[str, JSON]]
+    episode: dict[str, JSON]
 
 
 #: ``kind`` of an environment exception that is the world's own fault (its app does not
@@ -253,8 +254,8 @@ class EpisodeRunner:
         self.env = None
         self.done = False
         self.history: list[Turn] = []
-        self.steps: list[dict[str, Any]] = []
-        self.states: list[dict[str, Any]] = []
+        self.steps: list[dict[str, JSON]] = []
+        self.states: list[dict[str, JSON]] = []
         self.entries: list[tuple[str, str]] = []
         self.messages: list[dict[str, str]] = []
         self.calls = [0] * len(ctx.interventions)

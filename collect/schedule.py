@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
 from helpdp.policies import TablePolicy, TriggerRandomised, build_policy
 from helpdp.splits import SPLITS, _digest, stable_int64
 
@@ -147,7 +148,7 @@ class EpisodeSpec:
     trigger_p: tuple[float, ...]
     entropy: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return {
             "episode_id": self.episode_id,
             "scenario": self.scenario,
@@ -160,7 +161,7 @@ class EpisodeSpec:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EpisodeSpec:
+    def from_dict(cls, d: dict[str, JSON]) -> EpisodeSpec:
         return cls(
             int(d["episode_id"]),
             str(d["scenario"]),
@@ -178,7 +179,9 @@ def task_id(scenario: str, task_idx: int) -> str:
     return f"{scenario}/{int(task_idx)}"
 
 
-def trigger_vectors(probabilities: Sequence[Any], n_interventions: int) -> list[tuple[float, ...]]:
+def trigger_vectors(
+    probabilities: Sequence[float | Sequence[float]], n_interventions: int
+) -> list[tuple[float, ...]]:
     """One tuple of ``n_interventions`` probabilities per schedule entry.
 
     A number applies to every intervention; a list must have one entry per

@@ -61,12 +61,16 @@ import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from helpdp.contract import STATES_SCHEMA, TRANSITIONS_SCHEMA, conform, fsync_dir, sha256_file
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = [
     "FAILED_OUTCOMES",
@@ -149,7 +153,7 @@ def _kind(path: Path) -> str | None:
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
-def _ids(source: Any) -> list[int]:
+def _ids(source: bytes | str | Path) -> list[int]:
     """The ``episode_id`` column of a shard's table (a path or Parquet bytes)."""
     src = io.BytesIO(source) if isinstance(source, bytes) else source
     return [int(i) for i in pq.read_table(src, columns=["episode_id"]).column(0).to_pylist()]
@@ -268,10 +272,10 @@ class ShardStore:
 
     def prepare(
         self,
-        plan: dict[str, Any],
+        plan: dict[str, JSON],
         *,
         overwrite: bool = False,
-        episodes: Sequence[Sequence[Mapping[str, Any]]] | None = None,
+        episodes: Sequence[Sequence[Mapping[str, JSON]]] | None = None,
     ) -> None:
         """Create the directory or check it belongs to ``plan``; clear leftovers of a crash.
         ``overwrite``: remove every shard first (the collection runs again in full).
@@ -372,7 +376,7 @@ class ShardStore:
                 return f"{name} is missing", False
             if kind not in (None, "file"):
                 return f"{d / name} is not a regular file (a link or else)", True
-        bound: dict[str, Any] | None = None
+        bound: dict[str, JSON] | None = None
         if (d / META).exists():
             try:
                 m = json.loads((d / META).read_text())
@@ -409,7 +413,7 @@ class ShardStore:
             return f"all {episodes} episodes ended in server errors", False
         return None, False
 
-    def _held(self, d: Path, meta: dict[str, Any]) -> str | None:
+    def _held(self, d: Path, meta: dict[str, JSON]) -> str | None:
         """Why the tables of shard ``d`` do not hold exactly the episodes its ``meta``
         records (those not lost to the runtime), or None."""
         try:
@@ -580,7 +584,7 @@ class ShardStore:
         """A complete shard directory under a temporary name (files, meta, fsynced); its
         meta binds it to this plan (fingerprint, index, episode ids) when the plan is known."""
         outcomes = pq.read_table(io.BytesIO(blobs["episodes"]), columns=["outcome"])
-        meta: dict[str, Any] = {
+        meta: dict[str, JSON] = {
             "sha256": {f"{t}.parquet": hashlib.sha256(blobs[t]).hexdigest() for t in TABLES},
             "episodes": outcomes.num_rows,
             "failed": _failed(outcomes.column("outcome")),
@@ -609,7 +613,7 @@ class ShardStore:
         return [str(self.path(i) / f"{table}.parquet") for i in range(n_shards)]
 
 
-def _arrow(rel: Any) -> pa.Table:
+def _arrow(rel: duckdb.DuckDBPyRelation) -> pa.Table:
     fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table
     return fetch()
 

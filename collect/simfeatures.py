@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from collect.simulate import OUTCOMES, FittedAgent
+from helpdp.jsonvalue import JSON
 
 __all__ = [
     "CALLS0",
@@ -148,7 +148,7 @@ class FeatureAgent:
     on_path: tuple[float, float]
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], where: str = "table") -> FeatureAgent:
+    def from_json(cls, data: dict[str, JSON], where: str = "table") -> FeatureAgent:
         """From the JSON of ``collect.fit_simulated model=features``; a bad one is a
         ``ValueError`` naming the field."""
         if list(data.get("outcomes", [])) != list(OUTCOMES):
@@ -199,7 +199,7 @@ def outcome_mask(prev: np.ndarray) -> np.ndarray:
     return mask
 
 
-def agent_from_json(data: dict[str, Any], where: str = "table") -> FittedAgent | FeatureAgent:
+def agent_from_json(data: dict[str, JSON], where: str = "table") -> FittedAgent | FeatureAgent:
     """The agent a ``collect.fit_simulated`` JSON holds: its ``model`` (``table``, the
     default, or ``features``); anything else is a ``ValueError`` naming the file."""
     model = data.get("model", "table")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +21,10 @@ from collect.awm.protocol import (
 from collect.rollout import reference_progress
 from collect.types import EpisodeView
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    from collect.types import Turn
 
 __all__ = [
     "OUTCOMES",
@@ -63,7 +67,7 @@ class SimulatedConfig:
     )
 
 
-def tool_call_text(tool_name: str, arguments: Any, thought: str = "") -> str:
+def tool_call_text(tool_name: str, arguments: JSON, thought: str = "") -> str:
     """A turn calling the app's tool ``tool_name`` (:func:`~collect.awm.protocol.format_call_tool`)."""
     return format_call_tool(tool_name, arguments, thought)
 
@@ -83,7 +87,7 @@ def _plan_active(view: EpisodeView, memory: int) -> bool:
     return any(t.help is not None for t in recent)
 
 
-def _format_error(call: dict[str, Any], rng: np.random.Generator) -> str:
+def _format_error(call: dict[str, JSON], rng: np.random.Generator) -> str:
     name, args = call.get("tool_name", "list_tools"), call.get("arguments") or {}
     style = int(rng.integers(0, 3))
     if style == 0:  # no closing tag
@@ -97,7 +101,7 @@ def _format_error(call: dict[str, Any], rng: np.random.Generator) -> str:
     return tool_call_block(json.dumps({"name": name, "arguments": args}))
 
 
-def _wrong_tool(call: dict[str, Any], tools: Sequence[str], rng: np.random.Generator) -> dict:
+def _wrong_tool(call: dict[str, JSON], tools: Sequence[str], rng: np.random.Generator) -> dict:
     name = call.get("tool_name", "")
     words = set(name.split("_"))
     others = [t for t in tools if t != name]
@@ -108,7 +112,7 @@ def _wrong_tool(call: dict[str, Any], tools: Sequence[str], rng: np.random.Gener
     return {"tool_name": pool[int(rng.integers(0, len(pool)))], "arguments": call.get("arguments")}
 
 
-def _perturb(value: Any, rng: np.random.Generator) -> Any:
+def _perturb(value: JSON, rng: np.random.Generator) -> JSON:
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
@@ -133,7 +137,7 @@ def _perturb(value: Any, rng: np.random.Generator) -> Any:
     return None
 
 
-def _wrong_args(call: dict[str, Any], rng: np.random.Generator) -> dict | None:
+def _wrong_args(call: dict[str, JSON], rng: np.random.Generator) -> dict | None:
     args = dict(call.get("arguments") or {})
     if not args:
         return None
@@ -225,7 +229,7 @@ class FittedAgent:
     on_path: tuple[float, float]  # P(next reference call | working): without, with help
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], where: str = "table") -> FittedAgent:
+    def from_json(cls, data: dict[str, JSON], where: str = "table") -> FittedAgent:
         """From the JSON that :mod:`collect.fit_simulated` writes; a bad one is a
         ``ValueError`` naming the field (a ``model=features`` fit is read by
         :func:`collect.simfeatures.agent_from_json`)."""
@@ -263,7 +267,7 @@ class FittedAgent:
         return self.probs[key]
 
 
-def turn_class(turn: Any) -> str:
+def turn_class(turn: Turn) -> str:
     """The class of a past turn (:func:`helpdp.events.classify_turn`'s rules, read from
     the turn's parsed action and failure)."""
     kind, failure = turn.parsed.get("kind"), turn.failure
@@ -278,7 +282,7 @@ def turn_class(turn: Any) -> str:
     return "working"
 
 
-def _same_call(a: Any, b: Any) -> bool:
+def _same_call(a: Turn, b: Turn) -> bool:
     """The events' repeat: the same call kind and tool name (arguments aside)."""
     ka, kb = a.parsed.get("kind"), b.parsed.get("kind")
     return (
@@ -288,7 +292,7 @@ def _same_call(a: Any, b: Any) -> bool:
     )
 
 
-def history_features(history: Sequence[Any]) -> tuple[str, int]:
+def history_features(history: Sequence[Turn]) -> tuple[str, int]:
     """The previous turn's class (``start`` at turn 0) and its repeat run."""
     if not history:
         return START, 0

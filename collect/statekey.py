@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from helpdp.events import args_sha
+from helpdp.jsonvalue import JSON
 
 __all__ = [
     "DbHelpKeys",
@@ -57,7 +57,7 @@ STATE_KEYS = ("history", "db", "db_help")
 _VERSION = "helpdp-collect/1"
 
 
-def canonical_json(obj: Any) -> str:
+def canonical_json(obj: object) -> str:
     """Compact, key-sorted JSON (non-JSON values by ``str``); hashed as UTF-8 with
     ``surrogatepass``: a model's lone surrogate is data, and valid text keeps its bytes."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -73,7 +73,7 @@ def recordable(text: str) -> str:
     return text
 
 
-def arguments_sha(arguments: Any) -> str:
+def arguments_sha(arguments: JSON) -> str:
     """:func:`helpdp.events.args_sha` of a call's arguments, for any reply: arguments with a
     lone surrogate, or a string too deep to decode, hash their canonical JSON as UTF-8 with
     ``surrogatepass`` (valid arguments keep ``args_sha``'s value)."""
@@ -89,13 +89,13 @@ def id_of(digest: bytes) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def _sha(*parts: Any) -> bytes:
+def _sha(*parts: object) -> bytes:
     return hashlib.sha256(
         canonical_json([_VERSION, *parts]).encode("utf-8", "surrogatepass")
     ).digest()
 
 
-def canonical_action(action: dict[str, Any], turn_text: str) -> dict[str, Any]:
+def canonical_action(action: dict[str, JSON], turn_text: str) -> dict[str, JSON]:
     """What identifies an agent turn: the parsed action, not its wording.
 
     ``action`` is :meth:`collect.awm.protocol.Action.as_dict`. Tool calls are their tool
@@ -127,7 +127,7 @@ class HistoryKeys:
         chain: bytes,
         task_id: str,
         depth: int,
-        element: dict[str, Any],
+        element: dict[str, JSON],
         digest: str | None = None,
     ) -> tuple[int, bytes]:
         """Key of the state at ``depth`` reached by one more step from the state of ``chain``.
@@ -145,7 +145,7 @@ class HistoryKeys:
         chain: bytes,
         task_id: str,
         depth: int,
-        element: dict[str, Any],
+        element: dict[str, JSON],
         end_reason: str,
         outcome: str,
         digest: str | None = None,
@@ -171,7 +171,7 @@ class DbKeys:
         chain: bytes,
         task_id: str,
         depth: int,
-        element: dict[str, Any],
+        element: dict[str, JSON],
         digest: str | None = None,
     ) -> tuple[int, bytes]:
         key = _sha("db", task_id, int(depth), digest or "", element.get("observation", ""))
@@ -182,7 +182,7 @@ class DbKeys:
         chain: bytes,
         task_id: str,
         depth: int,
-        element: dict[str, Any],
+        element: dict[str, JSON],
         end_reason: str,
         outcome: str,
         digest: str | None = None,
@@ -211,7 +211,7 @@ class DbHelpKeys(DbKeys):
     def __init__(self, window: int):
         self.window = _check_window(window)
 
-    def _age(self, chain: bytes, element: dict[str, Any]) -> int:
+    def _age(self, chain: bytes, element: dict[str, JSON]) -> int:
         """Age at the next state: 1 after a step with help, else one more, 0 past the window."""
         if element.get("help"):
             age = 1
@@ -229,7 +229,7 @@ class DbHelpKeys(DbKeys):
         chain: bytes,
         task_id: str,
         depth: int,
-        element: dict[str, Any],
+        element: dict[str, JSON],
         digest: str | None = None,
     ) -> tuple[int, bytes]:
         age = self._age(chain, element)

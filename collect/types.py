@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from collect.schedule import EpisodeSpec
+from helpdp.jsonvalue import JSON
 from helpdp.policies import HelpPolicy
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from collect.awm.dataset import Solution
+    from collect.awm.dataset import Scenario, Solution
     from collect.awm.env import AWMEnv
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Help",
     "HelpPolicy",
     "Intervention",
+    "Pool",
     "Turn",
     "TurnReply",
     "TurnRequest",
@@ -50,7 +52,7 @@ class Help:
     name: str
     kind: str
     text: str
-    call: dict[str, Any] | None = None
+    call: dict[str, JSON] | None = None
     final: bool = False
     tokens: int = 0
 
@@ -63,7 +65,7 @@ class Turn:
     action: int
     help: Help | None
     text: str
-    parsed: dict[str, Any]
+    parsed: dict[str, JSON]
     failure: str | None
     observation: str
 
@@ -150,4 +152,22 @@ class Intervention(Protocol):
 
     def close(self) -> None:
         """Release clients (HTTP connections)."""
+        ...
+
+
+class Pool(Protocol):
+    """A runtime of environments, :class:`collect.awm.env.EnvPool`'s interface (the local
+    pool, ``collect.awm.remote_env.OpenEnvPool``, ``helpdp.train.envs.RemotePool``): each environment it
+    hands out has the episode API of :class:`~collect.awm.env.AWMEnv`."""
+
+    def scenario(self, name: str) -> Scenario:
+        """The scenario ``name`` (its tasks and tools)."""
+        ...
+
+    def acquire(self, name: str) -> AWMEnv:
+        """An environment of scenario ``name``, this caller's until released."""
+        ...
+
+    def release(self, env: AWMEnv) -> None:
+        """Give ``env`` back (the pool may reuse it)."""
         ...

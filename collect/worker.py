@@ -16,8 +16,9 @@ import atexit
 import contextlib
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.actors import LenientActor, build_actor
 from collect.awm.clock import WorldClock
@@ -31,6 +32,12 @@ from collect.schedule import EpisodeSpec, design_spec, stage2_design
 from collect.scratch import make_scratch_dir, scratch_root, sweep_scratch
 from collect.shards import table_bytes
 from collect.statekey import make_keys
+
+if TYPE_CHECKING:
+    from collect.executors import ExecutorConfig
+    from collect.rollout import EpisodeLog
+    from collect.types import Actor
+    from helpdp.policies import HelpPolicy
 
 __all__ = [
     "RUNTIME_FAILURES",
@@ -79,7 +86,7 @@ def _text_renderer(text: TextConfig) -> TextRenderer:
     return TextRenderer(text.max_tokens, _token_counter(text.tokenizer))
 
 
-def _token_counter(name: Any):
+def _token_counter(name: str | None) -> Callable[[str], int] | None:
     if not name:
         return None
     from transformers import AutoTokenizer
@@ -91,7 +98,9 @@ def _token_counter(name: Any):
 class _Worker:
     """Environments, actor and interventions of one process (kept across shards)."""
 
-    def __init__(self, cfg: CollectConfig, actor: Any = None, help_policy: Any = None):
+    def __init__(
+        self, cfg: CollectConfig, actor: Actor | None = None, help_policy: HelpPolicy | None = None
+    ):
         root = scratch_root(cfg.env.work_root)
         sweep_scratch(root)
         # private (0700, ours, a fresh name): nobody else can plant or swap databases here
@@ -168,13 +177,13 @@ def close_workers() -> None:
 atexit.register(close_workers)
 
 
-def _within_cap(ex: Any) -> bool:
+def _within_cap(ex: ExecutorConfig) -> bool:
     """The collection's sessions in all (workers x batch_size of a local executor) are
     within the server's cap (``max_sessions``, as :mod:`collect.collector` fitted them)."""
     return ex.kind == "local" and 0 < max(1, int(ex.workers)) * ex.batch_size <= ex.max_sessions
 
 
-def runtime_failed(log: Any) -> bool:
+def runtime_failed(log: EpisodeLog) -> bool:
     """The episode was lost to its runtime (:data:`RUNTIME_FAILURES`), not ended by its
     world: it has no outcome to record."""
     ep = log.episode
@@ -184,7 +193,11 @@ def runtime_failed(log: Any) -> bool:
 
 
 def run_shard(
-    task: ShardTask, *, actor: Any = None, help_policy: Any = None, on_episode=None
+    task: ShardTask,
+    *,
+    actor: Actor | None = None,
+    help_policy: HelpPolicy | None = None,
+    on_episode: Callable[[EpisodeLog], None] | None = None,
 ) -> ShardResult:
     """Run one shard's episodes (those lost to the runtime again, up to
     ``executor.episode_retries`` times); its tables as Parquet bytes and its counts."""
@@ -198,11 +211,11 @@ def run_shard(
     waits = getattr(worker.pool, "capacity_retries", 0)
     spent = sum(iv.criteria_tokens for iv in worker.interventions)
 
-    def kept(log: Any) -> None:
+    def kept(log: EpisodeLog) -> None:
         if on_episode is not None and not runtime_failed(log):
             on_episode(log)
 
-    def run(specs: list[EpisodeSpec]) -> list[Any]:
+    def run(specs: list[EpisodeSpec]) -> list[EpisodeLog]:
         return run_episodes(
             specs, worker.actor, worker.ctx, batch_size=worker.batch_size, on_episode=kept
         )

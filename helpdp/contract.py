@@ -29,10 +29,11 @@ import shutil
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from helpdp.jsonvalue import JSON
 
 __all__ = [
     "DATASET_FILES",
@@ -160,8 +161,8 @@ def column_kind(t: pa.DataType) -> str:
 
 
 def build_manifest(
-    actions, *, gamma: float = 1.0, source: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+    actions, *, gamma: float = 1.0, source: Mapping[str, JSON] | None = None
+) -> dict[str, JSON]:
     """``manifest.json`` as a dict: ``actions`` (``"nohelp"`` first), ``gamma``,
     ``format`` (:data:`FORMAT_VERSION`) and the provenance ``source``, in that order."""
     actions = list(actions)
@@ -180,7 +181,7 @@ def build_manifest(
     }
 
 
-def manifest_text(manifest: Mapping[str, Any]) -> str:
+def manifest_text(manifest: Mapping[str, JSON]) -> str:
     """The bytes of ``manifest.json`` (2-space JSON, keys in the dict's order, newline)."""
     return json.dumps(manifest, indent=2, sort_keys=False) + "\n"
 

@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,6 +51,7 @@ from helpdp.contract import (
     manifest_text,
 )
 from helpdp.contract import fail as _fail
+from helpdp.jsonvalue import JSON
 
 # column -> kind the loader checks ("int", "bool", "str", "float"), from the contract's
 # Arrow schemas (helpdp/contract.py): any integer width is accepted, its values checked
@@ -558,7 +558,7 @@ def _compile(csr: Csr, n_actions, terminal, success, start_weight):
 
 def write_dataset(
     path: str | Path,
-    manifest: Mapping[str, Any],
+    manifest: Mapping[str, JSON],
     tables: Mapping[str, pa.Table | pd.DataFrame | None],
     *,
     overwrite: bool = False,

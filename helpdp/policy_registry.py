@@ -57,9 +57,9 @@ class PolicyKind:
     cls: type
     family: str
     forms: tuple[str, ...] = ()
-    parse: Callable[[str, int, int], Any] | None = None
+    parse: Callable[[str, int, int], object] | None = None
     kind: str | None = None
-    from_dict: Callable[[dict, int, int, Any], Any] | None = None
+    from_dict: Callable[[dict, int, int, Any], object] | None = None
     spec: Callable[[Any], str | dict | None] | None = None
     display: str | None = None
     subclasses: bool = False
@@ -72,9 +72,9 @@ def register(
     *,
     family: str,
     forms: tuple[str, ...] | str = (),
-    parse: Callable[[str, int, int], Any] | None = None,
+    parse: Callable[[str, int, int], object] | None = None,
     kind: str | None = None,
-    from_dict: Callable[[dict, int, int, Any], Any] | None = None,
+    from_dict: Callable[[dict, int, int, Any], object] | None = None,
     spec: Callable[[Any], str | dict | None] | None = None,
     display: str | None = None,
     subclasses: bool = False,

@@ -254,7 +254,7 @@ class _Selection:
     cfg: SelectConfig
     budget: float
     gamma: float
-    log: Callable[[str], Any]
+    log: Callable[[str], object]
 
 
 @dataclass(frozen=True)

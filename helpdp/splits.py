@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 import pandas as pd
 
 SPLITS = ("train", "validation", "test")
 
 
-def _digest(*parts: Any) -> bytes:
+def _digest(*parts: object) -> bytes:
     payload = json.dumps(parts, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).digest()
 
 
-def stable_int64(*parts: Any) -> int:
+def stable_int64(*parts: object) -> int:
     """First 8 bytes of sha256(canonical JSON of ``parts``) as a signed int64."""
     return int.from_bytes(_digest(*parts)[:8], "big", signed=True)
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
 from helpdp.models.config import TextModelConfig, override
 
 
@@ -52,7 +52,7 @@ class PRMModelConfig(TextModelConfig):
     )
 
 
-def saved_lm_config(saved: Mapping[str, Any]) -> PRMModelConfig:
+def saved_lm_config(saved: Mapping[str, JSON]) -> PRMModelConfig:
     """The typed view of a PRM's saved config (``prm.json`` ``config``, the dict
     ``PRMModelConfig`` was saved as): a field an older file lacks reads as the LM PRM
     always read it (``warmup_ratio`` 0, ``eval_batch_size`` 64, no clipping), the others

@@ -68,7 +68,7 @@ from helpdp.cliconf import to_dict
 from helpdp.cliconf.progress import tqdm_bar
 from helpdp.models.minilm import DIST, SAFETENSORS_SHA256, MiniLMUnavailable, minilm_dir
 from helpdp.models.tokenizer import train_tokenizer
-from helpdp.models.trainer import fit_with_trainer
+from helpdp.models.trainer import Optimisation, Reporting, fit_with_trainer
 from prm.base import FIT_STAGES, PRM, read_meta
 from prm.config import PRMModelConfig, prm_name, saved_lm_config
 from prm.data import Examples, state_rows
@@ -372,23 +372,24 @@ class LMPRM(PRM):
         best = _BestEpoch(self, val if has_val else None, history, progress)
         stage(FIT_STAGES[1])
         t0 = time.perf_counter()
-        trainer = fit_with_trainer(
-            self.model,
-            rows,
-            collate,
+        optim = Optimisation(
             epochs=int(c.epochs),
             batch_size=int(c.batch_size),
             lr=float(c.lr),
             weight_decay=float(c.weight_decay),
             warmup_ratio=float(c.warmup_ratio),
             seed=int(c.seed),
+            max_grad_norm=float(c.max_grad_norm or 0.0),
+        )
+        trainer = fit_with_trainer(
+            self.model,
+            rows,
+            collate,
+            optim,
             cpu=self.device.type == "cpu",
             bf16=self.use_bf16,
-            progress=progress,
-            desc="prm fit",
-            max_grad_norm=float(c.max_grad_norm or 0.0),
+            report=Reporting(progress=progress, print_logs=False, desc="prm fit"),
             group_by_length=True,
-            print_logs=False,
             loss=weighted_bce,
             callbacks=[best],
         )

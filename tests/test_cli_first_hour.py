@@ -136,7 +136,7 @@ def test_loading_the_encoder_prints_no_load_report(capfd, monkeypatch):
 def test_the_trainer_prints_no_loss_dicts(capfd):
     import torch
 
-    from helpdp.models.trainer import fit_with_trainer
+    from helpdp.models.trainer import Optimisation, Reporting, fit_with_trainer
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -154,22 +154,16 @@ def test_the_trainer_prints_no_loss_dicts(capfd):
             "y": torch.stack([r["y"] for r in batch]),
         }
 
-    kw = dict(
-        epochs=2,
-        batch_size=4,
-        lr=0.05,
-        weight_decay=0.0,
-        warmup_ratio=0.0,
-        seed=0,
-        cpu=True,
-        logging_steps=1,
+    optim = Optimisation(
+        epochs=2, batch_size=4, lr=0.05, weight_decay=0.0, warmup_ratio=0.0, seed=0
     )
-    trainer = fit_with_trainer(Net(), rows, collate, print_logs=False, **kw)
+    quiet, printed = Reporting(logging_steps=1, print_logs=False), Reporting(logging_steps=1)
+    trainer = fit_with_trainer(Net(), rows, collate, optim, cpu=True, report=quiet)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert len(losses) == 4 and losses[-1] < losses[0]  # logged, and the loss moved
     out = "".join(capfd.readouterr())
     assert "{'loss'" not in out, out
-    fit_with_trainer(Net(), rows, collate, print_logs=True, **kw)
+    fit_with_trainer(Net(), rows, collate, optim, cpu=True, report=printed)
     assert "{'loss'" in "".join(capfd.readouterr())  # asked for: one dict per log
 
 

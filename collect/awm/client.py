@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 import json
 import os
-from typing import Any
 
 from collect.awm.http_guard import DEFAULT_TOKEN_ENV
+from helpdp.jsonvalue import JSON
 
 __all__ = ["AsyncEnvClient", "EnvClient"]
 
@@ -45,27 +45,27 @@ class EnvClient:
         )
         self.session_id = session_id
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, body: dict[str, JSON]) -> dict[str, JSON]:
         response = self._http.post(path, json=body)
         if response.status_code >= 400:
             raise RuntimeError(f"{path}: HTTP {response.status_code}: {response.text}")
         return response.json()
 
-    def _get(self, path: str, **params: Any) -> dict[str, Any]:
+    def _get(self, path: str, **params: JSON) -> dict[str, JSON]:
         response = self._http.get(path, params=params or None)
         if response.status_code >= 400:
             raise RuntimeError(f"{path}: HTTP {response.status_code}: {response.text}")
         return response.json()
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, JSON]:
         return self._get("/health")
 
-    def scenarios(self) -> list[dict[str, Any]]:
+    def scenarios(self) -> list[dict[str, JSON]]:
         return self._get("/scenarios")["scenarios"]
 
     def reset(
-        self, scenario: str | None = None, task_idx: int = 0, **kwargs: Any
-    ) -> dict[str, Any]:
+        self, scenario: str | None = None, task_idx: int = 0, **kwargs: JSON
+    ) -> dict[str, JSON]:
         body = {"scenario": scenario, "task_idx": task_idx, **kwargs}
         if self.session_id:
             body["session_id"] = self.session_id
@@ -73,22 +73,22 @@ class EnvClient:
         self.session_id = reply["session_id"]
         return reply
 
-    def step(self, text: str) -> dict[str, Any]:
+    def step(self, text: str) -> dict[str, JSON]:
         """One model turn (tool-call tags or a final answer)."""
         return self.act({"type": "turn", "text": text})
 
-    def list_tools(self) -> dict[str, Any]:
+    def list_tools(self) -> dict[str, JSON]:
         return self.act({"type": "list_tools"})
 
     def call_tool(
-        self, tool_name: str, arguments: dict[str, Any] | str | None = None
-    ) -> dict[str, Any]:
+        self, tool_name: str, arguments: dict[str, JSON] | str | None = None
+    ) -> dict[str, JSON]:
         return self.act({"type": "call_tool", "tool_name": tool_name, "arguments": arguments or {}})
 
-    def act(self, action: dict[str, Any]) -> dict[str, Any]:
+    def act(self, action: dict[str, JSON]) -> dict[str, JSON]:
         return self._post("/step", {"action": action, "session_id": self.session_id})
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, JSON]:
         return self._get("/state", session_id=self.session_id)
 
     def close(self) -> None:
@@ -100,7 +100,7 @@ class EnvClient:
     def __enter__(self) -> EnvClient:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -129,10 +129,10 @@ class AsyncEnvClient:
         )
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _call(self, kind: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def _call(self, kind: str, data: dict[str, JSON] | None = None) -> dict[str, JSON]:
         assert self._ws is not None, "use 'async with AsyncEnvClient(...)'"
         await self._ws.send(json.dumps({"type": kind, "data": data or {}}))
         reply = json.loads(await asyncio.wait_for(self._ws.recv(), self.timeout))
@@ -141,17 +141,17 @@ class AsyncEnvClient:
         return reply["data"]
 
     async def reset(
-        self, scenario: str | None = None, task_idx: int = 0, **kwargs: Any
-    ) -> dict[str, Any]:
+        self, scenario: str | None = None, task_idx: int = 0, **kwargs: JSON
+    ) -> dict[str, JSON]:
         return await self._call("reset", {"scenario": scenario, "task_idx": task_idx, **kwargs})
 
-    async def step(self, text: str) -> dict[str, Any]:
+    async def step(self, text: str) -> dict[str, JSON]:
         return await self._call("step", {"type": "turn", "text": text})
 
-    async def act(self, action: dict[str, Any]) -> dict[str, Any]:
+    async def act(self, action: dict[str, JSON]) -> dict[str, JSON]:
         return await self._call("step", action)
 
-    async def state(self) -> dict[str, Any]:
+    async def state(self) -> dict[str, JSON]:
         return await self._call("state")
 
     async def close(self) -> None:

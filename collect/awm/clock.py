@@ -35,9 +35,9 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from helpdp.cliconf import doc_field
+from helpdp.jsonvalue import JSON
 
 __all__ = ["CLOCK_FILE", "DEFAULT_CLOCK", "WorldClock", "clock_field", "faketime_library"]
 
@@ -46,7 +46,7 @@ DEFAULT_CLOCK = "2026-01-01T00:00:00Z"
 """The "now" of AWM data that states none (a fixed constant, so that ids are stable)."""
 
 
-def clock_field() -> Any:
+def clock_field() -> str:
     """The ``clock`` field of every command that runs dataset code (collect, check, serve)."""
 
     return doc_field(
@@ -121,7 +121,7 @@ class WorldClock:
         return cls(None, "real")
 
     @classmethod
-    def resolve(cls, spec: Any, worlds_dir: str | Path | None) -> WorldClock:
+    def resolve(cls, spec: WorldClock | str | None, worlds_dir: str | Path | None) -> WorldClock:
         """The clock of ``clock=spec`` for the dataset in ``worlds_dir`` (see the module doc)."""
         if isinstance(spec, WorldClock):
             return spec
@@ -163,7 +163,7 @@ class WorldClock:
         )
         return env
 
-    def check(self, observed: dict[str, Any] | None, who: str) -> None:
+    def check(self, observed: dict[str, JSON] | None, who: str) -> None:
         """Raise unless a worker's reported ``{"python": t, "sqlite": t}`` shows this clock."""
         if self.now is None:
             return
@@ -177,9 +177,9 @@ class WorldClock:
                     f"{self.iso()}); libfaketime's LD_PRELOAD did not load"
                 )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, JSON]:
         """What ``manifest.json`` records under ``source.clock``."""
-        out: dict[str, Any] = {
+        out: dict[str, JSON] = {
             "now": self.iso(),
             "source": self.source,
             "reproducible": self.now is not None,

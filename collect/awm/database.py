@@ -23,7 +23,10 @@ import re
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from helpdp.jsonvalue import JSON
 
 __all__ = [
     "BuildAborted",
@@ -117,14 +120,14 @@ class BuildReport:
         rep = f" ({self.rows_repaired} repaired)" if self.rows_repaired else ""
         return f"{self.tables_created} tables, rows {self.rows_loaded}/{self.rows_total}{rep}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         """Plain JSON (the build runs in a sandboxed worker and reports back)."""
         d = asdict(self)
         d["path"] = str(self.path)
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> BuildReport:
+    def from_json(cls, d: dict[str, JSON]) -> BuildReport:
         """The report a worker sent; ``KeyError``/``TypeError`` on a malformed one."""
         failures = [StatementFailure(**f) for f in d.get("failures") or []]
         counts = {k: int(d[k]) for k in _COUNTS}
@@ -136,11 +139,11 @@ def repair_statement(stmt: str) -> str:
     return stmt.replace("\\'", "''")
 
 
-def _authorizer(action: int, *_args: Any) -> int:
+def _authorizer(action: int, *_args: str | None) -> int:
     return sqlite3.SQLITE_DENY if action in (_SQLITE_ATTACH, _SQLITE_DETACH) else sqlite3.SQLITE_OK
 
 
-def _execute(cur: sqlite3.Cursor, stmt: Any) -> None:
+def _execute(cur: sqlite3.Cursor, stmt: object) -> None:
     if not isinstance(stmt, str):
         raise sqlite3.ProgrammingError(f"statement is a {type(stmt).__name__}, not a string")
     if not _ALLOWED_START.match(stmt):
@@ -151,8 +154,8 @@ def _execute(cur: sqlite3.Cursor, stmt: Any) -> None:
 
 def build_database(
     path: str | Path,
-    db_schema: dict[str, Any] | None,
-    sample_data: dict[str, Any] | None = None,
+    db_schema: dict[str, JSON] | None,
+    sample_data: dict[str, JSON] | None = None,
     *,
     schema_source: str = "gen_db.jsonl",
     sample_source: str = "gen_sample.jsonl",

@@ -29,9 +29,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.awm.clock import WorldClock
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = [
     "CORE_PIECES",
@@ -118,7 +122,7 @@ class Solution:
 
     scenario: str
     task_idx: int
-    calls: list[dict[str, Any]]
+    calls: list[dict[str, JSON]]
     final_answer: str | None
     location: Location
 
@@ -137,9 +141,9 @@ class Scenario:
     name: str
     description: str | None = None
     tasks: list[str] | None = None
-    db_schema: dict[str, Any] | None = None
-    sample_data: dict[str, Any] | None = None
-    api_spec: Any = None
+    db_schema: dict[str, JSON] | None = None
+    sample_data: dict[str, JSON] | None = None
+    api_spec: JSON = None
     env_code: str | None = None
     db_path_hint: str | None = None
     verifiers: dict[int, VerifierRecord] = field(default_factory=dict)
@@ -189,7 +193,7 @@ class Scenario:
 # ---------------------------------------------------------------------------
 
 
-def decode_field(value: Any, expected: type | tuple[type, ...]) -> Any:
+def decode_field(value: JSON, expected: type | tuple[type, ...]) -> JSON:
     """Return ``value`` as ``expected``, decoding JSON or Python-literal strings.
 
     Raises ValueError when the value cannot be read as the expected type.
@@ -211,7 +215,7 @@ def decode_field(value: Any, expected: type | tuple[type, ...]) -> Any:
     raise ValueError(f"expected {names}, got {type(value).__name__}")
 
 
-def _verification_code(record: dict[str, Any]) -> str:
+def _verification_code(record: dict[str, JSON]) -> str:
     ver = record.get("verification")
     if isinstance(ver, str):
         try:
@@ -256,7 +260,7 @@ class AWMDataset:
             raise FileNotFoundError(f"AWM data directory not found: {self.root}")
         self.files_present = {p for p, f in FILES.items() if (self.root / f).is_file()}
         self.problems: list[LoadProblem] = []
-        self._refs: dict[str, dict[str, Any]] = {}
+        self._refs: dict[str, dict[str, JSON]] = {}
         self._order: list[str] = []
         for piece in FILES:
             if piece in self.files_present:
@@ -264,7 +268,7 @@ class AWMDataset:
 
     # -- indexing ------------------------------------------------------------
 
-    def clock(self, spec: Any = None) -> WorldClock:
+    def clock(self, spec: WorldClock | str | None = None) -> WorldClock:
         """The world clock for ``clock=spec`` (unset: this dataset's ``clock.txt`` or the
         fixed default; see :mod:`collect.awm.clock`)."""
         return WorldClock.resolve(spec, self.root)
@@ -321,7 +325,7 @@ class AWMDataset:
                 else:
                     slot[piece] = ref
 
-    def _read(self, ref: _Ref) -> dict[str, Any]:
+    def _read(self, ref: _Ref) -> dict[str, JSON]:
         with open(self.root / FILES[ref.piece], "rb") as fh:
             fh.seek(ref.offset)
             return json.loads(fh.read(ref.length))
@@ -443,7 +447,7 @@ class ServedScenarios:
     dataset: AWMDataset
     allowed: set[str] | None
     _scenarios: dict[str, Scenario]
-    _lock: Any
+    _lock: threading.Lock
 
     def names(self) -> list[str]:
         return [n for n in self.dataset.names() if self.allowed is None or n in self.allowed]

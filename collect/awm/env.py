@@ -41,7 +41,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from collect.awm.app import AppLifecycle, build_scenario_database, is_shipped_app
 from collect.awm.clock import WorldClock
@@ -75,6 +74,7 @@ from collect.awm.verification import (
 )
 from helpdp.cliconf import doc_field as _f
 from helpdp.contract import sha256_file
+from helpdp.jsonvalue import JSON
 
 __all__ = ["IDLE_ENVS_DEFAULT", "AWMEnv", "EnvConfig", "EnvPool", "HostFilesExceeded", "host_bytes"]
 
@@ -330,7 +330,7 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
                 raise RuntimeError("episode is over: call reset() first")
             started = time.perf_counter()
             self.turn += 1
-            info: dict[str, Any] = {"turn": self.turn, "action": action.as_dict(), "failure": None}
+            info: dict[str, JSON] = {"turn": self.turn, "action": action.as_dict(), "failure": None}
             observation = ""
             status: int | None = None
             failure: Failure | None = action.failure
@@ -417,7 +417,7 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
         return self._end(verification, "", info)
 
     # -- async wrappers --------------------------------------------------------------------
-    async def areset(self, task_idx: int = 0, **kwargs: Any) -> ResetResult:
+    async def areset(self, task_idx: int = 0, **kwargs: JSON) -> ResetResult:
         return await asyncio.to_thread(self.reset, task_idx, **kwargs)
 
     async def astep(self, text: str) -> StepResult:
@@ -446,7 +446,7 @@ class AWMEnv(AppLifecycle, ToolCalls, EpisodeVerifier, EpisodeRecord):
     def __enter__(self) -> AWMEnv:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # best effort: never leave workers behind
@@ -739,5 +739,5 @@ class EnvPool(ServedScenarios):
     def __enter__(self) -> EnvPool:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

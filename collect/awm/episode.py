@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from collect.awm.observation import render_observation
 from collect.awm.rewards import episode_reward
 from collect.awm.verification import Verification
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    from collect.awm.dataset import Scenario
 
 __all__ = ["EpisodeRecord", "ResetResult", "StepResult", "trajectory_text"]
 
@@ -38,7 +43,7 @@ class ResetResult:
             {"role": "user", "content": render_observation(self.task)},
         ]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return {**asdict(self), "messages": self.messages}
 
 
@@ -49,13 +54,29 @@ class StepResult:
     observation: str
     reward: float | None
     done: bool
-    info: dict[str, Any]
+    info: dict[str, JSON]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return asdict(self)
 
 
-def episode_state(ep: Any) -> dict[str, Any]:
+class Episode(Protocol):
+    """What :func:`episode_state` and :func:`end_info` read of an episode, in either
+    runtime (:class:`EpisodeRecord`'s, and ``collect.awm.remote_env.OpenEnvAWMEnv``)."""
+
+    episode_id: str
+    scenario: Scenario
+    task_idx: int
+    turn: int
+    done: bool
+    outcome: str | None
+    format_errors: int
+    failures: Mapping[str, int]
+    tool_calls: int
+    expert_calls: int
+
+
+def episode_state(ep: Episode) -> dict[str, JSON]:
     """An episode's ``state()`` as both runtimes report it (the local one adds its
     worker restarts and verifier violations)."""
     return {
@@ -72,7 +93,7 @@ def episode_state(ep: Any) -> dict[str, Any]:
     }
 
 
-def end_info(ep: Any, v: Verification, verification: dict[str, Any]) -> dict[str, Any]:
+def end_info(ep: Episode, v: Verification, verification: dict[str, JSON]) -> dict[str, JSON]:
     """What both runtimes add to the ``info`` of an episode's last step: the outcome, the
     ``verification`` record (the local runtime's whole :class:`Verification`, the remote
     one's mode, status and message) and the episode's counts."""
@@ -91,7 +112,7 @@ def end_info(ep: Any, v: Verification, verification: dict[str, Any]) -> dict[str
     }
 
 
-def trajectory_text(trajectory: list[dict[str, Any]], final_answer: str | None = None) -> str:
+def trajectory_text(trajectory: list[dict[str, JSON]], final_answer: str | None = None) -> str:
     """An episode's actions and observations as the expert reads them (world output
     rendered as data, :func:`collect.awm.observation.render_observation`)."""
     lines = []
@@ -117,7 +138,7 @@ def trajectory_text(trajectory: list[dict[str, Any]], final_answer: str | None =
     return "\n".join(lines)
 
 
-def truncation_info(turn: int) -> dict[str, Any]:
+def truncation_info(turn: int) -> dict[str, JSON]:
     """The ``info`` of an episode ended before the actor's next turn because its prompt no
     longer fits the model's context window (``truncate`` of either runtime)."""
     return {
@@ -144,7 +165,7 @@ class EpisodeRecord:
         self.format_errors = 0
         self.expert_calls = 0
         self.tool_calls = 0
-        self.trajectory: list[dict[str, Any]] = []
+        self.trajectory: list[dict[str, JSON]] = []
         self.outcome: str | None = None
         self.last_verification: Verification | None = None
         self.verify_seconds = 0.0  # spent by this episode's verifier runs
@@ -161,7 +182,7 @@ class EpisodeRecord:
     def trajectory_text(self, final_answer: str | None = None) -> str:
         return trajectory_text(self.trajectory, final_answer)
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, JSON]:
         return {
             **episode_state(self),
             "worker_restarts": self.restarts,

@@ -29,9 +29,12 @@ import logging
 import resource
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from helpdp.cliconf import doc_field as _f
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "DEFAULT_TOKEN_ENV",
@@ -64,13 +67,15 @@ class _Guard:
     its token is read (so that the client sees the 401) for at most ``drain_timeout_s``,
     then the connection is closed."""
 
-    def __init__(self, app: Any, token: str | None, max_bytes: int, drain_timeout_s: float = 10.0):
+    def __init__(
+        self, app: ASGIApp, token: str | None, max_bytes: int, drain_timeout_s: float = 10.0
+    ):
         self.app = app
         self.expected = f"Bearer {token}".encode() if token else None
         self.max_bytes = max_bytes
         self.drain_timeout_s = drain_timeout_s
 
-    def _authorized(self, scope: dict) -> bool:
+    def _authorized(self, scope: Scope) -> bool:
         if self.expected is None or scope.get("path") == "/health":
             return True
         given = b""
@@ -79,7 +84,7 @@ class _Guard:
                 given = value
         return hmac.compare_digest(given, self.expected)
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self._http(scope, receive, send)
         elif scope["type"] == "websocket":
@@ -87,7 +92,7 @@ class _Guard:
         else:
             await self.app(scope, receive, send)
 
-    async def _http(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._authorized(scope):
             # read (and drop) a body within the limit first: closing a connection with an
             # unread request body in it resets it, and the client may never see the 401
@@ -131,7 +136,7 @@ class _Guard:
         body = b"".join(chunks)
         delivered = False
 
-        async def replay() -> dict:
+        async def replay() -> Message:
             nonlocal delivered
             if not delivered:
                 delivered = True
@@ -140,13 +145,13 @@ class _Guard:
 
         await self.app(scope, replay, send)
 
-    async def _websocket(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._authorized(scope):
             await receive()  # websocket.connect
             await send({"type": "websocket.close", "code": 1008})  # -> HTTP 403
             return
 
-        async def bounded() -> dict:
+        async def bounded() -> Message:
             message = await receive()
             if message["type"] == "websocket.receive":
                 data = message.get("bytes") or b""
@@ -161,7 +166,7 @@ class _Guard:
         await self.app(scope, bounded, send)
 
 
-async def _drain(receive: Any, limit: int) -> bool:
+async def _drain(receive: Receive, limit: int) -> bool:
     """Read a request body to its end and drop it; False when it exceeds ``limit``
     bytes or the client went away (then the connection is closed instead)."""
     size = 0
@@ -177,7 +182,7 @@ async def _drain(receive: Any, limit: int) -> bool:
 
 
 async def _refuse(
-    send: Any, status: int, message: str, *, bearer: bool = False, close: bool = True
+    send: Send, status: int, message: str, *, bearer: bool = False, close: bool = True
 ) -> None:
     headers = [(b"content-type", b"application/json")]
     if close:
@@ -239,7 +244,14 @@ def listen_backlog() -> int:
     return max(8, min(2048, soft // 16))
 
 
-def _peer(conn: Any) -> Any:
+class _Cycle(Protocol):
+    """What the guard reads of uvicorn's request-response cycle (``H11Protocol``'s and
+    ``HttpToolsProtocol``'s ``RequestResponseCycle``)."""
+
+    response_complete: bool
+
+
+def _peer(conn: asyncio.BaseProtocol) -> object:
     transport = getattr(conn, "transport", None)
     try:
         name = transport.get_extra_info("peername") if transport is not None else None
@@ -248,7 +260,7 @@ def _peer(conn: Any) -> Any:
     return name[0] if isinstance(name, tuple) and name else name
 
 
-def _open(conn: Any) -> bool:
+def _open(conn: asyncio.BaseProtocol) -> bool:
     transport = getattr(conn, "transport", None)
     return transport is not None and not transport.is_closing()
 
@@ -280,19 +292,19 @@ def guarded_protocol(base: type, limits: ConnectionLimits) -> type:
         _last_warning = [0.0]
 
         @property
-        def cycle(self) -> Any:
+        def cycle(self) -> _Cycle | None:
             return self.__dict__.get("_guarded_cycle")
 
         @cycle.setter
-        def cycle(self, value: Any) -> None:
+        def cycle(self, value: _Cycle | None) -> None:
             self.__dict__["_guarded_cycle"] = value
             if value is not None:  # a request's headers are in
                 self._disarm()
 
-        def connection_made(self, transport: Any) -> None:
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             self._waiting_since: float | None = None
-            self._header_timer: Any = None
+            self._header_timer: asyncio.TimerHandle | None = None
             self._arm()
             if not self._admit():
                 self._disarm()
@@ -349,7 +361,7 @@ def guarded_protocol(base: type, limits: ConnectionLimits) -> type:
                 return self._make_room(conns, "over_cap")
             return True
 
-        def _make_room(self, conns: list[Any], why: str) -> bool:
+        def _make_room(self, conns: list[asyncio.BaseProtocol], why: str) -> bool:
             waiting = [
                 c
                 for c in conns

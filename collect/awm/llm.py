@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from helpdp.cliconf import doc_field as _f
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["ChatClient", "ChatResult", "EndpointConfig", "EndpointError"]
 
@@ -67,7 +70,7 @@ class ChatClient:
     ``transport``: an ``httpx2`` transport for tests (the SDK's HTTP library).
     """
 
-    def __init__(self, config: EndpointConfig, *, transport: Any = None):
+    def __init__(self, config: EndpointConfig, *, transport: httpx2.BaseTransport | None = None):
         if not config.base_url:
             raise ValueError("an OpenAI-compatible endpoint needs base_url")
         self.model = config.model

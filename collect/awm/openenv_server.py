@@ -51,7 +51,7 @@ import dataclasses
 import json
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from openenv.core.env_server.http_server import HTTPEnvServer
@@ -63,6 +63,7 @@ from openenv.core.env_server.mcp_types import (
     ListToolsObservation,
     Tool,
 )
+from openenv.core.env_server.types import Action as OEAction
 from openenv.core.env_server.types import ConcurrencyConfig, Observation, State
 from pydantic import Field
 
@@ -76,6 +77,10 @@ from collect.awm.verification import Verification
 from collect.awm.wire import _kind, public_info
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "AWMObservation",
@@ -110,7 +115,7 @@ VERIFIER_MODES = ("code", "sql")
 # ---------------------------------------------------------------------------
 
 
-def _dump_without_none(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _dump_without_none(kwargs: dict[str, Any]) -> dict[str, Any]:  # pydantic's options
     kwargs.setdefault("exclude_none", True)
     return kwargs
 
@@ -125,7 +130,7 @@ class AWMObservation(Observation):
     has_verifier: dict | None = Field(default=None, description="{sql: bool, code: bool}")
     num_tools: int | None = None
     tool_name: str | None = None
-    tool_result: Any = None
+    tool_result: JSON = None
     error: str | None = None
     warning: str | None = None
     verify_result: dict | None = Field(
@@ -146,7 +151,7 @@ class AWMToolObservation(CallToolObservation):
     tool_name: str | None = None  # type: ignore[assignment]
     error: str | None = None  # type: ignore[assignment]
     reward_type: str | None = None
-    tool_result: Any = None
+    tool_result: JSON = None
     verify_result: dict | None = None
     scenario: str | None = None
     task: str | None = None
@@ -207,7 +212,7 @@ class ConfinedAWMEnvironment(Environment):
         task_idx: int | None = None,
         task: str | None = None,
         verifier_mode: str | None = None,
-        **kwargs: Any,
+        **kwargs: JSON,
     ) -> AWMObservation:
         self._over, self._verified = True, None
         if not isinstance(scenario, str) or not scenario:
@@ -265,7 +270,7 @@ class ConfinedAWMEnvironment(Environment):
         )
 
     # -- step -------------------------------------------------------------------------
-    def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+    def step(self, action: OEAction, timeout_s: float | None = None, **kwargs: JSON) -> Observation:
         try:
             return self._step(action)
         except Exception as e:  # noqa: BLE001 - never a traceback or worker output to clients
@@ -276,7 +281,7 @@ class ConfinedAWMEnvironment(Environment):
                 error=f"server error{_kind(e)}",
             )
 
-    def _step(self, action: Any) -> Observation:
+    def _step(self, action: OEAction) -> Observation:
         if isinstance(action, CallToolAction) and action.tool_name == "__list_scenarios__":
             return self._list_scenarios()
         if self._over or self.env is None:
@@ -365,7 +370,7 @@ class ConfinedAWMEnvironment(Environment):
             return outcome, reward
         return verdict_reward(outcome, self.rewards, self.convention)
 
-    def _set_mode(self, mode: Any) -> str | None:
+    def _set_mode(self, mode: JSON) -> str | None:
         if mode is None:
             return None
         if mode not in VERIFIER_MODES:
@@ -373,10 +378,10 @@ class ConfinedAWMEnvironment(Environment):
         self.env.config = dataclasses.replace(self._base_config, verifier_mode=mode)
         return None
 
-    def _verification(self, v: Verification) -> dict[str, Any]:
+    def _verification(self, v: Verification) -> dict[str, JSON]:
         return {"outcome": v.outcome, "mode": v.mode, "status": v.status, "valid": v.valid}
 
-    def _verify(self, args: dict[str, Any]) -> Observation:
+    def _verify(self, args: dict[str, JSON]) -> Observation:
         problem = self._set_mode(args.get("verifier_mode", self._mode))
         if problem:
             return AWMObservation(
@@ -396,7 +401,7 @@ class ConfinedAWMEnvironment(Environment):
             steps_taken=self._state.step_count,
         )
 
-    def _done(self, args: dict[str, Any]) -> Observation:
+    def _done(self, args: dict[str, JSON]) -> Observation:
         env = self.env
         # right after verify, as OpenEnv's: no reward; OpenEnv's done never verifies
         if self._verified is not None or self.convention == "openenv":
@@ -500,12 +505,12 @@ class _FreeOnDisconnect:
     #: (then OpenEnv answers ``closing`` and frees it when the handler ends)
     CLOSE_WAIT_S = 30.0
 
-    def __init__(self, app: Any, server: HTTPEnvServer):
+    def __init__(self, app: ASGIApp, server: HTTPEnvServer):
         self.app = app
         self.server = server
         self._sockets: dict[str, asyncio.Event] = {}  # session -> its socket handler ended
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "http" and scope.get("path") == "/mcp":
             await self._mcp(scope, receive, send)
             return
@@ -528,7 +533,7 @@ class _FreeOnDisconnect:
                 if sid and self._sockets.get(sid) is ended:
                     del self._sockets[sid]
 
-    async def _mcp(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``POST /mcp``: a session close waits for the session's socket handler to end
         (its answer: closed); any other request passes on, its body replayed."""
         messages, body = [], b""
@@ -578,7 +583,7 @@ class _FreeOnDisconnect:
                 _log.warning("closing session after its socket ended failed: %r", e)
 
 
-def _session_close(body: bytes) -> tuple[str | None, Any]:
+def _session_close(body: bytes) -> tuple[str | None, JSON]:
     """The session an ``openenv/session/close`` request names and the request's id;
     (None, None) for any other request (or a body that is not one JSON-RPC object)."""
     if len(body) > 1 << 16 or b"openenv/session/close" not in body:
@@ -597,7 +602,7 @@ def _session_close(body: bytes) -> tuple[str | None, Any]:
     return (sid if isinstance(sid, str) else None), data.get("id")
 
 
-async def _json_response(send: Any, payload: dict) -> None:
+async def _json_response(send: Send, payload: dict[str, JSON]) -> None:
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})

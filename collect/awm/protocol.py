@@ -34,9 +34,9 @@ import json
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from collect.awm.observation import render_observation
+from helpdp.jsonvalue import JSON
 
 __all__ = [
     "FORMAT_ERRORS",
@@ -96,7 +96,7 @@ class Action:
 
     kind: str
     tool_name: str | None = None
-    arguments: Any = None
+    arguments: JSON = None
     text: str = ""
     failure: Failure | None = None
     message: str = ""
@@ -107,7 +107,7 @@ class Action:
     def is_format_error(self) -> bool:
         return self.failure is not None and self.failure.is_format_error
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return {
             "kind": self.kind,
             "tool_name": self.tool_name,
@@ -133,7 +133,7 @@ def _invalid(failure: Failure, message: str, raw: str | None = None) -> Action:
 MAX_CALL_DEPTH = 64
 
 
-def _too_deep(value: Any, limit: int = MAX_CALL_DEPTH) -> bool:
+def _too_deep(value: JSON, limit: int = MAX_CALL_DEPTH) -> bool:
     """Whether ``value`` nests lists/objects more than ``limit`` deep (no recursion)."""
     stack = [(value, 0)]
     while stack:
@@ -145,7 +145,7 @@ def _too_deep(value: Any, limit: int = MAX_CALL_DEPTH) -> bool:
     return False
 
 
-def _loads_json(text: str) -> Any:
+def _loads_json(text: str) -> JSON:
     """A reply's JSON; ValueError when it is not JSON or nests past :data:`MAX_CALL_DEPTH`
     (a ``RecursionError`` of the decoder included)."""
     text = text.strip()
@@ -165,7 +165,7 @@ _ANY_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.S)
 _DECODER = json.JSONDecoder()
 
 
-def _looks_like_call(data: Any) -> bool:
+def _looks_like_call(data: JSON) -> bool:
     """A JSON value shaped like a function call: ``{"name": str, "arguments"|"parameters": ...}``
     or ``{"tool_name": str, ...}`` (or a list of one)."""
     if isinstance(data, list) and len(data) == 1:
@@ -296,21 +296,21 @@ def tool_call_block(body: str, thought: str = "") -> str:
     return f"{thought}\n{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}".lstrip("\n")
 
 
-def format_tool_call(name: str, arguments: Any = None, thought: str = "") -> str:
+def format_tool_call(name: str, arguments: JSON = None, thought: str = "") -> str:
     """A turn calling the meta-function ``name`` (``list_tools``, ``call_tool``,
     ``ask_expert``) with ``arguments``; :func:`parse_turn` reads it back."""
     body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
     return tool_call_block(body, thought)
 
 
-def format_call_tool(tool_name: str, arguments: Any = None, thought: str = "") -> str:
+def format_call_tool(tool_name: str, arguments: JSON = None, thought: str = "") -> str:
     """A turn calling the app's tool ``tool_name``: ``call_tool`` with the tool's
     arguments as a JSON string, as the system prompt asks."""
     args = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
     return format_tool_call("call_tool", {"tool_name": tool_name, "arguments": args}, thought)
 
 
-def _decode_arguments(value: Any, what: str) -> tuple[Any, Action | None]:
+def _decode_arguments(value: JSON, what: str) -> tuple[JSON, Action | None]:
     if isinstance(value, str):
         if not value.strip():
             return {}, None
@@ -321,7 +321,7 @@ def _decode_arguments(value: Any, what: str) -> tuple[Any, Action | None]:
     return value, None
 
 
-def _meta(name: str, arguments: Any, expert_enabled: bool, raw: str) -> Action:
+def _meta(name: str, arguments: JSON, expert_enabled: bool, raw: str) -> Action:
     lowered = name.lower()
     if lowered.startswith("mcp_tool_"):
         inner, err = _decode_arguments(arguments, "arguments")
@@ -418,7 +418,7 @@ JUDGE_LABELS = ("complete", "incomplete", "others")
 
 
 def judge_messages(
-    task: str, trajectory: str, verifier_output: Any, *, max_chars: int = 24000
+    task: str, trajectory: str, verifier_output: JSON, *, max_chars: int = 24000
 ) -> list[dict]:
     """Chat messages asking an LLM to classify an episode (SQL-mode verification)."""
     task, trajectory = render_observation(task), render_observation(trajectory)

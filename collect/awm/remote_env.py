@@ -41,8 +41,10 @@ import os
 import re
 import threading
 import time
+from collections.abc import Collection
+from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.awm.dataset import AWMDataset, Scenario, ServedScenarios
 from collect.awm.env import EnvConfig
@@ -64,6 +66,11 @@ from collect.awm.tools import (
 )
 from collect.awm.verification import Verification
 from collect.awm.wire import RemoteMessageError, bounded_json
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    from openenv.core.env_server.types import Action as OEAction
+    from openenv.core.mcp_client import GenericMCPObservation
 
 __all__ = [
     "DEFAULT_TOKEN_ENV",
@@ -89,7 +96,7 @@ _FAILURES = {
 _VERDICTS = ("complete", "incomplete", "others")
 
 
-def outcome_of(reward_type: Any) -> str:
+def outcome_of(reward_type: JSON) -> str:
     """Our outcome for a verification's ``reward_type`` (OpenEnv's labels included:
     ``judge_error`` is a verifier error, an unknown label a verdict of ``others``)."""
     value = str(reward_type or "")
@@ -122,7 +129,7 @@ _WORD = re.compile(r"^[a-z_]{1,32}$")
 _ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-def _one_of(value: Any, allowed: Any, where: str, *, optional: bool = True) -> None:
+def _one_of(value: JSON, allowed: Collection[str], where: str, *, optional: bool = True) -> None:
     if value is None and optional:
         return
     if not isinstance(value, str) or value not in allowed:
@@ -131,12 +138,12 @@ def _one_of(value: Any, allowed: Any, where: str, *, optional: bool = True) -> N
         )
 
 
-def _typed(value: Any, types: Any, where: str) -> None:
+def _typed(value: JSON, types: type | tuple[type, ...], where: str) -> None:
     if value is not None and not isinstance(value, types):
         raise RemoteMessageError(f"{where} has type {type(value).__name__}")
 
 
-def _check_tools(tools: Any) -> None:
+def _check_tools(tools: JSON) -> None:
     if not isinstance(tools, list):
         raise RemoteMessageError(f"observation.tools has type {type(tools).__name__}")
     for i, t in enumerate(tools):
@@ -150,7 +157,7 @@ def _check_tools(tools: Any) -> None:
         )
 
 
-def _check(payload: Any) -> None:
+def _check(payload: JSON) -> None:
     """``payload`` (a reset or step answer) against OpenEnv AWM's observation schema (the
     fields read here; reward types, outcomes, failures, modes, statuses: closed sets)."""
     if not isinstance(payload, dict):
@@ -187,7 +194,7 @@ def _check(payload: Any) -> None:
     _check_verification(obs.get("verify_result"), "observation.verify_result")
 
 
-def _check_verification(v: Any, where: str) -> None:
+def _check_verification(v: JSON, where: str) -> None:
     if v is None:
         return
     if not isinstance(v, dict):
@@ -211,7 +218,7 @@ def _client_class():
     class AWMToolClient(MCPToolClient):
         bounds: dict[str, int] = {}
 
-        async def _receive(self) -> dict[str, Any]:
+        async def _receive(self) -> dict[str, JSON]:
             # openenv's EnvClient._receive, with json.loads replaced by a bounded decoder
             assert self._ws is not None
             try:
@@ -226,8 +233,8 @@ def _client_class():
             return message
 
         async def _production_mcp_request(
-            self, method: str, params: dict[str, Any] | None = None
-        ) -> dict[str, Any]:
+            self, method: str, params: dict[str, JSON] | None = None
+        ) -> dict[str, JSON]:
             # openenv's HTTP /mcp request (the session's creation), its body read within
             # the same bounds (httpx's response.json() reads any length)
             client = await self._get_http_client()
@@ -254,7 +261,7 @@ def _client_class():
                 raise RemoteMessageError(f"/mcp answer has type {type(data).__name__}")
             return data
 
-        def _parse_result(self, payload: dict[str, Any]) -> OEStepResult:
+        def _parse_result(self, payload: dict[str, JSON]) -> OEStepResult:
             _check(payload)
             fields = dict(payload.get("observation") or {})
             for key in ("done", "reward"):
@@ -271,7 +278,7 @@ def _client_class():
     return AWMToolClient
 
 
-def _field(obs: Any, name: str, default: Any = None) -> Any:
+def _field(obs: GenericMCPObservation, name: str, default: JSON = None) -> JSON:
     value = getattr(obs, name, None)
     if value is None and obs.model_extra:
         value = obs.model_extra.get(name)
@@ -310,7 +317,7 @@ class OpenEnvAWMEnv:
         self.scenario = scenario
         self.config = config
         self.app = None
-        self.tools: list[Any] = []
+        self.tools: list[SimpleNamespace] = []  # name, description, input_schema
         self._closed = False
         self._new_episode()
         self.done = True
@@ -324,14 +331,14 @@ class OpenEnvAWMEnv:
         self.format_errors = self.expert_calls = self.tool_calls = 0
         self.failures: dict[str, int] = {}
         self.tool_seconds = 0.0  # spent in this episode's tool calls (env.tool_budget_s)
-        self.trajectory: list[dict[str, Any]] = []
+        self.trajectory: list[dict[str, JSON]] = []
         self.outcome: str | None = None
 
-    def _mode(self) -> dict[str, Any]:
+    def _mode(self) -> dict[str, JSON]:
         mode = self.config.verifier_mode
         return {} if mode == "auto" else {"verifier_mode": mode}
 
-    def _step(self, action: Any) -> Any:
+    def _step(self, action: OEAction) -> GenericMCPObservation:
         result = self.client.step(action)
         return result.observation
 
@@ -341,7 +348,7 @@ class OpenEnvAWMEnv:
     ) -> ResetResult:
         from openenv.core.env_server.mcp_types import ListToolsAction
 
-        kwargs: dict[str, Any] = {"scenario": self.scenario.name, "task_idx": task_idx}
+        kwargs: dict[str, JSON] = {"scenario": self.scenario.name, "task_idx": task_idx}
         if task is not None:
             kwargs["task"] = task
         if episode_id:
@@ -391,7 +398,7 @@ class OpenEnvAWMEnv:
         if self.done or not self.episode_id:
             raise RuntimeError("episode is over: call reset() first")
         self.turn += 1
-        info: dict[str, Any] = {"turn": self.turn, "action": action.as_dict(), "failure": None}
+        info: dict[str, JSON] = {"turn": self.turn, "action": action.as_dict(), "failure": None}
         observation, status, failure = "", None, action.failure
         if action.kind == "final":
             self._record(turn_text, info, "")
@@ -467,7 +474,9 @@ class OpenEnvAWMEnv:
             return self._end(self.verify(None), observation, info, close=True)
         return StepResult(observation, None, False, info)
 
-    def _call(self, name: str, arguments: Any) -> Any:
+    def _call(
+        self, name: str, arguments: JSON
+    ) -> GenericMCPObservation | tuple[str, Failure, bool]:
         """The server's observation of a tool call, or ``(text, failure, fatal)`` for a
         call refused here (a hidden name, arguments that are not an object) or past the
         episode's tool time (``env.tool_budget_s``, as in the local runtime: fatal, the
@@ -512,7 +521,7 @@ class OpenEnvAWMEnv:
             self.tool_seconds += time.monotonic() - started
             self._async._message_timeout = self.message_timeout_s
 
-    def _count(self, failure: Failure | None, info: dict[str, Any]) -> None:
+    def _count(self, failure: Failure | None, info: dict[str, JSON]) -> None:
         if failure is not None:
             self.failures[failure.value] = self.failures.get(failure.value, 0) + 1
             info["failure"] = failure.value
@@ -520,12 +529,14 @@ class OpenEnvAWMEnv:
                 self.format_errors += 1
         info["format_error"] = bool(failure and failure.is_format_error)
 
-    def _record(self, text: str | None, info: dict[str, Any], observation: str) -> None:
+    def _record(self, text: str | None, info: dict[str, JSON], observation: str) -> None:
         self.trajectory.append(
             {"turn": self.turn, "text": text, "action": info["action"], "observation": observation}
         )
 
-    def _server_end(self, obs: Any, observation: str, info: dict, text: str | None) -> StepResult:
+    def _server_end(
+        self, obs: GenericMCPObservation, observation: str, info: dict, text: str | None
+    ) -> StepResult:
         """The server ended the episode (its turn limit, or its worker died)."""
         self._record(text, info, observation)
         meta = _field(obs, "metadata", {})
@@ -556,7 +567,7 @@ class OpenEnvAWMEnv:
         """The server's ``verify`` tool (the episode goes on)."""
         from openenv.core.env_server.mcp_types import CallToolAction
 
-        args: dict[str, Any] = dict(self._mode())
+        args: dict[str, JSON] = dict(self._mode())
         if final_answer is not None:
             args["final_answer"] = final_answer
         obs = self._step(CallToolAction(tool_name="verify", arguments=args))
@@ -577,7 +588,7 @@ class OpenEnvAWMEnv:
     def db_digest(self) -> str:
         raise RuntimeError("an OpenEnv AWM server does not offer database digests")
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, JSON]:
         return episode_state(self)
 
     @property
@@ -665,7 +676,7 @@ class OpenEnvPool(ServedScenarios):
     def __init__(
         self,
         url: str,
-        worlds: Any,
+        worlds: AWMDataset | str | Path,
         config: EnvConfig | None = None,
         *,
         scenarios: list[str] | None = None,
@@ -784,5 +795,5 @@ class OpenEnvPool(ServedScenarios):
     def __enter__(self) -> OpenEnvPool:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

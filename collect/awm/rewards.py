@@ -20,11 +20,11 @@ Pure: no I/O, no torch (the AWM runtime and the trainer both import it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
 
 __all__ = [
     "OPENENV_OUTCOMES",
@@ -128,23 +128,23 @@ class GRPORewardConfig:
     )
 
 
-def _rows(n: int, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(n: int, kwargs: dict[str, JSON]) -> list[dict[str, JSON]]:
     keys = ("outcome", "end_reason", "valid", "blind_calls", "recovery_calls")
     keys += ("format_errors", "turns")
     return [{k: kwargs[k][i] for k in keys if k in kwargs} for i in range(n)]
 
 
-def _format_ended(row: dict[str, Any]) -> bool:
+def _format_ended(row: dict[str, JSON]) -> bool:
     return row.get("outcome") == "format_error" or row.get("end_reason") == "format_error"
 
 
-def _broken(row: dict[str, Any]) -> bool:
+def _broken(row: dict[str, JSON]) -> bool:
     return row.get("outcome") == "server_error" or (
         "valid" in row and not row["valid"] and not _format_ended(row)
     )
 
 
-def _episode_rewards(n: int, kwargs: dict[str, Any], format_error: float, ended) -> list:
+def _episode_rewards(n: int, kwargs: dict[str, JSON], format_error: float, ended) -> list:
     """Per episode: ``format_error`` when a format error ended it, None when the
     infrastructure broke it (left out of the group baseline), else ``ended(row)``."""
     out: list[float | None] = []
@@ -174,7 +174,7 @@ class VerifierReward:
     def __call__(self, prompts: Sequence, completions: Sequence, **kwargs) -> list[float | None]:
         return _episode_rewards(len(completions), kwargs, self.format_error, self._ended)
 
-    def _ended(self, row: dict[str, Any]) -> float:
+    def _ended(self, row: dict[str, JSON]) -> float:
         return self.complete if row.get("outcome") == "complete" else self.incomplete
 
 
@@ -202,7 +202,7 @@ class GraduatedReward:
     def __call__(self, prompts: Sequence, completions: Sequence, **kwargs) -> list[float | None]:
         return _episode_rewards(len(completions), kwargs, self.format_error, self._ended)
 
-    def _ended(self, row: dict[str, Any]) -> float:
+    def _ended(self, row: dict[str, JSON]) -> float:
         if row.get("outcome") != "complete":
             return self.incomplete
         if int(row.get("recovery_calls", 0)) > 0:
@@ -232,10 +232,14 @@ class FormatReward:
         return out
 
 
-def build_rewards(cfg: GRPORewardConfig) -> tuple[list[Any], list[float]]:
+#: a GRPO reward function: ``(prompts, completions, **columns) -> one reward (or None) each``
+RewardFunc = Callable[..., list[float | None]]
+
+
+def build_rewards(cfg: GRPORewardConfig) -> tuple[list[RewardFunc], list[float]]:
     """The reward callables of ``cfg`` and their weights."""
     if cfg.kind == "graduated":
-        main: Any = GraduatedReward(
+        main: GraduatedReward | VerifierReward = GraduatedReward(
             cfg.solo, cfg.recovery, cfg.blind, cfg.incomplete, cfg.format_error
         )
     elif cfg.kind == "verifier":

@@ -78,7 +78,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from fastapi import Body, FastAPI, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
@@ -101,6 +101,13 @@ from collect.awm.wire import SCHEMA, SessionError, _kind, action_from_dict, publ
 from collect.worlds import WORLDS_DIR
 from helpdp.cliconf import doc_field as _f
 from helpdp.cliconf import run_app
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
+
+R = TypeVar("R")
 
 __all__ = [
     "ServeConfig",
@@ -160,8 +167,8 @@ class _Session:
     last_used: float = field(default_factory=time.monotonic)
 
 
-def _observation(result: StepResult, env: AWMEnv, action: Action) -> dict[str, Any]:
-    obs: dict[str, Any] = {
+def _observation(result: StepResult, env: AWMEnv, action: Action) -> dict[str, JSON]:
+    obs: dict[str, JSON] = {
         "text": result.observation,
         "done": result.done,
         "reward": result.reward,
@@ -177,7 +184,7 @@ def _observation(result: StepResult, env: AWMEnv, action: Action) -> dict[str, A
     return obs
 
 
-async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
+async def _in_thread(fn: Callable[..., R], *args: object, **kwargs: object) -> R:
     """``asyncio.to_thread`` that, when cancelled, still waits for the thread (which cannot
     be stopped): the caller keeps its session lock while the environment is in use."""
     task = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
@@ -222,7 +229,7 @@ class _Server:
             self.sessions[session.sid] = session
             return session
 
-    def get(self, sid: Any, client: str, kind: str = "http") -> _Session:
+    def get(self, sid: JSON, client: str, kind: str = "http") -> _Session:
         """The live session ``sid`` of this client (one answer for every kind of miss)."""
         with self._lock:
             session = self.sessions.get(sid) if isinstance(sid, str) else None
@@ -270,7 +277,7 @@ class _Server:
                     self._retire(session)
 
     # -- episodes -----------------------------------------------------------------------
-    async def reset(self, data: dict[str, Any], session: _Session) -> dict[str, Any]:
+    async def reset(self, data: dict[str, JSON], session: _Session) -> dict[str, JSON]:
         scenario = data.get("scenario")
         names = self.pool.names()
         if scenario is None and len(names) == 1:
@@ -315,7 +322,7 @@ class _Server:
             "session_id": session.sid,
         }
 
-    async def step(self, data: dict[str, Any], session: _Session) -> dict[str, Any]:
+    async def step(self, data: dict[str, JSON], session: _Session) -> dict[str, JSON]:
         action_data = data.get("action", data)
         async with self._use(session):
             env = session.env
@@ -329,7 +336,7 @@ class _Server:
             observation = _observation(result, env, action)
         return {"observation": observation, "reward": result.reward, "done": result.done}
 
-    def state(self, session: _Session) -> dict[str, Any]:
+    def state(self, session: _Session) -> dict[str, JSON]:
         if session.closed:
             raise SessionError(404, "unknown session: call /reset first")
         session.last_used = time.monotonic()
@@ -481,7 +488,7 @@ def create_app(pool: EnvPool, config: ServeConfig | None = None, *, token: str |
 # ---------------------------------------------------------------------------
 
 
-def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any):
+def uvicorn_config(app: ASGIApp, config: ServeConfig, **overrides: object) -> uvicorn.Config:
     """The ``uvicorn.Config`` that serves ``app`` with ``config``'s limits: WebSocket
     messages over ``max_body_bytes`` are refused by the protocol, before buffering;
     uvicorn's HTTP protocol (the one ``http=auto`` picks) holds ``config.connections``
@@ -493,7 +500,7 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any):
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     proxies = trusted_proxies(config)
-    kwargs: dict[str, Any] = {
+    kwargs: dict[str, object] = {
         "host": config.host,
         "port": config.port,
         "log_level": "warning",
@@ -543,7 +550,7 @@ def check_bind(config: ServeConfig) -> str | None:
     return token
 
 
-def run_server(config: ServeConfig, make_app: Callable[..., Any], what: str) -> None:
+def run_server(config: ServeConfig, make_app: Callable[..., ASGIApp], what: str) -> None:
     """Serve ``make_app(pool, config, token=...)`` until interrupted (blocking): the bind
     checked first, the pool built on ``config``'s worlds and closed on the way out
     (``what``: how the start line names the service)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from collect.awm.protocol import Failure
 from collect.awm.sandbox import SandboxError
@@ -22,6 +21,7 @@ from collect.awm.tools import (
     is_hidden_tool,
     validate_arguments,
 )
+from helpdp.jsonvalue import JSON
 
 __all__ = ["RESPONSE_LAYOUTS", "ToolCalls", "ToolResult"]
 
@@ -59,7 +59,7 @@ class ToolCalls:
             tool = matches[0] if len(matches) == 1 else None
         return tool
 
-    def call_tool(self, name: str, arguments: Any = None) -> ToolResult:
+    def call_tool(self, name: str, arguments: JSON = None) -> ToolResult:
         """Dispatch one tool call to the app (no episode bookkeeping)."""
         with self._lock:
             in_episode = bool(self.episode_id) and not self.done
@@ -157,7 +157,7 @@ class ToolCalls:
             )
 
 
-def _fastapi_mcp_result(name: str, status: int, text: str, app_ms: Any) -> ToolResult:
+def _fastapi_mcp_result(name: str, status: int, text: str, app_ms: JSON) -> ToolResult:
     """The answer as fastapi-mcp 0.4.0 gives it to the official agent: a JSON body
     re-dumped with ``indent=2, ensure_ascii=False`` (else the body), an HTTP error as its
     exception's text after ``Error: `` (``awm.core.agent``); the failure classes are

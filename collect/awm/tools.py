@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import quote
 
 from collect.awm.sandbox import SandboxError
+from helpdp.jsonvalue import JSON
 
 __all__ = [
     "DEFAULT_HIDDEN_TOOLS",
@@ -63,7 +63,7 @@ _HIDDEN_PATTERN = re.compile(
 )
 
 
-def canonical_tool_name(name: Any) -> str:
+def canonical_tool_name(name: JSON) -> str:
     """Lower-case, trimmed, without AWM's ``mcp_tool_`` prefix."""
     text = str(name).strip()
     if text.lower().startswith("mcp_tool_"):
@@ -72,7 +72,7 @@ def canonical_tool_name(name: Any) -> str:
 
 
 def is_hidden_tool(
-    name: Any, hidden: tuple[str, ...] | list[str] | set[str] = DEFAULT_HIDDEN_TOOLS
+    name: JSON, hidden: tuple[str, ...] | list[str] | set[str] = DEFAULT_HIDDEN_TOOLS
 ) -> bool:
     """True for names the agent must never reach (compared case- and separator-insensitively)."""
     key = re.sub(r"[^a-z0-9]+", "_", canonical_tool_name(name).lower()).strip("_")
@@ -86,7 +86,7 @@ class Tool:
 
     name: str
     description: str
-    input_schema: dict[str, Any]
+    input_schema: dict[str, JSON]
     method: str
     path: str
     path_params: list[str] = field(default_factory=list)
@@ -95,7 +95,7 @@ class Tool:
     body_mode: str = "none"  # "none" | "object" (flattened properties) | "value" (one "body" arg)
     body_required: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         """MCP-style listing: ``name``, ``description``, ``inputSchema``."""
         return {
             "name": self.name,
@@ -109,7 +109,7 @@ class HttpRequest:
     method: str
     path: str
     query: list[tuple[str, str]]
-    body: Any
+    body: JSON
     has_body: bool
 
 
@@ -138,7 +138,7 @@ class _Expander:
     document, so mutually recursive or fan-out refs cannot blow up either.
     """
 
-    def __init__(self, root: dict[str, Any], max_nodes: int, max_depth: int):
+    def __init__(self, root: dict[str, JSON], max_nodes: int, max_depth: int):
         self.root = root
         self.max_nodes = max_nodes
         self.max_depth = max_depth
@@ -152,7 +152,7 @@ class _Expander:
             f"{what}; a self-referencing or exponentially nested schema?"
         )
 
-    def resolve(self, node: Any, seen: tuple[str, ...] = (), depth: int = 0) -> Any:
+    def resolve(self, node: JSON, seen: tuple[str, ...] = (), depth: int = 0) -> JSON:
         self.nodes += 1
         if self.nodes > self.max_nodes:
             raise self._fail(f"exceeds the budget of {self.max_nodes} nodes", seen)
@@ -166,7 +166,7 @@ class _Expander:
                         "type": "object",
                         "description": f"(recursive {ref.rsplit('/', 1)[-1]})",
                     }
-                target: Any = self.root
+                target: JSON = self.root
                 for part in ref[2:].split("/"):
                     target = target.get(part, {}) if isinstance(target, dict) else {}
                 merged = {k: v for k, v in node.items() if k != "$ref"}
@@ -181,7 +181,7 @@ class _Expander:
         return node
 
 
-def _simple_type(schema: dict[str, Any]) -> str:
+def _simple_type(schema: dict[str, JSON]) -> str:
     if "type" in schema and isinstance(schema["type"], str):
         return schema["type"]
     for key in ("anyOf", "oneOf"):
@@ -191,7 +191,7 @@ def _simple_type(schema: dict[str, Any]) -> str:
     return "string"
 
 
-def _param_schema(schema: dict[str, Any], description: str | None, name: str) -> dict[str, Any]:
+def _param_schema(schema: dict[str, JSON], description: str | None, name: str) -> dict[str, JSON]:
     out = dict(schema)
     out["title"] = name
     if description and "description" not in out:
@@ -204,7 +204,7 @@ def _param_schema(schema: dict[str, Any], description: str | None, name: str) ->
 
 
 def tools_from_openapi(
-    openapi: dict[str, Any],
+    openapi: dict[str, JSON],
     *,
     hidden: tuple[str, ...] | list[str] = DEFAULT_HIDDEN_TOOLS,
     describe_responses: bool = False,
@@ -246,7 +246,7 @@ def tools_from_openapi(
             seen.add(name)
             expander.where = f"operation {name!r} ({method.upper()} {path})"
             op = expander.resolve(op)
-            properties: dict[str, Any] = {}
+            properties: dict[str, JSON] = {}
             required: list[str] = []
             tool = Tool(
                 name=name, description="", input_schema={}, method=method.upper(), path=path
@@ -292,7 +292,7 @@ def tools_from_openapi(
                     tool.body_params.append("body")
                     if tool.body_required:
                         required.append("body")
-            input_schema: dict[str, Any] = {"type": "object", "properties": properties}
+            input_schema: dict[str, JSON] = {"type": "object", "properties": properties}
             if required:
                 input_schema["required"] = required
             tool.input_schema = input_schema
@@ -301,7 +301,7 @@ def tools_from_openapi(
     return tools
 
 
-def _describe(op: dict[str, Any], method: str, path: str, describe_responses: bool) -> str:
+def _describe(op: dict[str, JSON], method: str, path: str, describe_responses: bool) -> str:
     summary = str(op.get("summary") or "").strip()
     text = summary or f"{method.upper()} {path}"
     description = str(op.get("description") or "").strip()
@@ -315,7 +315,7 @@ def _describe(op: dict[str, Any], method: str, path: str, describe_responses: bo
 _SUCCESS_CODES = tuple(str(code) for code in range(200, 300))
 
 
-def _responses_section(responses: Any) -> str:
+def _responses_section(responses: JSON) -> str:
     """The ``### Responses`` section as fastapi-mcp 0.4.0 writes it, byte for byte
     (``convert_openapi_to_mcp_tools`` with ``FastApiMCP``'s defaults: the first 2xx response
     only, or every response when there is none; an example per content type; no output
@@ -344,7 +344,7 @@ def _responses_section(responses: Any) -> str:
     return text
 
 
-def _media_example(media: dict[str, Any]) -> Any:
+def _media_example(media: dict[str, JSON]) -> JSON:
     """A media type's own example: the first of ``examples`` with a ``value``, else
     ``example`` (only when there is no ``examples``)."""
     if "examples" in media:
@@ -369,7 +369,7 @@ _HIDDEN_SCHEMA_KEYS = (
 )
 
 
-def _display_schema(schema: Any) -> Any:
+def _display_schema(schema: JSON) -> JSON:
     """fastapi-mcp's ``clean_schema_for_display``: the combinators and internal keys
     dropped, in the schema, its properties and an array's items (a copy)."""
     if not isinstance(schema, dict):
@@ -390,7 +390,7 @@ _STRING_FORMATS = {
 }
 
 
-def _generated_example(schema: Any) -> Any:
+def _generated_example(schema: JSON) -> JSON:
     """fastapi-mcp's ``generate_example_from_schema``: by ``type`` only (``None`` without
     one, and for the properties without one, which are left out)."""
     if not schema or not isinstance(schema, dict):
@@ -416,8 +416,8 @@ def _generated_example(schema: Any) -> Any:
 
 
 def validate_arguments(
-    tool: Tool, arguments: Any, *, strict: bool = False
-) -> tuple[dict[str, Any], list[str]]:
+    tool: Tool, arguments: JSON, *, strict: bool = False
+) -> tuple[dict[str, JSON], list[str]]:
     """Check ``arguments`` against the tool's flat schema.
 
     Returns ``(arguments to send, errors)``. Errors: not an object, missing
@@ -444,7 +444,7 @@ def validate_arguments(
     return {k: v for k, v in arguments.items() if k in props}, errors
 
 
-def _query_value(value: Any) -> str:
+def _query_value(value: JSON) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
@@ -452,7 +452,7 @@ def _query_value(value: Any) -> str:
     return str(value)
 
 
-def build_request(tool: Tool, arguments: dict[str, Any]) -> HttpRequest:
+def build_request(tool: Tool, arguments: dict[str, JSON]) -> HttpRequest:
     """Map validated flat arguments to method, path (quoted params), query and JSON body."""
     path = tool.path
     for name in tool.path_params:
@@ -467,7 +467,7 @@ def build_request(tool: Tool, arguments: dict[str, Any]) -> HttpRequest:
             query.extend((name, _query_value(v)) for v in value if v is not None)
         else:
             query.append((name, _query_value(value)))
-    body: Any = None
+    body: JSON = None
     has_body = False
     if tool.body_mode == "object":
         body = {k: arguments[k] for k in tool.body_params if k in arguments}
@@ -477,7 +477,7 @@ def build_request(tool: Tool, arguments: dict[str, Any]) -> HttpRequest:
     return HttpRequest(tool.method, path, query, body, has_body)
 
 
-def _format_schema(schema: dict[str, Any], indent: int, required: list[str]) -> list[str]:
+def _format_schema(schema: dict[str, JSON], indent: int, required: list[str]) -> list[str]:
     lines = []
     pad = " " * indent
     for name, info in (schema.get("properties") or {}).items():

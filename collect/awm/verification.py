@@ -16,12 +16,19 @@ import inspect
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.awm.llm import ChatClient, EndpointConfig
 from collect.awm.protocol import judge_messages, parse_judge_answer
 from collect.awm.sandbox import SandboxError, VerifierOutcome
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
+
+if TYPE_CHECKING:
+    import httpx2
+
+    from collect.awm.dataset import Scenario
+    from collect.awm.sandbox import VerifierPool
 
 __all__ = [
     "EpisodeVerifier",
@@ -56,7 +63,7 @@ class Verification:
     outcome: str
     mode: str
     status: str = "ok"
-    detail: Any = None
+    detail: JSON = None
     message: str = ""
     seconds: float = 0.0
 
@@ -72,7 +79,7 @@ class Judge:
     ``transport``: an ``httpx2`` transport for tests.
     """
 
-    def __init__(self, config: JudgeConfig, *, transport: Any = None):
+    def __init__(self, config: JudgeConfig, *, transport: httpx2.BaseTransport | None = None):
         self.config = config
         self._transport = transport
         self._client: ChatClient | None = None
@@ -82,7 +89,7 @@ class Judge:
     def enabled(self) -> bool:
         return bool(self.config.base_url and self.config.model)
 
-    def classify(self, task: str, trajectory: str, evidence: Any) -> tuple[str, str]:
+    def classify(self, task: str, trajectory: str, evidence: JSON) -> tuple[str, str]:
         """``(label, reason)``; raises :class:`~collect.awm.llm.EndpointError` when the
         endpoint fails."""
         with self._client_lock:
@@ -136,7 +143,9 @@ def database_digest(initial_db_path: str, final_db_path: str) -> dict:
 _DIGEST_SOURCE = inspect.getsource(database_digest)
 
 
-def run_database_digest(pool: Any, scenario: Any, initial_db, final_db, **run_kw) -> str:
+def run_database_digest(
+    pool: VerifierPool, scenario: Scenario, initial_db, final_db, **run_kw
+) -> str:
     """:func:`database_digest` of ``final_db`` run in a sandboxed verifier worker of
     ``pool`` (the scenario's fork servers); ``RuntimeError`` when it fails."""
     outcome = pool.run(
@@ -153,7 +162,7 @@ def run_database_digest(pool: Any, scenario: Any, initial_db, final_db, **run_kw
     return str(outcome.result["digest"])
 
 
-def verifier_world(scenario: Any) -> str:
+def verifier_world(scenario: Scenario) -> str:
     """The key under which a scenario's verifier runs share fork servers
     (:meth:`~collect.awm.sandbox.VerifierPool.run`'s ``world``): its name and a digest of
     all its verifier sources, so that no other world's (nor a same-named world of another

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from collect.awm.protocol import Action, Failure, parse_turn
+from helpdp.jsonvalue import JSON
 
 __all__ = [
     "ActionModel",
@@ -60,14 +61,14 @@ class CallToolAction(BaseModel):
 
     type: Literal["call_tool"]
     tool_name: str
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    arguments: dict[str, JSON] | str = Field(default_factory=dict)
 
 
 class AskExpertAction(BaseModel):
     """The ``ask_expert`` meta-function."""
 
     type: Literal["ask_expert"]
-    arguments: dict[str, Any] | None = None
+    arguments: dict[str, JSON] | None = None
 
 
 ActionModel = Annotated[
@@ -82,8 +83,8 @@ class Observation(BaseModel):
     text: str
     done: bool
     reward: float | None
-    metadata: dict[str, Any]
-    tools: list[dict[str, Any]] | None = None
+    metadata: dict[str, JSON]
+    tools: list[dict[str, JSON]] | None = None
 
 
 class EpisodeState(BaseModel):
@@ -105,7 +106,7 @@ def _request_error(e: ValidationError) -> str:
     return f"invalid action: {where + ': ' if where else ''}{err.get('msg', 'invalid')}"
 
 
-def action_from_dict(data: Any, *, expert_enabled: bool = True) -> Action:
+def action_from_dict(data: JSON, *, expert_enabled: bool = True) -> Action:
     """A JSON action (:data:`ActionModel`) as a protocol :class:`Action`.
 
     A request that is not an action is refused (:class:`SessionError` 422, naming the
@@ -171,7 +172,7 @@ _PUBLIC_INFO = (
 _WORD = re.compile(r"^[a-z_]{1,32}$")
 
 
-def public_info(info: dict[str, Any]) -> dict[str, Any]:
+def public_info(info: dict[str, JSON]) -> dict[str, JSON]:
     """The part of a step's ``info`` that may leave the server (see :data:`_PUBLIC_INFO`)."""
     out = {k: info[k] for k in _PUBLIC_INFO if k in info}
     verification = info.get("verification")
@@ -205,7 +206,7 @@ class RemoteMessageError(RuntimeError):
 
 def bounded_json(
     raw: str | bytes, *, max_bytes: int, max_values: int, max_depth: int, what: str = "message"
-) -> Any:
+) -> JSON:
     """``raw`` (one WebSocket message) decoded as JSON within bounds, or
     :class:`RemoteMessageError`.
 

@@ -10,7 +10,7 @@
 * :mod:`helpdp.cliconf.app`: :func:`run_app`, the one way a command is wired to Hydra.
 """
 
-from helpdp.cliconf.app import CONF_DIR, compose_config, help_text, register, run_app
+from helpdp.cliconf.app import CONF_DIR, Usage, compose_config, help_text, register, run_app
 from helpdp.cliconf.argv import ERRORS, Interrupted, UsageError, check_argv, guard, parse_budgets
 from helpdp.cliconf.fields import as_config, doc_field, field_help_lines, to_dict
 from helpdp.cliconf.outdir import RECORD, claim_out, guards_out, lock_out, read_record
@@ -20,6 +20,7 @@ __all__ = [
     "ERRORS",
     "RECORD",
     "Interrupted",
+    "Usage",
     "UsageError",
     "as_config",
     "check_argv",

@@ -30,7 +30,7 @@ import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from helpdp.cliconf.argv import _exit, check_argv, guard
 from helpdp.cliconf.outdir import OVERWRITE_HELP, claim_out, guards_out, pop_overwrite
@@ -41,14 +41,16 @@ T = typing.TypeVar("T")
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-__all__ = ["CONF_DIR", "compose_config", "help_text", "register", "run_app"]
+__all__ = ["CONF_DIR", "Usage", "compose_config", "help_text", "register", "run_app"]
 
 # the top-level ``conf`` package (the repository's conf/, or the wheel's copy): found by
 # import, never by path arithmetic from this file
 CONF_DIR = Path(importlib.util.find_spec("conf").origin).resolve().parent
 
 
-def register(config_name: str, node: Any, groups: Mapping[str, type | None] | None = None) -> None:
+def register(
+    config_name: str, node: object, groups: Mapping[str, type | None] | None = None
+) -> None:
     """Store ``node`` (a schema, or an instance of one) as ``<config_name>_schema``, and
     each ``groups`` schema as ``<group>/<group>_schema`` (what the group's options name
     in their defaults)."""
@@ -64,9 +66,9 @@ def register(config_name: str, node: Any, groups: Mapping[str, type | None] | No
 def compose_config(
     config_name: str,
     overrides: Sequence[str] = (),
-    node: Any = None,
+    node: object = None,
     groups: Mapping[str, type | None] | None = None,
-):
+) -> DictConfig:
     """The config ``conf/<config_name>.yaml`` composes to with ``overrides`` (what the
     command's body would receive), outside any running Hydra app. ``node``, ``groups``:
     what to :func:`register` first (already registered when None)."""
@@ -117,7 +119,7 @@ def help_text(
     return "\n".join(lines)
 
 
-def _field_lines(schema: type, node: Any, prefix: str, indent: str) -> list[str]:
+def _field_lines(schema: type, node: DictConfig | None, prefix: str, indent: str) -> list[str]:
     from dataclasses import fields, is_dataclass
 
     from omegaconf import DictConfig, OmegaConf
@@ -143,7 +145,7 @@ def _field_lines(schema: type, node: Any, prefix: str, indent: str) -> list[str]
     return lines
 
 
-def _cli_value(value: Any) -> str:
+def _cli_value(value: object) -> str:
     """``value`` as one writes it on the command line."""
     from omegaconf import OmegaConf
 
@@ -211,28 +213,38 @@ def _composition_exit(command: str, e: Exception) -> None:
     raise SystemExit(2)
 
 
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """What a command's ``--help`` says besides its fields: ``line``, the usage line
+    (default ``python -m <command> [KEY=VALUE ...]``), and ``extra``, lines after the
+    fields."""
+
+    line: str | None = None
+    extra: Sequence[str] = ()
+
+
 def run_app(
     command: str,
     schema: type[T],
-    body: Callable[[T], Any],
+    body: Callable[[T], object],
     *,
     config_name: str,
-    node: Any = None,
-    usage: str | None = None,
+    node: T | None = None,
     groups: Sequence[str] | Mapping[str, type | None] = (),
-    extra_help: Sequence[str] = (),
-    errors: Sequence[type] = (),
+    usage: Usage = Usage(),
+    errors: Sequence[type[BaseException]] = (),
     argv: Sequence[str] | None = None,
     out_dir: bool = True,
-) -> Any:
+) -> None:
     """Run ``body`` as the command ``python -m <command>``.
 
     ``schema``: the config dataclass (``node``: what to register instead, e.g. an
     instance with other defaults); ``config_name``: the primary YAML in ``conf/``;
     ``groups``: its config groups (``prm=tiny``), or a mapping from each group to the
-    schema its options name as ``<group>_schema`` in their defaults; ``extra_help``: lines after the
-    fields in ``--help``; ``errors``: the command's own exception types that become
-    one line and exit 2 (besides :data:`cliconf.ERRORS`). The body gets a ``schema``
+    schema its options name as ``<group>_schema`` in their defaults; ``usage``: the
+    usage line and the lines after the fields in ``--help`` (:class:`Usage`);
+    ``errors``: the command's own exception types that become one line and exit 2
+    (besides :data:`cliconf.ERRORS`). The body gets a ``schema``
     instance (a required field left ``???`` is one line and exit 2, naming it). A body
     that returns an int exits with it (a check's status).
 
@@ -252,6 +264,7 @@ def run_app(
     groups = tuple(groups)
     args = list(sys.argv[1:] if argv is None else argv)
     guarded, overwrite = out_dir and guards_out(schema), False
+    extra_help = list(usage.extra)
     if guarded:
         args, overwrite = pop_overwrite(command, args)
         extra_help = [*extra_help, *OVERWRITE_HELP]
@@ -269,7 +282,9 @@ def run_app(
         except Exception:  # noqa: BLE001 - a bad override: show the defaults
             cfg = compose_config(config_name)
         _print_closed_pipe_ok(
-            help_text(command, schema, cfg, usage=usage, extra=extra_help, config_name=config_name)
+            help_text(
+                command, schema, cfg, usage=usage.line, extra=extra_help, config_name=config_name
+            )
         )
         raise SystemExit(0)
     multirun = any(a in ("--multirun", "-m") for a in args)
@@ -277,7 +292,7 @@ def run_app(
         _check_composes(command, config_name, args)
     swept = _swept_keys(args) if multirun else set()
 
-    def _body(cfg: DictConfig) -> Any:
+    def _body(cfg: DictConfig) -> object:
         if not guarded:
             return body(typed(command, cfg))
         from hydra.core.hydra_config import HydraConfig
@@ -297,10 +312,10 @@ def run_app(
             raise SystemExit(result)
 
     with _private_sweep_dir(multirun, args):
-        return _app()
+        _app()
 
 
-def typed(command: str, cfg: DictConfig) -> Any:
+def typed(command: str, cfg: DictConfig) -> object:
     """The schema instance of the composed ``cfg`` (what every command body receives); a
     required field still ``???`` is one line and exit 2, naming it."""
     from omegaconf import OmegaConf

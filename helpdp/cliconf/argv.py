@@ -31,6 +31,9 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
+#: what a command body returns (:func:`guard` passes it on)
+R = typing.TypeVar("R")
+
 __all__ = ["Interrupted", "UsageError", "check_argv", "guard", "parse_budgets", "renamed_key"]
 
 ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, KeyError)
@@ -49,14 +52,14 @@ def _fields(schema: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(schema)}
 
 
-def _field_type(schema: type, f: dataclasses.Field) -> Any:
+def _field_type(schema: type, f: dataclasses.Field) -> object:
     try:
         return typing.get_type_hints(schema)[f.name]
     except Exception:  # noqa: BLE001 - unresolvable annotation: treat as open
         return Any
 
 
-def _is_open(tp: Any) -> bool:
+def _is_open(tp: object) -> bool:
     origin = typing.get_origin(tp) or tp
     return tp is Any or origin in (dict, typing.Dict)  # noqa: UP006
 
@@ -118,7 +121,7 @@ _NAMES = {  # type: (one, a list of them)
 }
 
 
-def _type_error(key: str, value: str, tp: Any) -> str | None:
+def _type_error(key: str, value: str, tp: object) -> str | None:
     """What is wrong with ``value`` for a field of type ``tp`` (an int, float or bool,
     optional or not, or a list of them), checked as Hydra would: the value parsed by
     Hydra's override grammar, then validated by OmegaConf's node of that type. None
@@ -248,9 +251,9 @@ def _check_parses(command: str, override: str, key: str, shown: str | None = Non
 _RANGE = re.compile(r"^(-?\d+):(-?\d+)$")
 
 
-def _leaf_type(schema: type, key: str) -> Any:
+def _leaf_type(schema: type, key: str) -> object:
     """The declared type of the field ``key`` (dotted through dataclass fields), or None."""
-    node: Any = schema
+    node: object = schema
     for part in key.split("."):
         if not dataclasses.is_dataclass(node) or part not in _fields(node):
             return None
@@ -276,7 +279,7 @@ def _expand_range(command: str, schema: type, key: str, value: str) -> str:
     return "[" + ",".join(str(i) for i in range(start, stop)) + "]"
 
 
-def parse_budgets(value: Any, name: str = "budget") -> list[float]:
+def parse_budgets(value: object, name: str = "budget") -> list[float]:
     """A budget or a list of budgets as floats >= 0 (checked before any data loads)."""
     items = value if isinstance(value, list | tuple) or _is_listconfig(value) else [value]
     out = []
@@ -296,7 +299,7 @@ def parse_budgets(value: Any, name: str = "budget") -> list[float]:
     return out
 
 
-def _is_listconfig(value: Any) -> bool:
+def _is_listconfig(value: object) -> bool:
     return type(value).__name__ == "ListConfig"
 
 
@@ -305,9 +308,7 @@ def _exit(command: str, message: str) -> typing.NoReturn:
     raise SystemExit(2)
 
 
-def guard(
-    command: str, body: Callable[..., Any], *args, errors: Sequence[type] = (), **kwargs
-) -> Any:
+def guard(command: str, body: Callable[..., R], *args, errors: Sequence[type] = (), **kwargs) -> R:
     """``body(*args, **kwargs)``; the project's errors (:data:`ERRORS` and ``errors``)
     become one line and exit 2."""
     try:

@@ -7,12 +7,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import MISSING, field, fields, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+T = TypeVar("T")
 
 __all__ = ["as_config", "doc_field", "field_help_lines", "to_dict"]
 
 
-def doc_field(default: Any, help: str) -> Any:
+def doc_field(default: T, help: str) -> T:
     """A dataclass field with its documentation (``help``, shown by ``--help``).
 
     Mutable defaults (lists, dicts, dataclass instances) become a factory of deep
@@ -42,7 +47,7 @@ def field_help_lines(schema: type, prefix: str = "", indent: str = "  ") -> list
     return lines
 
 
-def to_dict(cfg: Any) -> dict:
+def to_dict(cfg: object) -> dict:
     """A plain dict of an OmegaConf node, a dataclass instance or a mapping."""
     from omegaconf import OmegaConf
 
@@ -53,7 +58,9 @@ def to_dict(cfg: Any) -> dict:
     return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
 
 
-def as_config(schema: type, cfg: Any = None, /, *, instance: bool = False, **overrides: Any):
+def as_config(
+    schema: type, cfg: object = None, /, *, instance: bool = False, **overrides: object
+) -> object:
     """A config of ``schema`` from ``cfg`` (an instance, an OmegaConf node or a plain
     dict) plus ``overrides``, checked against the schema's fields and types.
 
@@ -78,7 +85,7 @@ def as_config(schema: type, cfg: Any = None, /, *, instance: bool = False, **ove
     return OmegaConf.to_object(base) if instance else base
 
 
-def _is_dataclass_node(node: Any) -> bool:
+def _is_dataclass_node(node: DictConfig) -> bool:
     from omegaconf import OmegaConf
 
     t = OmegaConf.get_type(node)

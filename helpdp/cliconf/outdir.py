@@ -48,7 +48,9 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from helpdp.jsonvalue import JSON
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -149,7 +151,7 @@ def lock_out(command: str, out: str | os.PathLike) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def read_record(out: str | os.PathLike) -> dict[str, Any] | None:
+def read_record(out: str | os.PathLike) -> dict[str, JSON] | None:
     """``{"command", "config"}`` of the run recorded in ``out``, or None."""
     from omegaconf import OmegaConf
 
@@ -205,7 +207,7 @@ def _listing(names: Sequence[str], most: int = 4) -> str:
     return ", ".join(names[:most]) + more
 
 
-def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+def _differences(a: JSON, b: JSON, where: str = "") -> list[str]:
     """The dotted keys whose values differ between two plain configs."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
@@ -217,14 +219,14 @@ def _differences(a: Any, b: Any, where: str = "") -> list[str]:
     return [] if a == b else [where]
 
 
-def _show(value: Any) -> str:
+def _show(value: JSON) -> str:
     """``value`` as one writes it on the command line (``[0.5,1.0]``, ``null``)."""
     if isinstance(value, dict | list | bool) or value is None:
         return json.dumps(value, separators=(",", ":"))
     return str(value)
 
 
-def _lookup(config: Any, key: str) -> Any:
+def _lookup(config: JSON, key: str) -> JSON:
     for part in key.split("."):
         if not isinstance(config, dict):
             return None

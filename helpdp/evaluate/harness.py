@@ -54,7 +54,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -227,7 +226,7 @@ def _policies(
     return [p for p in pols if p.name not in set(cfg.skip)], table, selected
 
 
-def _selected_record(spec: Any) -> dict | None:
+def _selected_record(spec: str | Path) -> dict | None:
     """The ``selected.json`` of ``helpdp.select`` that ``spec`` names (a file or its
     directory; its cross-fitted estimate and the candidates' support), else None."""
     path = Path(str(spec))
@@ -382,7 +381,7 @@ def environment_runs(
     return base, ref
 
 
-def shared_actor(actor: Any) -> Callable[[], dict]:
+def shared_actor(actor: object) -> Callable[[], dict]:
     """``collect(**shared_actor(cfg.actor)())``: each run gets a fresh actor on one loaded
     model (:func:`collect.actors.shared_model_actors`, loaded at the first run), so a
     real model loads once per evaluation, not once per policy; nothing for the actors

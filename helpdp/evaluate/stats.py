@@ -11,12 +11,12 @@ and the per-policy table (:func:`summarize`) and comparisons (:func:`compare`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from helpdp.intervals import MIN_TASKS_DIFFER, cluster_ci, mean_ci, task_power, task_shares, wilson
+from helpdp.jsonvalue import JSON
 from helpdp.policies import RandomStates, name_family
 
 __all__ = [
@@ -242,7 +242,7 @@ def headroom(results: pd.DataFrame, split: str, budget: float, baselines: list[s
     baseline)). A state-wise policy can realise any such mixture (the start state
     names the task). ``mix``: the in-sample mixture, ``task -> {policy: weight}``.
     """
-    out: dict[str, Any] = {"split": split, "budget": float(budget), "policies": sorted(baselines)}
+    out: dict[str, JSON] = {"split": split, "budget": float(budget), "policies": sorted(baselines)}
     for name, cf in (("insample", False), ("crossfit", True)):
         mb = mix_baseline(results, split, budget, baselines, crossfit=cf)
         out[name] = (float("nan"), float("nan")) if mb is None else (float(mb[0].mean()), mb[1])
@@ -351,7 +351,7 @@ def compare(
         out[key] = paired_ci(diff)
         out[f"{key}_tasks"] = task_ci(diff.to_numpy(float), tasks)
 
-    out: dict[str, Any] = {
+    out: dict[str, JSON] = {
         "policy": policy,
         "split": split,
         "U": float(mine["expert_calls"].mean()),

@@ -57,7 +57,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -65,7 +65,7 @@ import pandas as pd
 from helpdp.cliconf import run_app, to_dict
 from helpdp.data import load_dataset
 from helpdp.demo import demo_dataset_path
-from helpdp.forecast import policy_value
+from helpdp.forecast import PolicyValue, policy_value
 from helpdp.helper.card import write_card
 from helpdp.helper.config import EXAMPLE_WEIGHTS, MODES, HelperModelConfig, HelperTrainConfig
 from helpdp.helper.features import (
@@ -77,8 +77,13 @@ from helpdp.helper.features import (
 from helpdp.helper.policy import HelperPolicy
 from helpdp.helper.quality import classification_metrics, fit_warnings
 from helpdp.label import read_labels
-from helpdp.models.trainer import fit_with_trainer
+from helpdp.models.trainer import Optimisation, Reporting, fit_with_trainer
 from helpdp.subset import task_subset
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from helpdp.models.encoder import Encoder, HelperNet
 
 HELPER_JSON = "helper.json"
 
@@ -229,7 +234,7 @@ def usage_thresholds(
         fb = policy_value(mdp, pi_row, gamma=gamma, flag=missing).fallback
         return v, fb
 
-    cache: dict[float, Any] = {}
+    cache: dict[float, tuple[PolicyValue, float]] = {}
 
     def usage(t: float) -> float:
         if t not in cache:
@@ -320,9 +325,9 @@ class _Net:
     """The helper network being trained, its tokenizer and input encoder, and where
     and how it is run."""
 
-    net: Any
-    tok: Any
-    encoder: Any
+    net: HelperNet
+    tok: PreTrainedTokenizerBase
+    encoder: Encoder
     source: str
     class_weight: np.ndarray
     device: str
@@ -431,18 +436,22 @@ def _fit(m: _Net, seq_train, y_train: np.ndarray, mcfg: HelperModelConfig, progr
         m.net,
         [{"input_ids": s, "labels": y} for s, y in zip(seq_train, y_train, strict=True)],
         collate,
-        epochs=float(mcfg.epochs),
-        batch_size=bs,
-        lr=float(mcfg.lr),
-        weight_decay=float(mcfg.weight_decay),
-        warmup_ratio=float(mcfg.warmup_ratio),
-        seed=int(mcfg.seed),
+        Optimisation(
+            epochs=float(mcfg.epochs),
+            batch_size=bs,
+            lr=float(mcfg.lr),
+            weight_decay=float(mcfg.weight_decay),
+            warmup_ratio=float(mcfg.warmup_ratio),
+            seed=int(mcfg.seed),
+        ),
         cpu=m.device == "cpu",
         bf16=bool(mcfg.bf16),
-        progress=progress,
-        desc="helper fit",
-        logging_steps=max(1, int(total // 20)),
-        print_logs=False,
+        report=Reporting(
+            progress=progress,
+            logging_steps=max(1, int(total // 20)),
+            print_logs=False,
+            desc="helper fit",
+        ),
     )
     m.net.eval()
     return trainer
@@ -476,7 +485,7 @@ class _Run:
     the command's config (``cfg``), the model's (``mcfg``), the labels' meta, the classes
     and the budgets."""
 
-    cfg: Any
+    cfg: HelperTrainConfig
     mcfg: HelperModelConfig
     meta: dict
     classes: list[str]

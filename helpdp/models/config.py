@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
 from helpdp.models.lora import LoRAConfig, lora_field, lora_settings
 
 __all__ = ["TextModelConfig", "override"]
 
 T = TypeVar("T", bound="TextModelConfig")
+V = TypeVar("V")
 
 
 @dataclass
@@ -88,7 +90,7 @@ class TextModelConfig:
     )
 
     @classmethod
-    def from_saved(cls: type[T], saved: Mapping[str, Any], **fallbacks: Any) -> T:
+    def from_saved(cls: type[T], saved: Mapping[str, JSON], **fallbacks: JSON) -> T:
         """A typed view of a config dict saved with a trained model (its JSON, perhaps
         written by an older version): the fields ``saved`` has, as saved (not checked);
         a missing one takes ``fallbacks``, else the schema's default; ``lora`` as
@@ -100,7 +102,7 @@ class TextModelConfig:
         return cls(**values)
 
 
-def override(name: str, default: Any) -> Any:
+def override(name: str, default: V) -> V:
     """The shared field ``name`` of :class:`TextModelConfig` with a subclass's own
     ``default``; its help is the base's (declared once)."""
     base = {f.name: f for f in fields(TextModelConfig)}

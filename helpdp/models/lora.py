@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from helpdp.cliconf import doc_field as _f
+from helpdp.jsonvalue import JSON
 
 __all__ = ["LoRAConfig", "lora_field", "lora_settings"]
 
@@ -33,12 +33,12 @@ class LoRAConfig:
     )
 
 
-def lora_field(help: str, **defaults: Any) -> Any:
+def lora_field(help: str, **defaults: JSON) -> LoRAConfig:
     """A ``lora: LoRAConfig`` dataclass field with this app's ``defaults`` (``r=0``)."""
     return field(default_factory=lambda: LoRAConfig(**defaults), metadata={"help": help})
 
 
-def lora_settings(cfg: Mapping[str, Any]) -> dict:
+def lora_settings(cfg: Mapping[str, JSON]) -> dict:
     """``{r, alpha, dropout, target_modules}`` of a model config as saved with a trained
     model (a mapping: its JSON, or a config node): its ``lora`` mapping, or the flat ``lora_r``/``lora_alpha``/``lora_dropout``/
     ``target_modules`` of configs saved before the nested field."""

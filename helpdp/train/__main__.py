@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from collect.awm.sandbox import COMMAND_ERRORS
-from helpdp.cliconf import run_app
+from helpdp.cliconf import Usage, run_app
 from helpdp.cliconf.outdir import pop_overwrite
 from helpdp.train.config import TrainConfig
 from helpdp.train.ranks import dist_rank
@@ -46,7 +46,7 @@ def main() -> None:
         run_cli,
         config_name="train",
         groups=("train",),
-        usage=USAGE,
+        usage=Usage(USAGE),
         errors=COMMAND_ERRORS,
         argv=command_args(sys.argv[1:], rank),
         out_dir=rank == 0,

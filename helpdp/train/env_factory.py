@@ -41,7 +41,7 @@ import keyword
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -52,9 +52,14 @@ from collect.rollout import WORLD_OUTPUT_KINDS
 from collect.schedule import EpisodeSpec, stable_int64
 from collect.statekey import arguments_sha
 from collect.types import EpisodeView, Turn
+from helpdp.jsonvalue import JSON
 from helpdp.policies import HelpPolicy, Never
 from helpdp.train.gate import Gate
 from helpdp.views import view_from_history
+
+if TYPE_CHECKING:
+    from collect.awm.rewards import RewardFunc
+    from collect.types import Intervention, Pool
 
 __all__ = ["AWMEnvironmentFactory", "AWMToolEnvironment", "tool_method"]
 
@@ -70,7 +75,7 @@ _JSON_TYPES = {
 }
 
 
-def _one_line(text: Any) -> str:
+def _one_line(text: object) -> str:
     return re.sub(r"\s+", " ", str(text or "")).strip()
 
 
@@ -89,7 +94,7 @@ def _as_text(rendered: str) -> str:
     return _CHOICES_OPEN.sub(r"(\1&#58;", _SECTION.sub(r"\1&#58;", rendered))
 
 
-def _render_json(value: Any) -> Any:
+def _render_json(value: JSON) -> JSON:
     """A decoded JSON value with every string (keys too) rendered for a docstring."""
     if isinstance(value, str):
         return _as_text(render_observation(value.strip()))
@@ -124,7 +129,7 @@ def _choices(values: list | None) -> str:
     return f" (choices: {json.dumps(_render_json(values), ensure_ascii=False)})"
 
 
-def _py_type(schema: dict[str, Any]) -> type:
+def _py_type(schema: dict[str, JSON]) -> type:
     kind = schema.get("type")
     if isinstance(kind, list):  # ["string", "null"]
         kind = next((k for k in kind if k != "null"), "string")
@@ -135,7 +140,16 @@ def _py_type(schema: dict[str, Any]) -> type:
     return _JSON_TYPES.get(kind, str)
 
 
-def tool_method(tool: Any) -> Callable[..., str] | None:
+class ToolSpec(Protocol):
+    """A world tool as an environment lists it (``collect.awm.tools.Tool``, or the
+    remote runtime's record of one)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, JSON]
+
+
+def tool_method(tool: ToolSpec) -> Callable[..., str] | None:
     """A method calling the world's ``tool`` (``name``, ``description``, ``input_schema``)
     whose signature, type hints and Google-style docstring are what TRL (through
     ``transformers.utils.get_json_schema``) renders as the tool; None for a tool whose
@@ -149,7 +163,7 @@ def tool_method(tool: Any) -> Callable[..., str] | None:
     props = schema.get("properties") or {}
     required = set(schema.get("required") or [])
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    hints: dict[str, Any] = {}
+    hints: dict[str, object] = {}  # a type, or a type | None
     docs = []
     for arg, spec in props.items():
         if not str(arg).isidentifier() or keyword.iskeyword(arg):
@@ -172,7 +186,7 @@ def tool_method(tool: Any) -> Callable[..., str] | None:
     params[1:] = sorted(params[1:], key=lambda p: p.default is not inspect.Parameter.empty)
     keep = set(hints)
 
-    def method(self, **kwargs: Any) -> str:
+    def method(self, **kwargs: JSON) -> str:
         arguments = {k: v for k, v in kwargs.items() if k in keep and v is not None}
         return self._call(name, arguments)
 
@@ -196,7 +210,7 @@ class AWMToolEnvironment:
         self.env = None
         self.result = None  # the last step's StepResult
         self.view: EpisodeView | None = None
-        self.records: list[dict[str, Any]] = []  # the world turns, as helpdp.views reads them
+        self.records: list[dict[str, JSON]] = []  # the world turns, as helpdp.views reads them
         self.helped: list[int] = []  # the help granted at the current state
         self.episode_id = -1
         self.errors = self.blind = self.recovery = 0
@@ -205,7 +219,7 @@ class AWMToolEnvironment:
         self.outcome: str | None = None
 
     # -- TRL's interface -----------------------------------------------------------------
-    def reset(self, scenario: str | None = None, task_idx: int = 0, **example: Any) -> None:
+    def reset(self, scenario: str | None = None, task_idx: int = 0, **example: JSON) -> None:
         """Start the episode of the example (its task is already the prompt)."""
         f = self.factory
         name = scenario or self.scenario_name
@@ -289,7 +303,7 @@ class AWMToolEnvironment:
         return self.last_reward
 
     # -- the world's tools ---------------------------------------------------------------
-    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+    def _call(self, name: str, arguments: dict[str, JSON]) -> str:
         if self.view is None or self.ended:
             return "Error: the episode is over."
         result = self._step(format_call_tool(name, arguments))
@@ -358,13 +372,13 @@ class AWMEnvironmentFactory:
 
     def __init__(
         self,
-        pool: Any,
+        pool: Pool,
         scenarios: Sequence[str],
         *,
-        interventions: Sequence[Any] = (),
+        interventions: Sequence[Intervention] = (),
         policy: HelpPolicy | None = None,
         max_per_episode: int | None = 2,
-        reward: Any = None,
+        reward: RewardFunc | None = None,
         denied_text: str = "The expert is not available now; continue on your own.",
         seed: int = 0,
         tools: Sequence[str] | None = None,
@@ -396,7 +410,7 @@ class AWMEnvironmentFactory:
             tools = list(env.tools)
         finally:
             self.pool.release(env)
-        methods: dict[str, Any] = {}
+        methods: dict[str, Callable[..., str]] = {}
         skipped = []
         for tool in tools:
             if self.only is not None and tool.name not in self.only:
@@ -412,14 +426,14 @@ class AWMEnvironmentFactory:
             cls_name, (AWMToolEnvironment,), {**methods, "factory": self, "scenario_name": name}
         )
 
-    def environments(self) -> Any:
+    def environments(self) -> type[AWMToolEnvironment] | dict[str, type[AWMToolEnvironment]]:
         """TRL's ``environment_factory``: the class of the one scenario, or ``{scenario:
         class}`` (rows then carry ``environment``)."""
         if len(self.classes) == 1:
             return next(iter(self.classes.values()))
         return dict(self.classes)
 
-    def rows(self, tasks: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+    def rows(self, tasks: Sequence[tuple[str, int]]) -> list[dict[str, JSON]]:
         """Dataset rows: the task as the prompt, ``scenario`` and ``task_idx`` (for
         ``reset``), and ``environment`` when there are several scenarios."""
         out = []

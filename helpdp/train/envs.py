@@ -10,19 +10,23 @@ import os
 import threading
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.awm.client import EnvClient
 from collect.awm.dataset import AWMDataset
 from collect.awm.env import EnvConfig, EnvPool
 from collect.awm.episode import ResetResult, StepResult
 from collect.awm.observation import render_observation
+from helpdp.jsonvalue import JSON
 from helpdp.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from collect.awm.dataset import Scenario
 
 __all__ = ["RemoteEnv", "RemotePool", "build_pool", "check_remote", "worlds_dir"]
 
 
-def worlds_dir(worlds: Any) -> Path:
+def worlds_dir(worlds: str | Path | None) -> Path:
     """The AWM directory ``worlds`` (null: the shipped demo worlds)."""
     if worlds:
         return Path(worlds)
@@ -44,13 +48,15 @@ class RemoteEnv:
     ``terminate_on_format_error``) are the server's.
     """
 
-    def __init__(self, url: str, token: str | None, scenario: Any, tools: list[Any]):
+    def __init__(
+        self, url: str, token: str | None, scenario: Scenario, tools: list[SimpleNamespace]
+    ):
 
         self.client = EnvClient(url, token=token)
         self.scenario = scenario
         self.tools = tools
         self.app = None
-        self.trajectory: list[dict[str, Any]] = []
+        self.trajectory: list[dict[str, JSON]] = []
 
     def reset(self, task_idx: int, *, episode_id: str | None = None) -> ResetResult:
         obs = self.client.reset(self.scenario.name, task_idx, episode_id=episode_id)["observation"]
@@ -94,7 +100,7 @@ class RemoteEnv:
             lines.append(f"[final answer] {final_answer}")
         return render_observation("\n".join(lines))
 
-    def verify(self, answer: Any = None):
+    def verify(self, answer: JSON = None):
         raise RuntimeError(REMOTE_NO_VERIFY)
 
     def db_digest(self) -> str:
@@ -115,24 +121,24 @@ class RemotePool:
     its environments); scenarios (tasks, reference solutions) are read from the local
     copy of the worlds. The token is read from ``$token_env``."""
 
-    def __init__(self, url: str, worlds: Any, token_env: str = "HELPDP_SERVE_TOKEN"):
+    def __init__(self, url: str, worlds: str | Path | None, token_env: str = "HELPDP_SERVE_TOKEN"):
         self.url = url.rstrip("/")
         self.token = os.environ.get(token_env) or None
         self.dataset = AWMDataset(worlds_dir(worlds))
-        self._scenarios: dict[str, Any] = {}
-        self._tools: dict[str, list[Any]] = {}
+        self._scenarios: dict[str, Scenario] = {}
+        self._tools: dict[str, list[SimpleNamespace]] = {}  # name, description, input_schema
         self._lock = threading.Lock()
 
     def names(self) -> list[str]:
         return self.dataset.names()
 
-    def scenario(self, name: str):
+    def scenario(self, name: str) -> Scenario:
         with self._lock:
             if name not in self._scenarios:
                 self._scenarios[name] = self.dataset.get(name)
             return self._scenarios[name]
 
-    def tools(self, name: str) -> list[Any]:
+    def tools(self, name: str) -> list[SimpleNamespace]:
         """The scenario's tools, listed once through a session of their own (a
         ``list_tools`` counts as a turn of the episode it is made in)."""
 

@@ -20,9 +20,13 @@ import json
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from helpdp.jsonvalue import JSON
 from helpdp.train.gate import SplitSchedule
+
+if TYPE_CHECKING:
+    from helpdp.train.rollout import AWMRollout
 
 __all__ = [
     "GlobalSplitSchedule",
@@ -49,7 +53,7 @@ def _gather(values: list[bool]) -> list[bool]:
         return list(values)
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return list(values)
-    parts: list[Any] = [None] * dist.get_world_size()
+    parts: list[list[bool] | None] = [None] * dist.get_world_size()
     dist.all_gather_object(parts, [bool(v) for v in values])
     return [v for part in parts for v in part]
 
@@ -69,7 +73,7 @@ class GlobalSplitSchedule(SplitSchedule):
         super().observe(_gather(list(format_errors)))
 
 
-def rollout_state(rollout: Any) -> dict[str, Any]:
+def rollout_state(rollout: AWMRollout) -> dict[str, JSON]:
     """What a resumed rollout needs (JSON-able)."""
     s = rollout.split
     return {
@@ -83,7 +87,7 @@ def rollout_state(rollout: Any) -> dict[str, Any]:
     }
 
 
-def restore_rollout_state(rollout: Any, state: dict[str, Any]) -> None:
+def restore_rollout_state(rollout: AWMRollout, state: dict[str, JSON]) -> None:
     """Set ``rollout``'s counters and split to ``state`` (of :func:`rollout_state`)."""
     rollout.step = int(state["step"])
     rollout.episodes = int(state["episodes"])
@@ -101,7 +105,7 @@ class RolloutStateCallback:
     """A ``transformers`` callback: at every checkpoint, this rank's rollout state
     into ``<output_dir>/checkpoint-<step>/rollout_state-rank<R>.json``."""
 
-    def __init__(self, rollout: Any, rank: int):
+    def __init__(self, rollout: AWMRollout, rank: int):
         self.rollout, self.rank = rollout, int(rank)
 
     def __getattr__(self, name):

@@ -24,13 +24,23 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collect.awm.observation import render_observation
 from collect.rollout import RunContext, TextRenderer, TurnReply, TurnRequest, run_episodes
 from collect.schedule import EpisodeSpec, stable_int64
 from collect.statekey import HistoryKeys
 from helpdp.train.gate import Gate, SplitSchedule
+
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
+
+    from collect.awm.env import AWMEnv
+    from collect.rollout import EpisodeLog
+    from collect.types import Intervention, Pool
+
+#: a GRPO prompt: the chat messages of a dataset row (or its text)
+Prompt = list[dict[str, str]] | str
 
 __all__ = ["AWMRollout", "HFBackend", "TokenActor", "Timings", "VLLMBackend", "task_prompts"]
 
@@ -65,7 +75,7 @@ class HFBackend:
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         ids, mask = ids.to(model.device), mask.to(model.device)
         torch.manual_seed(int(seed) % (2**31))
-        kw: dict[str, Any] = {"max_new_tokens": max(max_new), "pad_token_id": pad}
+        kw: dict[str, object] = {"max_new_tokens": max(max_new), "pad_token_id": pad}
         kw["eos_token_id"] = self.tok.eos_token_id
         if self.temperature > 0:
             kw.update(do_sample=True, temperature=self.temperature, top_p=self.top_p)
@@ -243,7 +253,7 @@ class TokenActor:
 # ---------------------------------------------------------------------------
 
 
-def task_prompts(pool: Any, tasks: Sequence[tuple[str, int]]) -> tuple[list[dict], dict]:
+def task_prompts(pool: Pool, tasks: Sequence[tuple[str, int]]) -> tuple[list[dict], dict]:
     """Dataset rows (``prompt``: the task as one user message, ``task_id``) and the
     lookup task text -> (scenario, task_idx) the rollout uses; texts must be unique.
     The task is rendered as data (:func:`collect.awm.observation.render_observation`),
@@ -313,7 +323,7 @@ class _TimedEnv:
     """An environment of the pool whose ``reset`` and ``step`` are timed; everything
     else (tools, verify for the oracle, close, ...) is the environment's own."""
 
-    def __init__(self, inner: Any, timings: Timings):
+    def __init__(self, inner: AWMEnv, timings: Timings):
         self.__dict__["inner"] = inner
         self.__dict__["timings"] = timings
 
@@ -343,7 +353,7 @@ class _TimedEnv:
 class _TimedPool:
     """The pool, handing out :class:`_TimedEnv` (released and closed unwrapped)."""
 
-    def __init__(self, inner: Any, timings: Timings):
+    def __init__(self, inner: Pool, timings: Timings):
         self.inner, self.timings = inner, timings
 
     def __getattr__(self, name: str) -> Any:
@@ -359,12 +369,12 @@ class _TimedPool:
         finally:
             self.timings.add("acquire", time.perf_counter() - t0)
 
-    def release(self, env: Any) -> None:
+    def release(self, env: AWMEnv | _TimedEnv) -> None:
         self.inner.release(env.inner if isinstance(env, _TimedEnv) else env)
 
 
 class _TimedIntervention:
-    def __init__(self, inner: Any, timings: Timings):
+    def __init__(self, inner: Intervention, timings: Timings):
         self.inner, self.timings = inner, timings
         self.name, self.kind, self.config = inner.name, inner.kind, inner.config
 
@@ -434,7 +444,7 @@ class AWMRollout:
         self.step = 0
         self.episodes = 0
         self.decisions: list[dict] = []
-        self.last_logs: list[Any] = []
+        self.last_logs: list[EpisodeLog] = []
         self.last_output: dict | None = None
         self.last_stats: dict[str, float] = {}
         self.history: list[dict[str, float]] = []
@@ -442,7 +452,7 @@ class AWMRollout:
         self._lock = threading.Lock()
 
     # -- helpers ------------------------------------------------------------------------
-    def roles(self, prompts: Sequence[Any], group: int) -> list[bool]:
+    def roles(self, prompts: Sequence[Prompt], group: int) -> list[bool]:
         """Expert (True) or solo per rollout: in each run of equal prompts, the first
         ``n_expert`` (the split's, scaled to the run's length) are expert rollouts."""
         flags: list[bool] = []
@@ -465,14 +475,16 @@ class AWMRollout:
             self.decisions.append(event)
             self._batch_decisions.append(event)
 
-    def _task(self, prompt: Any) -> tuple[str, int]:
+    def _task(self, prompt: Prompt) -> tuple[str, int]:
         text = prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
         if text not in self.lookup:
             raise KeyError(f"rollout: a prompt that is no known task: {text[:80]!r}")
         return self.lookup[text]
 
     # -- the rollout function -------------------------------------------------------------
-    def __call__(self, prompts: Sequence[Any], trainer: Any = None) -> dict[str, Any]:
+    def __call__(
+        self, prompts: Sequence[Prompt], trainer: GRPOTrainer | None = None
+    ) -> dict[str, list | None]:
         if self.actor is None:
             self.actor = self.actor_factory(trainer)
         actor = self.actor
@@ -535,7 +547,7 @@ class AWMRollout:
         self.step += 1
         return out
 
-    def _output(self, logs, flags) -> dict[str, Any]:
+    def _output(self, logs: list[EpisodeLog], flags: list[bool]) -> dict[str, list | None]:
         actor = self.actor
         prompt_ids, completion_ids, env_mask, logprobs = [], [], [], []
         for lg in logs:

@@ -5,11 +5,16 @@ actor of the CPU smoke run, the tests and the benchmark."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.awm.protocol import system_prompt
 from collect.simulate import tool_call_text
 from helpdp.train.config import ModelConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from collect.types import Pool
 
 __all__ = ["CHAT_TEMPLATE", "build_tiny", "world_texts", "warm_start"]
 
@@ -19,7 +24,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def world_texts(pool: Any, tasks: Sequence[tuple[str, int]]) -> tuple[list[str], list[str]]:
+def world_texts(pool: Pool, tasks: Sequence[tuple[str, int]]) -> tuple[list[str], list[str]]:
     """``(corpus, turns)``: texts to train the tokenizer on (system prompt, tasks,
     reference calls) and the reference turns (one ``<tool_call>`` each) for
     :func:`warm_start`."""
@@ -81,7 +86,14 @@ def build_tiny(cfg: ModelConfig, corpus: Sequence[str]):
     return model, tok
 
 
-def warm_start(model: Any, tok: Any, turns: Sequence[str], steps: int, *, lr: float = 1e-2):
+def warm_start(
+    model: PreTrainedModel,
+    tok: PreTrainedTokenizerBase,
+    turns: Sequence[str],
+    steps: int,
+    *,
+    lr: float = 1e-2,
+) -> float | None:
     """``steps`` AdamW next-token steps on assistant turns ``turns`` (full weights);
     returns the last loss. Gives a random model a taste of the call format."""
     import torch

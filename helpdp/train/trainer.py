@@ -25,12 +25,13 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from collect.awm.rewards import build_rewards
 from collect.interventions import build_interventions
 from collect.schedule import SplitConfig, split_tasks, stable_int64, task_id
 from collect.scratch import make_scratch_dir, sweep_scratch
+from helpdp.jsonvalue import JSON
 from helpdp.models.lora import LoRAConfig
 from helpdp.train.config import GRPOSettings, ModelConfig, TrainConfig
 from helpdp.train.envs import build_pool
@@ -44,6 +45,16 @@ from helpdp.train.ranks import (
 )
 from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, VLLMBackend, task_prompts
 from helpdp.train.tiny import build_tiny, warm_start, world_texts
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from datasets import Dataset
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+    from trl import GRPOTrainer
+
+    from collect.awm.env import EnvPool
+    from helpdp.train.envs import RemotePool
 
 __all__ = [
     "MetricsCallback",
@@ -65,7 +76,7 @@ CONSOLE = {
 }
 
 
-def training_tasks(cfg: TrainConfig, pool: Any) -> list[tuple[str, int]]:
+def training_tasks(cfg: TrainConfig, pool: EnvPool | RemotePool) -> list[tuple[str, int]]:
     """(scenario, task_idx) of the configured splits, with a verifier (and a
     reference solution when the expert is the oracle)."""
 
@@ -171,7 +182,9 @@ def _prepare_out(cfg: TrainConfig) -> Path:
     return out
 
 
-def _training_data(cfg: TrainConfig, pool: Any) -> tuple[list[tuple[str, int]], Any, dict]:
+def _training_data(
+    cfg: TrainConfig, pool: EnvPool | RemotePool
+) -> tuple[list[tuple[str, int]], Dataset, dict]:
     """``(tasks, dataset, lookup)``: the training tasks, their prompts as a
     ``datasets.Dataset`` and the prompt -> task lookup of the rollout."""
     from datasets import Dataset
@@ -185,7 +198,9 @@ def _training_data(cfg: TrainConfig, pool: Any) -> tuple[list[tuple[str, int]], 
     return tasks, Dataset.from_list(rows), lookup
 
 
-def _load_model(cfg: TrainConfig, pool: Any, tasks: list[tuple[str, int]]) -> tuple[Any, Any]:
+def _load_model(
+    cfg: TrainConfig, pool: EnvPool | RemotePool, tasks: list[tuple[str, int]]
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """``(model, tokenizer)`` of ``cfg.model``: a tiny Qwen3 trained on the worlds'
     texts (and warm-started), or a checkpoint; the tokenizer always pads."""
     import torch
@@ -225,7 +240,7 @@ def _load_model(cfg: TrainConfig, pool: Any, tasks: list[tuple[str, int]]) -> tu
     return model, tok
 
 
-def _gguf_weights(model_cfg: ModelConfig) -> tuple[str, dict[str, Any]]:
+def _gguf_weights(model_cfg: ModelConfig) -> tuple[str, dict[str, str]]:
     """The directory and ``gguf_file=`` of the real model ``model_cfg.gguf`` (installed
     by ``make real-actor``; size, GGUF metadata and sha256 checked against the pins)."""
     from collect.realmodel import MODELS, ensure_model
@@ -277,14 +292,16 @@ def _grpo_args(cfg: TrainConfig, out: Path):
     )
 
 
-def _actor_factory(cfg: TrainConfig, tok: Any):
+def _actor_factory(
+    cfg: TrainConfig, tok: PreTrainedTokenizerBase
+) -> Callable[[GRPOTrainer], TokenActor]:
     """``trainer -> TokenActor``: the actor that generates with the trainer's model
     (through vLLM or ``generate``)."""
     g = cfg.grpo
 
     def actor_factory(trainer):
         if g.use_vllm:
-            backend: Any = VLLMBackend(trainer)
+            backend: VLLMBackend | HFBackend = VLLMBackend(trainer)
         else:
             backend = HFBackend(
                 lambda: trainer.accelerator.unwrap_model(trainer.model),
@@ -320,11 +337,15 @@ def _peft_config(lora: LoRAConfig):
     )
 
 
-def _callbacks(cfg: TrainConfig, out: Path, split: SplitSchedule) -> list[Any]:
+def _callbacks(
+    cfg: TrainConfig, out: Path, split: SplitSchedule
+) -> list[MetricsCallback | TrainerCallback]:
     """metrics.csv and the progress bar; TensorBoard when ``grpo.report_to`` names it."""
     g = cfg.grpo
     rank = dist_rank()[0]
-    callbacks: list[Any] = [MetricsCallback(out, g.max_steps, split, cfg.progress and rank == 0)]
+    callbacks: list[MetricsCallback | TrainerCallback] = [
+        MetricsCallback(out, g.max_steps, split, cfg.progress and rank == 0)
+    ]
     if "tensorboard" in g.report_to and rank == 0:  # one event file, rank 0's
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
@@ -430,7 +451,9 @@ def find_checkpoint(cfg: TrainConfig) -> Path | None:
     return path
 
 
-def _resume_logs(cfg: TrainConfig, checkpoint: Path, rollout: Any, callbacks: list[Any]) -> None:
+def _resume_logs(
+    cfg: TrainConfig, checkpoint: Path, rollout: AWMRollout, callbacks: list[object]
+) -> None:
     """A resumed run: the rollout's state of the checkpoint, this rank's decisions and
     episodes of the batches before it, rank 0's metrics rows up to its step."""
     rank = dist_rank()[0]
@@ -455,7 +478,7 @@ def _resume_logs(cfg: TrainConfig, checkpoint: Path, rollout: Any, callbacks: li
                 cb.rows = [{k: _number(v) for k, v in r.items() if v != ""} for r in rows]
 
 
-def _number(text: str) -> Any:
+def _number(text: str) -> int | float | str:
     try:
         return int(text)
     except ValueError:
@@ -480,7 +503,7 @@ def scratch_dir() -> Path:
     return make_scratch_dir(root, TRAIN_SCRATCH_PREFIX)
 
 
-def train(cfg: TrainConfig, **kw) -> dict[str, Any]:
+def train(cfg: TrainConfig, **kw) -> dict[str, JSON]:
     """Train (or resume: ``cfg.resume``); returns a summary (also written to
     ``train.json`` of this rank's :func:`log_dir`)."""
     t0 = time.perf_counter()
@@ -523,7 +546,7 @@ def train(cfg: TrainConfig, **kw) -> dict[str, Any]:
             shutil.rmtree(ckpt_dir, ignore_errors=True)  # only TRL's model card, this run's
 
 
-def run_cli(cfg: TrainConfig) -> dict[str, Any]:
+def run_cli(cfg: TrainConfig) -> dict[str, JSON]:
     """The body of ``python -m helpdp.train``."""
     res = train(cfg)
     last = res["rollout"][-1] if res["rollout"] else {}

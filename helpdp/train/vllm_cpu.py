@@ -27,20 +27,25 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import torch
 
 __all__ = ["guarded_rebind", "keep_weights", "patch_vllm_cpu"]
 
 
 def guarded_rebind(
-    overrides: Iterable[tuple[Any, Any]], modules: Iterable[Any] | None = None
+    overrides: Iterable[tuple[object, object]], modules: Iterable[ModuleType] | None = None
 ) -> None:
     """Point every reference to each original kernel at its wrapper (vLLM's
     ``triton_utils.dispatcher._rebind_kernels``), skipping modules and attribute values
     whose ``__dict__`` is not a dict. ``modules``: default every module loaded."""
     originals = list(overrides)
 
-    def lookup(value: Any) -> Any:
+    def lookup(value: object) -> object | None:
         for original, wrapper in originals:
             if value is original:  # identity only: some values fail on == or hash
                 return wrapper
@@ -66,7 +71,7 @@ def guarded_rebind(
                 value.__dict__.pop("_kernel_arg_names", None)
 
 
-def keep_weights(layer: Any, remove_weight: bool = True) -> None:
+def keep_weights(layer: torch.nn.Module, remove_weight: bool = True) -> None:
     """vLLM's ``dispatch_cpu_unquantized_gemm`` replacement: the layer multiplies by
     its live ``weight`` (``torch.nn.functional.linear``), which stays in place with
     its ``weight_loader`` for the trainer's weight syncs (``remove_weight`` ignored)."""

@@ -54,7 +54,14 @@ import stat
 import struct
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import CodeType, ModuleType
+
+    from collect.awm.sandbox.ops import Context
+    from helpdp.jsonvalue import JSON
 
 EXIT_MEMORY = 3
 CHILD_FDS = (3, 4)  # the child's request and response pipes
@@ -73,10 +80,10 @@ class Template:
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         sock: socket.socket,
-        ops: Any,
-        reading: Any,
+        ops: ModuleType,
+        reading: Callable[[], dict[str, float]],
         preload_roots: frozenset[str] = frozenset(),
     ):
         self.ctx, self.sock, self.ops = ctx, sock, ops
@@ -89,8 +96,8 @@ class Template:
         self.child_id: int | None = None
         #: child id -> {"clean", "problem"}: never its exit status (the parent reads that)
         self.ended: dict[int, dict] = {}
-        self.compiled: tuple[str, str, Any] | None = None  # (source, filename, code object)
-        self.hello: dict[str, Any] = {}  # the template's own hello (its sandbox status)
+        self.compiled: tuple[str, str, CodeType] | None = None  # (source, filename, code object)
+        self.hello: dict[str, JSON] = {}  # the template's own hello (its sandbox status)
         self.problem: str | None = None  # what keeps this template from a clean fork
 
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 import json
 import os
 import struct
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from helpdp.jsonvalue import JSON
 
 HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -24,7 +27,7 @@ class FrameError(ValueError):
     """A frame that is not a JSON object within the size limit."""
 
 
-def encode(obj: Any) -> bytes:
+def encode(obj: JSON) -> bytes:
     data = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).encode(
         "utf-8", "surrogatepass"
     )
@@ -36,7 +39,7 @@ def check_size(size: int, limit: int = MAX_MESSAGE_BYTES) -> None:
         raise FrameError(f"frame of {size} bytes exceeds the message limit ({limit} bytes)")
 
 
-def decode(body: bytes) -> dict[str, Any]:
+def decode(body: bytes) -> dict[str, JSON]:
     """The object in ``body``; :class:`FrameError` for anything else."""
     try:
         obj = json.loads(body)
@@ -86,7 +89,7 @@ def copy_fd(src: int, dst: int, max_bytes: int | None = None, name: str = "file"
     return copied
 
 
-def recv_blocking(fd: int, limit: int = MAX_MESSAGE_BYTES) -> dict[str, Any] | None:
+def recv_blocking(fd: int, limit: int = MAX_MESSAGE_BYTES) -> dict[str, JSON] | None:
     """One frame from a blocking ``fd`` (None at end of file)."""
     header = read_exact_blocking(fd, HEADER.size)
     if header is None:

@@ -14,7 +14,10 @@ import os
 import sqlite3  # noqa: F401 - imported before any dataset code
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collect.awm.sandbox.rules import Policy
 
 
 def _refusal(message: str) -> PermissionError:
@@ -24,7 +27,7 @@ def _refusal(message: str) -> PermissionError:
 class Guard:
     """Everything dataset code runs under. :meth:`activate` installs the audit hook."""
 
-    def __init__(self, policy_mod: Any, policy: Any):
+    def __init__(self, policy_mod: types.ModuleType, policy: Policy):
         self.pol = policy_mod
         self.policy = policy
         self._audit = policy.audit  # bound now: later patches of the class do not reach it
@@ -85,7 +88,7 @@ class Guard:
         return proxy
 
     # -- builtins ------------------------------------------------------------------------------
-    def _safe_builtins(self) -> dict[str, Any]:
+    def _safe_builtins(self) -> dict[str, object]:
         refusal, real_import, proxies = self.pol.import_refusal, self._real_import, None
 
         def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
@@ -105,7 +108,7 @@ class Guard:
         }
         safe["__import__"] = guarded_import
 
-        def scoped(g: Any, frame_globals: dict) -> dict:
+        def scoped(g: object, frame_globals: dict) -> dict:
             if g is None:
                 return frame_globals
             if isinstance(g, dict):
@@ -130,7 +133,7 @@ class Guard:
         return safe
 
     def exec_dataset_code(
-        self, code: str, module_name: str, filename: str, compiled: Any = None
+        self, code: str, module_name: str, filename: str, compiled: types.CodeType | None = None
     ) -> types.ModuleType:
         """Run ``code`` as module ``module_name`` (``compiled``: its code object, compiled
         the same way by an app template)."""

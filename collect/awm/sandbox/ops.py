@@ -23,7 +23,15 @@ import signal
 import time
 import traceback
 import uuid
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import httpx
+
+    from collect.awm.sandbox.guard import Guard
 
 EXIT_MEMORY = 3
 
@@ -44,13 +52,13 @@ class _WorldDirEntry:
 
     __slots__ = ("_entry",)
 
-    def __init__(self, entry: Any):
+    def __init__(self, entry: os.DirEntry[str]):
         self._entry = entry
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._entry, name)
 
-    def __fspath__(self) -> Any:
+    def __fspath__(self) -> str:
         return self._entry.__fspath__()
 
     def __repr__(self) -> str:
@@ -61,7 +69,7 @@ class _WorldDirEntry:
 
 
 class _WorldScandir:
-    def __init__(self, it: Any):
+    def __init__(self, it: Iterator[os.DirEntry[str]]):
         self._it = it
 
     def __iter__(self):
@@ -73,7 +81,7 @@ class _WorldScandir:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._it.close()
 
     def close(self) -> None:
@@ -123,7 +131,7 @@ use_world_clock_for_file_times()
 class Context:
     """What the operations share inside one worker."""
 
-    def __init__(self, cfg: dict, framing: Any, guard: Any, fd_in: int, fd_out: int):
+    def __init__(self, cfg: dict, framing: ModuleType, guard: Guard, fd_in: int, fd_out: int):
         self.cfg = cfg
         self.role = cfg["role"]
         self.workdir = cfg["workdir"]
@@ -131,8 +139,8 @@ class Context:
         self.guard = guard
         self.fd_in, self.fd_out = fd_in, fd_out
         self.max_chars = int(cfg.get("max_response_chars") or 200_000)
-        self.state: dict[str, Any] = {}
-        self.mods: dict[str, Any] = {}
+        self.state: dict[str, object] = {}
+        self.mods: dict[str, ModuleType] = {}
         self.loop = None
         self.database = None
 
@@ -268,8 +276,8 @@ def op_load_app(ctx: Context, msg: dict) -> dict:
     return {**reply, "phases": phases.done}
 
 
-async def _do_request(client: Any, msg: dict):
-    kwargs: dict[str, Any] = {"params": [tuple(p) for p in msg.get("query") or []]}
+async def _do_request(client: httpx.AsyncClient, msg: dict) -> httpx.Response:
+    kwargs: dict[str, object] = {"params": [tuple(p) for p in msg.get("query") or []]}
     if msg.get("has_body"):
         kwargs["json"] = msg.get("body")
     return await client.request(msg["method"], msg["path"], **kwargs)
@@ -448,7 +456,7 @@ def _official_function(msg: dict) -> str:
     return "verify_task_completion" if msg.get("mode") == "code" else "verify_task"
 
 
-def _call_official(fn: Any, msg: dict, filename: str) -> dict:
+def _call_official(fn: Callable[..., object], msg: dict, filename: str) -> dict:
     """Call ``fn`` as AWM verify.py does (in the forked child, guard active): with the
     keyword arguments its signature names (``initial_db_path``, ``final_db_path``,
     ``final_answer``: the final answer in code mode, ``""`` in SQL mode), or, when it

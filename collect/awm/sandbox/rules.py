@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import unquote
 
 DENY_MODULES = frozenset(
@@ -100,7 +99,7 @@ def denied_module(name: str) -> str | None:
     return None
 
 
-def import_refusal(name: str, fromlist: Iterable[Any] | None = (), level: int = 0) -> str | None:
+def import_refusal(name: str, fromlist: Iterable[object] | None = (), level: int = 0) -> str | None:
     """Why ``__import__(name, fromlist=..., level=...)`` is refused to dataset code (None: allowed)."""
     if level:
         return "sandbox: relative imports are not allowed"
@@ -128,8 +127,9 @@ def is_under(path: str, roots: Iterable[str]) -> bool:
     return False
 
 
-def path_text(path: Any) -> str | None:
-    """``path`` as text (str, bytes or PathLike); None for descriptors and other objects."""
+def path_text(path: object) -> str | None:
+    """``path`` as text (str, bytes or PathLike); None for descriptors and other objects
+    (an audit event's argument: whatever dataset code passed)."""
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if isinstance(path, bytes):
@@ -143,7 +143,7 @@ def relative_escape(path: str) -> bool:
     return not path.startswith("/") and ".." in path.replace("\\", "/").split("/")
 
 
-def sqlite_target(db: Any) -> str | None:
+def sqlite_target(db: object) -> str | None:
     """The file an ``sqlite3.connect(db)`` opens (None: in memory or not a path)."""
     db = path_text(db)
     if db is None or db in ("", ":memory:"):
@@ -159,7 +159,7 @@ def sqlite_target(db: Any) -> str | None:
     return db
 
 
-def open_is_write(mode: Any, flags: Any) -> bool:
+def open_is_write(mode: object, flags: object) -> bool:
     if isinstance(mode, str) and any(c in mode for c in "wax+"):
         return True
     return isinstance(flags, int) and bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
@@ -176,7 +176,7 @@ class Policy:
     read_files: frozenset[str] = READ_FILES
     realpath: Callable[[str], str] = field(default=os.path.realpath, compare=False)
 
-    def _resolve(self, path: Any) -> tuple[str | None, str | None]:
+    def _resolve(self, path: object) -> tuple[str | None, str | None]:
         text = path_text(path)
         if text is None:
             return None, None
@@ -184,7 +184,7 @@ class Policy:
             return None, f"relative path {text!r} with '..'"
         return self.realpath(text), None
 
-    def read_refusal(self, path: Any, what: str) -> str | None:
+    def read_refusal(self, path: object, what: str) -> str | None:
         p, problem = self._resolve(path)
         if problem:
             return f"{what} of {problem}"
@@ -194,7 +194,7 @@ class Policy:
             return None
         return f"{what} of {p!r} (outside the allowed directories)"
 
-    def write_refusal(self, path: Any, what: str) -> str | None:
+    def write_refusal(self, path: object, what: str) -> str | None:
         p, problem = self._resolve(path)
         if problem:
             return f"{what} of {problem}"
@@ -202,7 +202,7 @@ class Policy:
             return None
         return f"{what} of {p!r} (not a writable directory of this worker)"
 
-    def sqlite_refusal(self, db: Any) -> str | None:
+    def sqlite_refusal(self, db: object) -> str | None:
         target = sqlite_target(db)
         if target is None:
             return None
@@ -252,12 +252,16 @@ class Policy:
 
 
 # -- SQLite authorizers ------------------------------------------------------------------
-def authorize_env(action: int, arg1: Any, arg2: Any, dbname: Any, source: Any) -> int:
+def authorize_env(
+    action: int, arg1: str | None, arg2: str | None, dbname: str | None, source: str | None
+) -> int:
     """App workers: anything on their own database, no ATTACH/DETACH."""
     return SQLITE_DENY if action in (_ATTACH, _DETACH) else SQLITE_OK
 
 
-def authorize_readonly(action: int, arg1: Any, arg2: Any, dbname: Any, source: Any) -> int:
+def authorize_readonly(
+    action: int, arg1: str | None, arg2: str | None, dbname: str | None, source: str | None
+) -> int:
     """Verifier workers: reads, temp objects and harmless pragmas only."""
     if action in (_ATTACH, _DETACH):
         return SQLITE_DENY

@@ -11,7 +11,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from collect.awm.clock import WorldClock
 from collect.awm.sandbox.files import (
@@ -21,6 +20,7 @@ from collect.awm.sandbox.files import (
 )
 from collect.awm.sandbox.rmtree import remove_tree
 from collect.awm.sandbox.worker import SandboxError, SandboxLimits, Worker
+from helpdp.jsonvalue import JSON
 
 # the fork server enforces the run's own time limit; the parent's is this much later
 _PARENT_MARGIN_S = 5.0
@@ -44,7 +44,7 @@ class VerifierOutcome:
     """
 
     status: str
-    result: Any = None
+    result: JSON = None
     message: str = ""
     lineno: int | None = None
     seconds: float = 0.0

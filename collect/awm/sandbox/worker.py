@@ -16,12 +16,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from collect.awm.clock import WorldClock
 from collect.awm.sandbox import confine, framing
 from collect.awm.sandbox.files import copy_file_nofollow, ensure_private_dir, read_tail
 from collect.awm.sandbox.limits import WorkerCgroup, note_once
+from helpdp.jsonvalue import JSON
 
 ISOLATION_MODES = ("os", "python")
 START_MODES = ("fork", "exec")
@@ -190,7 +190,7 @@ class Worker:
             else ((self.workdir,) if role in ("env", "build") else ())
         )
         self.name = name or role
-        self.hello: dict[str, Any] = {}
+        self.hello: dict[str, JSON] = {}
         self.requests = 0
         self.isolation = self.limits.isolation
         # isolation=os: an app's run directory is a tmpfs in its own mount namespace (its
@@ -220,7 +220,7 @@ class Worker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def _config(self, req_r: int, resp_w: int, cwd: Path, nonce: str) -> dict[str, Any]:
+    def _config(self, req_r: int, resp_w: int, cwd: Path, nonce: str) -> dict[str, JSON]:
         return {
             "role": self.role,
             "fd_in": req_r,
@@ -281,7 +281,7 @@ class Worker:
         """A per-worker total (cgroup) this worker ran into, or None."""
         return self.cgroup.problem() if self.cgroup is not None else None
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> dict[str, JSON]:
         """Start the process and wait for its hello (sandbox status)."""
         check_isolation(self.limits)
         ensure_private_dir(self.workdir)
@@ -456,7 +456,9 @@ class Worker:
         return self._child_pid
 
     # -- requests ----------------------------------------------------------
-    def request(self, op: str, payload: dict[str, Any] | None = None, timeout: float | None = None):
+    def request(
+        self, op: str, payload: dict[str, JSON] | None = None, timeout: float | None = None
+    ):
         """Send one request and wait for its reply (a dict with ``ok``).
 
         Raises :class:`SandboxError` (and kills the worker) on a timeout, a crash,
@@ -556,7 +558,7 @@ class Worker:
             n -= len(chunk)
         return b"".join(chunks)
 
-    def _receive(self, deadline: float, op: str, nonce: str) -> dict[str, Any]:
+    def _receive(self, deadline: float, op: str, nonce: str) -> dict[str, JSON]:
         (size,) = framing.HEADER.unpack(self._read_exact(framing.HEADER.size, deadline, op))
         try:
             framing.check_size(size)
@@ -648,18 +650,18 @@ class AppWorker:
         self.limits = limits or SandboxLimits()
         self.workdir = Path(workdir)
         self.worker = Worker("env", self.limits, workdir=self.workdir, name=name, clock=clock)
-        self.openapi: dict[str, Any] | None = None
+        self.openapi: dict[str, JSON] | None = None
         self.db_path: Path | None = None
         #: the run directory ``workdir`` is this app's alone (removed with it)
         self.owns_workdir = True
         #: an environment's fresh apps (forked or started): the OpenAPI document of the
         #: code's first load (the same code's later loads skip generating it; it is made
         #: before any request is served)
-        self.specs: dict[str, Any] | None = None
+        self.specs: dict[str, JSON] | None = None
         #: :meth:`reset` restores the database (a forked app serves one episode: no snapshot)
         self.resettable = True
         #: the worker's timings of the last load: load_ms, cpu_ms, phases (name -> [wall, cpu])
-        self.load_info: dict[str, Any] = {}
+        self.load_info: dict[str, JSON] = {}
 
     @property
     def alive(self) -> bool:
@@ -717,10 +719,10 @@ class AppWorker:
         method: str,
         path: str,
         query: list[tuple[str, str]] | None = None,
-        body: Any = None,
+        body: JSON = None,
         has_body: bool = False,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, JSON]:
         """One HTTP request; reply has ``status`` and ``text`` or ``error``/``message``."""
         payload = {"method": method, "path": path, "query": query or [], "has_body": has_body}
         if has_body:

@@ -48,6 +48,7 @@ from collect.awm.sandbox.worker import (
     Worker,
     write_seed,
 )
+from helpdp.jsonvalue import JSON
 
 __all__ = ["RUN_DIRS", "AppZygote", "ForkedApp", "ForkedWorker", "TemplateWorker"]
 
@@ -62,7 +63,7 @@ class TemplateWorker(Worker):
     listed) with ``run_dirs`` empty tmpfs mounts of ``sandbox.run_dir_mb`` below it, named
     by random tokens kept here only (the template gets each as a descriptor)."""
 
-    def __init__(self, *args: Any, run_dirs: int, **kwargs: Any):
+    def __init__(self, *args: Any, run_dirs: int, **kwargs: Any):  # passed on to Worker
         super().__init__(*args, zygote=True, **kwargs)
         self.run_dirs = [secrets.token_hex(16) for _ in range(run_dirs)]
         self._unused = list(reversed(self.run_dirs))
@@ -120,11 +121,11 @@ class AppZygote:
         initial_db: Path | None,
         name: str = "app",
         clock: WorldClock | None = None,
-        specs: dict[str, Any] | None = None,
+        specs: dict[str, JSON] | None = None,
     ):
         self.limits = limits
         #: the OpenAPI document of the code's first load, shared by an environment's templates
-        self.specs: dict[str, Any] = specs if specs is not None else {}
+        self.specs: dict[str, JSON] = specs if specs is not None else {}
         self.workdir = Path(workdir)
         self.initial_db = Path(initial_db) if initial_db is not None else None
         self.name = name
@@ -227,7 +228,7 @@ class AppZygote:
         }
         return forked
 
-    def end(self, child: int, wait_s: float = 0.0) -> dict[str, Any]:
+    def end(self, child: int, wait_s: float = 0.0) -> dict[str, JSON]:
         """End child ``child`` if it is the current one; its exit, when known."""
         with self._lock:
             worker = self.worker
@@ -353,7 +354,7 @@ class ForkedWorker(Worker):
             self._host_pid = _host_pid(self.owner.worker._python_pid(), self.hello.get("pid"))
         return self._host_pid
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> dict[str, JSON]:
         raise SandboxError("closed", f"{self.name}: a forked child is started by its template")
 
     def _forked_running(self) -> bool:
@@ -428,7 +429,7 @@ def _children(pid: int) -> list[str]:
         return []
 
 
-def _host_pid(template: int | None, ns_pid: Any) -> int | None:
+def _host_pid(template: int | None, ns_pid: object) -> int | None:
     """The host pid of the child of a reaper of ``template`` whose pid in its namespace
     is ``ns_pid``."""
     if template is None or not isinstance(ns_pid, int):
@@ -459,7 +460,7 @@ class ForkedApp(AppWorker):
         self._module = "awm_app"
         self.specs = zygote.specs
         self.resettable = False  # its episode's own child: never reset, no snapshot
-        self.load_info: dict[str, Any] = {}
+        self.load_info: dict[str, JSON] = {}
 
     @property
     def alive(self) -> bool:

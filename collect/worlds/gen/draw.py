@@ -20,9 +20,11 @@ from __future__ import annotations
 import datetime as _dt
 import random
 import re
-from typing import Any
 
 from collect.worlds.gen.spec import FIRST_NAMES, LAST_NAMES
+
+#: a value of a seed row's column (NULL: None)
+Value = int | float | str | None
 
 #: the world's "today" (its clock.txt says noon of this day, UTC)
 TODAY = _dt.date(2025, 6, 12)
@@ -33,7 +35,7 @@ ROW_COUNTS = {"person": (6, 9), "party": (7, 10), "group": (5, 7), "item": (20, 
 MIN_TOOLS, MAX_TOOLS = 25, 45
 
 
-def rng_for(*parts: Any) -> random.Random:
+def rng_for(*parts: object) -> random.Random:
     """A ``random.Random`` seeded from a string (hash randomisation does not reach it)."""
     return random.Random(":".join(str(p) for p in ("helpdp-worlds", *parts)))
 
@@ -258,7 +260,7 @@ def _when(rng: random.Random, lo_days: int, hi_days: int, clock: bool = True) ->
     return f"{day.isoformat()} {rng.randint(7, 19):02d}:{rng.choice((0, 15, 30, 45)):02d}:00"
 
 
-def _value(f: dict, ent: dict, row: dict, rng: random.Random, uniq: _Unique) -> Any:
+def _value(f: dict, ent: dict, row: dict, rng: random.Random, uniq: _Unique) -> Value:
     kind, arg = f["kind"], f["arg"]
     if f["null"] and rng.random() < f["null"]:
         return None
@@ -304,7 +306,7 @@ def _seed_rows(world: dict, rng: random.Random) -> None:
         n = rng.randint(lo, hi)
         rows = []
         for i in range(1, n + 1):
-            row: dict[str, Any] = {"id": i}
+            row: dict[str, Value] = {"id": i}
             for f in ent["fields"]:
                 row[f["col"]] = _value(f, ent, row, rng, uniq)
             name_col = next(f["col"] for f in ent["fields"] if f["key"] in ("name", "body"))

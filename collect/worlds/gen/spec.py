@@ -19,8 +19,6 @@ state machine.
 
 from __future__ import annotations
 
-from typing import Any
-
 #: field kinds and what their ``arg`` is
 KINDS = {
     "person": "none (a person's full name, unique)",
@@ -48,7 +46,9 @@ LAST_NAMES = (
 )  # fmt: skip
 
 
-def field(key: str, cols: list[str] | str, kind: str, arg: Any = None, **kw: Any) -> dict:
+def field(
+    key: str, cols: list[str] | str, kind: str, arg: object = None, **kw: float | str
+) -> dict:
     """One field template: ``key`` (what tasks call it), the column names a world draws
     from, its kind (:data:`KINDS`) and ``opt`` (probability that a world has it; 1.0:
     always), ``null`` (probability that a seed value is NULL)."""

@@ -12,9 +12,8 @@ update, a hand-over, a bulk log-and-transition).
 from __future__ import annotations
 
 import random
-from typing import Any
 
-from collect.worlds.gen.draw import _email, _when, articled, rng_for
+from collect.worlds.gen.draw import Value, _email, _when, articled, rng_for
 from collect.worlds.gen.spec import FIRST_NAMES, LAST_NAMES
 from collect.worlds.src.common import call
 
@@ -95,7 +94,7 @@ def _fresh_name(ent: dict, key: str, rng: random.Random) -> str:
     raise ValueError(f"{ent['plural']}: no fresh {key}")
 
 
-def _new_value(f: dict, current: Any, rng: random.Random) -> Any:
+def _new_value(f: dict, current: Value, rng: random.Random) -> Value:
     """A value of field ``f`` other than ``current``."""
     if f["kind"] == "enum":
         return rng.choice([v for v in f["arg"] if v != current])
@@ -109,7 +108,7 @@ def _new_value(f: dict, current: Any, rng: random.Random) -> Any:
     return (current or 0) + 1
 
 
-def _expect(**kw: Any) -> dict:
+def _expect(**kw: object) -> dict:
     out = {"updated": {}, "deleted": {}, "created": [], "ignore": {}, "answer": []}
     out.update(kw)
     return out
@@ -175,7 +174,7 @@ def _shape(W: _World, rng: random.Random) -> dict:
     }
 
 
-def _pick(rng: random.Random, options: list[str], **kw: Any) -> str:
+def _pick(rng: random.Random, options: list[str], **kw: object) -> str:
     return articled(rng.choice(options).format(**kw))
 
 
@@ -330,7 +329,7 @@ def _t4_transition(W: _World, plan: dict, rng: random.Random) -> dict:
 
 
 def _item_args(
-    W: _World, title: str, rng: random.Random, party_id: Any, group_id: int
+    W: _World, title: str, rng: random.Random, party_id: Value, group_id: int
 ) -> tuple[dict, str]:
     item = W["item"]
     level = W.fld(item, "level")
@@ -404,7 +403,7 @@ def _t6_linked(W: _World, plan: dict, rng: random.Random) -> dict:
     return {"task": text, "calls": calls, "final_answer": None, "expect": exp}
 
 
-def _open_items(W: _World, **where: Any) -> list[dict]:
+def _open_items(W: _World, **where: Value) -> list[dict]:
     item = W["item"]
     st = item["state"]
     return [
