@@ -156,7 +156,7 @@ def _run_untouched(
     jobs = max(1, min(int(cfg.executor.workers), len(todo)))
     pool = VerifierPool(jobs, cfg.env.verifier_sandbox, work_root=root / "verify", clock=clock)
 
-    def one(item: tuple[int, tuple[Any, dict[int, str]]]) -> dict[str, str | None]:
+    def one(item: tuple[int, tuple[Scenario, dict[int, str]]]) -> dict[str, str | None]:
         n, (sc, keys) = item
         try:
             db_path, _ = build_scenario_database(
