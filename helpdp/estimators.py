@@ -102,11 +102,8 @@ def _snis(tm: Terms, name: str, counts, g, task) -> np.ndarray:
 def _wdr(tm: Terms, name: str, counts, g, task) -> np.ndarray:
     """Weighted doubly robust: the per-turn self-normalised DR, task by task."""
     v0, d_pad = tm.pads[name]
-    val = np.full((counts.shape[0], g.shape[1]), np.nan)
-    for j in range(g.shape[1]):
-        m = task == j
-        val[:, j] = ko.weighted_dr(counts[:, m], v0[m], tm.rho_pad[m], d_pad[m])
-    return val
+    order, starts = ko.group_order(task, g.shape[1])
+    return ko.weighted_dr_groups(counts, v0, tm.rho_pad, d_pad, order, starts)
 
 
 _USE = "; use wdr or dr"

@@ -617,12 +617,6 @@ def _pseudo(vals: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
     return vals if shift is None else ko.jackknife_pseudo(vals, shift)
 
 
-def _group_matrix(codes: np.ndarray) -> np.ndarray:
-    g = np.zeros((len(codes), codes.max() + 1))
-    g[np.arange(len(codes)), codes] = 1.0
-    return g
-
-
 def _per_task(tm: Terms, est: str, name: str, counts, g, task) -> np.ndarray:
     """``(B, K)``: one estimator's value of one quantity per task under each replicate
     of ``counts`` (NaN: a task the replicate did not draw, or, for ``snis``, a task
@@ -706,7 +700,7 @@ def estimate(
     ctx = _model_context(logged)
     tm = _terms(logged, policy, ctx)
     tr = None if reference is None else _terms(logged, reference, ctx)
-    g = _group_matrix(task)
+    g = ko.group_matrix(task)
     ones = np.ones((1, logged.n_episodes))
     if unit == "task":
         counts = ones
