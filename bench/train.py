@@ -33,7 +33,14 @@ from helpdp.policies import Always
 from helpdp.train.config import train_config
 from helpdp.train.envs import build_pool
 from helpdp.train.gate import SplitSchedule
-from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, task_prompts
+from helpdp.train.rollout import (
+    AWMRollout,
+    GateRules,
+    HFBackend,
+    RolloutSettings,
+    TokenActor,
+    task_prompts,
+)
 from helpdp.train.tiny import build_tiny, world_texts
 from helpdp.train.trainer import training_tasks
 
@@ -175,9 +182,8 @@ def main() -> None:
             lambda tr: actor,
             Always(),
             SplitSchedule(kind="fixed", n_fixed=4, reference_group=8),
-            design="proactive",
-            max_per_episode=2,
-            num_generations=a.group,
+            rules=GateRules(design="proactive", max_per_episode=2),
+            settings=RolloutSettings(num_generations=a.group),
         )
         base = baseline(pool, tasks[0], a.reps)
         print(f"baseline, one environment, one call at a time (median of {a.reps}, measured):")

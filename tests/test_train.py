@@ -201,7 +201,7 @@ def tok():
 
 
 def _rollout(tok, design, policy=None):
-    from helpdp.train.rollout import AWMRollout, TokenActor
+    from helpdp.train.rollout import AWMRollout, GateRules, RolloutSettings, TokenActor
 
     lookup = {"task a": ("a", 0), "task dead": ("dead", 0)}
     return AWMRollout(
@@ -211,9 +211,8 @@ def _rollout(tok, design, policy=None):
         lambda tr: TokenActor(ScriptedBackend(tok), tok, max_turn_tokens=64),
         policy or Always(),
         SplitSchedule(kind="fixed", n_fixed=2, reference_group=4),
-        design=design,
-        max_per_episode=1,
-        num_generations=4,
+        rules=GateRules(design=design, max_per_episode=1),
+        settings=RolloutSettings(num_generations=4),
     )
 
 

@@ -53,7 +53,7 @@ def test_a_rollout_group_starts_from_one_initial_database(tmp_path):
     from test_train import ASK, CALL, Expert, ScriptedBackend
 
     from helpdp.train.config import ModelConfig
-    from helpdp.train.rollout import AWMRollout, TokenActor
+    from helpdp.train.rollout import AWMRollout, GateRules, RolloutSettings, TokenActor
     from helpdp.train.tiny import build_tiny
 
     data = notes_world(tmp_path / "random", {"notes_1": NOTES_APP}, [(MILK_TASK, MILK_VERIFIER)])
@@ -74,9 +74,8 @@ def test_a_rollout_group_starts_from_one_initial_database(tmp_path):
             lambda tr: TokenActor(ScriptedBackend(tok), tok, max_turn_tokens=64),
             Always(),
             SplitSchedule(kind="fixed", n_fixed=2, reference_group=4),
-            design="agent",
-            max_per_episode=1,
-            num_generations=4,
+            rules=GateRules(design="agent", max_per_episode=1),
+            settings=RolloutSettings(num_generations=4),
         )
         for _ in range(2):  # two groups of the task, one after the other
             out = rollout([[{"role": "user", "content": MILK_TASK}]] * 4)

@@ -94,7 +94,13 @@ class ScriptBackend:
 
 
 def _rollout(pool, tok):
-    from helpdp.train.rollout import AWMRollout, TokenActor, task_prompts
+    from helpdp.train.rollout import (
+        AWMRollout,
+        GateRules,
+        RolloutSettings,
+        TokenActor,
+        task_prompts,
+    )
 
     rows, lookup = task_prompts(pool, [(SCENARIO, 0), (SCENARIO, 1)])
     scripts = {text: _script(pool, idx) for text, (_, idx) in lookup.items()}
@@ -106,9 +112,8 @@ def _rollout(pool, tok):
         lambda tr: TokenActor(ScriptBackend(tok, scripts), tok, max_turn_tokens=256),
         Always(),
         SplitSchedule(kind="fixed", n_fixed=4, reference_group=8),
-        design="proactive",
-        max_per_episode=1,
-        num_generations=2,
+        rules=GateRules(design="proactive", max_per_episode=1),
+        settings=RolloutSettings(num_generations=2),
     )
     prompts = [rows[0]["prompt"]] * 2 + [rows[1]["prompt"]] * 2
     return rollout, rollout(prompts)

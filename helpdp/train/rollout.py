@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +42,16 @@ if TYPE_CHECKING:
 #: a GRPO prompt: the chat messages of a dataset row (or its text)
 Prompt = list[dict[str, str]] | str
 
-__all__ = ["AWMRollout", "HFBackend", "TokenActor", "Timings", "VLLMBackend", "task_prompts"]
+__all__ = [
+    "AWMRollout",
+    "GateRules",
+    "HFBackend",
+    "RolloutSettings",
+    "TokenActor",
+    "Timings",
+    "VLLMBackend",
+    "task_prompts",
+]
 
 
 def _cut_after_call(text: str) -> str:
@@ -392,13 +401,53 @@ class _TimedIntervention:
         self.inner.close()
 
 
+@dataclass(frozen=True)
+class GateRules:
+    """How the expert reaches an episode, and how often (the gate's side of a rollout).
+
+    ``design``: ``"agent"`` (the actor calls ask_expert and the gate decides whether
+    it is answered) or ``"proactive"`` (the gate decides at every turn, before the
+    actor's); ``max_per_episode``: most expert calls granted in one episode (None: no
+    cap); ``max_per_batch``: most in one rollout batch, shared by its episodes (None:
+    no cap); ``denied_text``: the answer to an ask_expert the gate refuses.
+    """
+
+    design: str = "agent"
+    max_per_episode: int | None = None
+    max_per_batch: int | None = None
+    denied_text: str = "The expert is not available now; continue on your own."
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """How a rollout batch is run and recorded (everything but the gate).
+
+    ``max_completion``: completion tokens kept per rollout; ``seed``: the episodes'
+    seed (their entropy is drawn from it and the episode id); ``num_generations``:
+    rollouts per task in a batch (None: the trainer's, or the whole batch);
+    ``threads``: environment/expert threads per batch (None: one per episode);
+    ``out``: the directory ``decisions.jsonl`` and ``episodes.jsonl`` are appended to
+    (None: nothing written); ``log_metric(name, value)``: where the batch's metrics go
+    (None: the trainer's ``_log_metric``, if any).
+    """
+
+    max_completion: int = 4096
+    seed: int = 0
+    num_generations: int | None = None
+    threads: int | None = None
+    out: str | Path | None = None
+    log_metric: Callable[[str, float], None] | None = None
+
+
 class AWMRollout:
     """GRPOTrainer's ``rollout_func`` for AWM tasks with a gated expert.
 
     ``actor_factory(trainer) -> TokenActor`` builds the actor on first use (the
     trainer's model, or vLLM); ``policy`` is the gate's HelpPolicy; ``split`` the
-    expert/solo split. Per call it records the episodes' logs (``last_logs``), the
-    decisions (``decisions``), and appends to ``out/decisions.jsonl`` and
+    expert/solo split; ``rules`` the gate's design and caps (:class:`GateRules`);
+    ``settings`` the rest (:class:`RolloutSettings`), kept as attributes of the same
+    names. Per call it records the episodes' logs (``last_logs``), the decisions
+    (``decisions``), and appends to ``out/decisions.jsonl`` and
     ``out/episodes.jsonl`` when ``out`` is set.
     """
 
@@ -411,16 +460,8 @@ class AWMRollout:
         policy,
         split: SplitSchedule,
         *,
-        design="agent",
-        max_per_episode=None,
-        max_per_batch=None,
-        denied_text="The expert is not available now; continue on your own.",
-        max_completion=4096,
-        seed=0,
-        num_generations=None,
-        out=None,
-        threads=None,
-        log_metric=None,
+        rules: GateRules = GateRules(),
+        settings: RolloutSettings = RolloutSettings(),
     ):
         self.pool = pool
         self.timings = Timings()
@@ -431,16 +472,16 @@ class AWMRollout:
         self.actor: TokenActor | None = None
         self.policy = policy
         self.split = split
-        self.design = design
-        self.max_per_episode = max_per_episode
-        self.max_per_batch = max_per_batch
-        self.denied_text = denied_text
-        self.max_completion = int(max_completion)
-        self.threads = threads  # environment/expert threads per batch (None: one per episode)
-        self.seed = int(seed)
-        self.num_generations = num_generations
-        self.out = Path(out) if out else None
-        self.log_metric = log_metric
+        self.design = rules.design
+        self.max_per_episode = rules.max_per_episode
+        self.max_per_batch = rules.max_per_batch
+        self.denied_text = rules.denied_text
+        self.max_completion = int(settings.max_completion)
+        self.threads = settings.threads
+        self.seed = int(settings.seed)
+        self.num_generations = settings.num_generations
+        self.out = Path(settings.out) if settings.out else None
+        self.log_metric = settings.log_metric
         self.step = 0
         self.episodes = 0
         self.decisions: list[dict] = []

@@ -43,7 +43,15 @@ from helpdp.train.ranks import (
     restore_rollout_state,
     state_file,
 )
-from helpdp.train.rollout import AWMRollout, HFBackend, TokenActor, VLLMBackend, task_prompts
+from helpdp.train.rollout import (
+    AWMRollout,
+    GateRules,
+    HFBackend,
+    RolloutSettings,
+    TokenActor,
+    VLLMBackend,
+    task_prompts,
+)
 from helpdp.train.tiny import build_tiny, warm_start, world_texts
 
 if TYPE_CHECKING:
@@ -396,15 +404,19 @@ def build_trainer(
         _actor_factory(cfg, tok),
         policy,
         split,
-        design=cfg.gate.design,
-        max_per_episode=cfg.gate.max_per_episode,
-        max_per_batch=cfg.gate.max_per_batch,
-        denied_text=cfg.gate.denied_text,
-        max_completion=cfg.grpo.max_completion_length,
-        threads=cfg.rollout.threads,
-        seed=seed,
-        num_generations=cfg.grpo.num_generations,
-        out=log_dir(out),
+        rules=GateRules(
+            design=cfg.gate.design,
+            max_per_episode=cfg.gate.max_per_episode,
+            max_per_batch=cfg.gate.max_per_batch,
+            denied_text=cfg.gate.denied_text,
+        ),
+        settings=RolloutSettings(
+            max_completion=cfg.grpo.max_completion_length,
+            threads=cfg.rollout.threads,
+            seed=seed,
+            num_generations=cfg.grpo.num_generations,
+            out=log_dir(out),
+        ),
     )
     peft_config = _peft_config(cfg.model.lora)
     callbacks = _callbacks(cfg, out, split) + [RolloutStateCallback(rollout, rank)]
