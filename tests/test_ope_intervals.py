@@ -217,3 +217,41 @@ def test_the_jackknife_refits_once_per_group(logged, monkeypatch):
         calls.clear()
         estimate(AtTurns((0, 2)), logged, estimators=("wdr",), reference=TurnZero(), max_groups=g)
         assert len(calls) == want, g
+
+
+def test_wdr_of_every_task_at_once_is_the_per_task_loop():
+    # weighted_dr_groups (one pass over the episodes sorted by task) against weighted_dr
+    # on each task's episodes, over random groupings, replicates and ratio patterns
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        n, h, b = int(rng.integers(5, 120)), int(rng.integers(1, 7)), 3
+        k = int(rng.integers(1, min(n, 20) + 1))
+        task = np.r_[np.arange(k), rng.integers(0, k, n - k)]
+        rng.shuffle(task)
+        counts = rng.integers(0, 3, (b, n)).astype(float)
+        counts[0] = 1.0
+        v0, d = rng.random(n), rng.normal(size=(n, h))
+        rho = rng.random((n, h)) * (rng.random((n, h)) < 0.6)
+        want = np.full((b, k), np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for j in range(k):
+                m = task == j
+                want[:, j] = ko.weighted_dr(counts[:, m], v0[m], rho[m], d[m])
+        order, starts = ko.group_order(task, k)
+        got = ko.weighted_dr_groups(counts, v0, rho, d, order, starts)
+        ok = np.isfinite(want)
+        assert (np.isfinite(got) == ok).all()
+        assert got[ok] == pytest.approx(want[ok], rel=1e-12, abs=1e-14)
+    with pytest.raises(ValueError, match="a group without a member"):
+        ko.group_order(np.array([0, 2]), 3)
+
+
+def test_the_group_matrix_is_sparse_past_its_size_and_sums_alike():
+    codes = np.arange(3000) % 1500  # 3,000 x 1,500 cells > 2^22
+    big, small = ko.group_matrix(codes), ko.group_matrix(codes[:40] % 7)
+    assert not isinstance(big, np.ndarray) and isinstance(small, np.ndarray)
+    x = np.random.default_rng(1).random((2, 3000))
+    dense = np.zeros((3000, 1500))
+    dense[np.arange(3000), codes] = 1.0
+    assert isinstance(x @ big, np.ndarray)
+    assert (x @ big) == pytest.approx(x @ dense, rel=1e-12)
