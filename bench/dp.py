@@ -368,6 +368,9 @@ def bench_size(size: int, args, bw: float) -> dict:
     return res
 
 
+SECTIONS = ("solves", "frontier")
+
+
 def bench_solves(mdp, args, res: dict) -> None:
     """One solve by each pass, quiet and under load, against scipy's value iteration."""
     base = scipy_vi(mdp, R, 1.0)
@@ -722,6 +725,9 @@ def main() -> None:
     ap.add_argument("--trace-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--engine", default="local", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    unknown = sorted(set(args.sections.split(",")) - set(SECTIONS))
+    if unknown:
+        ap.error(f"--sections: unknown {', '.join(unknown)} (known: {', '.join(SECTIONS)})")
     if args.trace_child:
         return trace_child(args.trace_child, args.engine)
     if Path(args.dir).resolve().is_relative_to(Path(__file__).resolve().parents[1]):
