@@ -41,9 +41,9 @@ from collect.awm.clock import WorldClock
 from collect.awm.verification import Verification
 from collect.config import CollectConfig, as_config, collect_config, validate, worlds_dir
 from collect.executors import ExecutorConfig, execute, resolve_workers, run_order
-from collect.plan import plan_shards
+from collect.plan import UNTOUCHED_FILE, plan_shards, untouched_record
 from collect.publish import check_out, publish
-from collect.shards import OutputLock, ShardStore
+from collect.shards import OutputLock, ShardStore, write_text
 from collect.worker import ShardResult, ShardTask, close_workers, run_shard
 from helpdp.cliconf import Interrupted
 from helpdp.jsonvalue import JSON
@@ -212,6 +212,7 @@ def collect(
         raise ValueError("an actor or policy object runs in this process: use executor.kind=local")
     policy_name = None if help_policy is None else help_policy.name
     plan = plan_shards(cfg, policy_name)
+    untouched = untouched_record(plan) if plan.untouched else None
     with OutputLock(cfg.out):
         cfg, plan = _resumable(cfg, plan, policy_name)
         if plan.trivial:
@@ -223,6 +224,8 @@ def collect(
             for shard in plan.shards
         ]
         store.prepare(plan.record(), overwrite=cfg.overwrite, episodes=episodes)
+        if untouched is not None:  # a resume runs none of these verifiers again
+            write_text(untouched, store.dir / UNTOUCHED_FILE)
         todo, partial = _reusable(store, len(plan.shards))
         counts = _run(cfg, plan, store, todo, partial, actor, help_policy)
         _check_complete(cfg, plan, store, counts)

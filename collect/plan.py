@@ -8,6 +8,7 @@ import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collect.awm.app import build_scenario_database
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from collect.awm.dataset import Scenario
 
 __all__ = [
+    "UNTOUCHED_FILE",
     "ShardPlan",
     "fingerprint_config",
     "plan_episodes",
@@ -48,8 +50,11 @@ def runnable_tasks(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str]
     return tasks, skipped
 
 
-def _runnable(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str], list[str]]:
-    """:func:`runnable_tasks`, and the task ids of the trivial tasks left out."""
+def _runnable(
+    cfg: CollectConfig, verdicts: dict[str, str | None] | None = None
+) -> tuple[list[tuple[str, int]], list[str], list[str]]:
+    """:func:`runnable_tasks`, and the task ids of the trivial tasks left out
+    (``verdicts``: :func:`trivial_tasks`')."""
     dataset = AWMDataset(worlds_dir(cfg))
     wanted = cfg.schedule.scenarios
     names = dataset.names()
@@ -81,7 +86,7 @@ def _runnable(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str], lis
                 skipped.append(f"{name}/{i}: no reference solution (simulated actor / oracle)")
             else:
                 tasks.append((name, i))
-    trivial = trivial_tasks(cfg, dataset, tasks)
+    trivial = trivial_tasks(cfg, dataset, tasks, verdicts)
     if trivial:
         tasks = [t for t in tasks if t not in trivial]
         skipped += [
@@ -96,6 +101,40 @@ def _runnable(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str], lis
 #: world's database, the verifier, the clock): a plan made again (a resume, a count of the
 #: episodes, another config on the same worlds) runs no verifier twice
 _UNTOUCHED: dict[str, str | None] = {}
+
+#: where a collection keeps its plan's do-nothing verdicts, under ``out/shards/`` (written by
+#: the collector beside ``plan.json``, read by the next plan of the same ``out``: a resume
+#: runs no verifier again; removed with the shards)
+UNTOUCHED_FILE = "untouched.json"
+
+
+def _load_untouched(out: str | None) -> None:
+    """Add the verdicts ``out/shards/untouched.json`` records to :data:`_UNTOUCHED` (those
+    not already known). A cache of content digests: a missing, unreadable or malformed
+    file, or a malformed entry, is ignored (its verifiers run again)."""
+    if not str(out or "").strip():
+        return
+    path = Path(str(out)) / "shards" / UNTOUCHED_FILE
+    try:
+        if path.is_symlink() or not path.is_file():
+            return
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(record, dict) or record.get("version") != 1:
+        return
+    verdicts = record.get("verdicts")
+    if not isinstance(verdicts, dict):
+        return
+    for key, given in verdicts.items():
+        if len(key) == 64 and (given is None or isinstance(given, str)):
+            _UNTOUCHED.setdefault(key, given)
+
+
+def untouched_record(plan: ShardPlan) -> str:
+    """``out/shards/untouched.json``'s text for ``plan``: the verdict of each task its
+    do-nothing check covered, by digest (:data:`UNTOUCHED_FILE`)."""
+    return json.dumps({"version": 1, "verdicts": plan.untouched}, indent=1, sort_keys=True) + "\n"
 
 
 def _untouched_key(scenario: Scenario, idx: int, clock: str) -> str:
@@ -116,7 +155,10 @@ def _code_mode(cfg: CollectConfig, scenario: Scenario, idx: int) -> bool:
 
 
 def trivial_tasks(
-    cfg: CollectConfig, dataset: AWMDataset, tasks: list[tuple[str, int]]
+    cfg: CollectConfig,
+    dataset: AWMDataset,
+    tasks: list[tuple[str, int]],
+    verdicts: dict[str, str | None] | None = None,
 ) -> dict[tuple[str, int], str]:
     """The tasks of ``tasks`` an agent completes by doing nothing: their code-mode
     verifier says complete on the untouched database (``python -m collect.awm.check``'s
@@ -125,9 +167,12 @@ def trivial_tasks(
     sandboxed verifier worker, as the check does; verdicts are kept for this process.
     Empty (nothing run) with ``include_trivial_tasks``, or ``runtime=openenv`` (its
     server verifies, in its own sandbox). A world whose database cannot be built keeps
-    its tasks (its episodes say why)."""
+    its tasks (its episodes say why). ``verdicts``: filled with the verdict of every task
+    checked, by digest (what :data:`UNTOUCHED_FILE` keeps); verdicts recorded there by an
+    earlier run of the same ``out`` are not run again."""
     if cfg.include_trivial_tasks or cfg.runtime != "local" or not tasks:
         return {}
+    _load_untouched(cfg.out)
     clock = WorldClock.resolve(cfg.clock, worlds_dir(cfg))
     checked: dict[tuple[str, int], str] = {}  # task -> the key of its verdict
     worlds: dict[str, Scenario] = {}
@@ -141,6 +186,8 @@ def trivial_tasks(
             todo.setdefault(name, {})[idx] = key
     if todo:
         _run_untouched(cfg, {name: (worlds[name], keys) for name, keys in todo.items()}, clock)
+    if verdicts is not None:
+        verdicts.update({key: _UNTOUCHED[key] for key in checked.values() if key in _UNTOUCHED})
     return {t: given for t, key in checked.items() if (given := _UNTOUCHED.get(key)) is not None}
 
 
@@ -227,6 +274,8 @@ class ShardPlan:
     episode_ids_sha256: str
     fingerprint: str
     trivial: list[str] = field(default_factory=list)  # ids of the trivial tasks left out
+    #: the do-nothing verdict of each task checked, by digest (:func:`untouched_record`)
+    untouched: dict[str, str | None] = field(default_factory=dict)
 
     def record(self) -> dict[str, JSON]:
         """The plan as ``shards/plan.json`` records it."""
@@ -242,7 +291,8 @@ class ShardPlan:
 def plan_shards(cfg: CollectConfig, help_policy_name: str | None = None) -> ShardPlan:
     """The episodes of ``cfg`` split into shards, fingerprinted (``help_policy_name``: the
     policy object deciding the calls, part of the fingerprint). Refuses an empty plan."""
-    tasks, skipped, trivial = _runnable(cfg)
+    untouched: dict[str, str | None] = {}
+    tasks, skipped, trivial = _runnable(cfg, untouched)
     if not tasks:
         why = "; ".join(skipped[:5]) or f"{worlds_dir(cfg)} holds no scenario with tasks"
         raise ValueError("no task can run: " + why)
@@ -262,4 +312,4 @@ def plan_shards(cfg: CollectConfig, help_policy_name: str | None = None) -> Shar
     fingerprint = hashlib.sha256(
         json.dumps({"config": fp_config, "episodes": ids}, sort_keys=True, default=str).encode()
     ).hexdigest()
-    return ShardPlan(specs, shards, skipped, fp_config, ids, fingerprint, trivial)
+    return ShardPlan(specs, shards, skipped, fp_config, ids, fingerprint, trivial, untouched)

@@ -321,8 +321,9 @@ class ShardStore:
         write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n", plan_path)
 
     def clear(self) -> None:
-        """Remove this store's shards, plan and leftovers (nothing else in ``shards/``; an
-        entry named like a shard that is a link or a file is moved aside, not removed)."""
+        """Remove this store's shards, plan, do-nothing verdicts and leftovers (nothing else
+        in ``shards/``; an entry named like a shard that is a link or a file is moved aside,
+        not removed)."""
         if not self._own_dir():
             return
         for entry in sorted(self.dir.iterdir()):
@@ -333,9 +334,10 @@ class ShardStore:
                     self._set_aside(entry, f"{entry} is not a shard directory (a link or a file)")
             elif entry.name.startswith(".tmp-"):
                 shutil.rmtree(entry, ignore_errors=True)
-        if _kind(self.dir / "plan.json") == "file":
-            with contextlib.suppress(FileNotFoundError):
-                (self.dir / "plan.json").unlink()
+        for name in ("plan.json", "untouched.json"):  # untouched.json: collect.plan's
+            if _kind(self.dir / name) == "file":
+                with contextlib.suppress(FileNotFoundError):
+                    (self.dir / name).unlink()
 
     def remove(self) -> None:
         """:meth:`clear`, then ``shards/`` itself unless it holds files of someone else."""

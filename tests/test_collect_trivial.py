@@ -104,3 +104,34 @@ def test_the_option_is_no_part_of_the_fingerprint(tmp_path, capfd):
     assert "with its 1 trivial task(s): its shards were planned with them" in err, err
     assert again.shards_run == 0 and _tasks(again.out) == [0, 1], again
     assert first.summary["episodes"] == again.summary["episodes"] == 2
+
+
+def test_a_resume_runs_no_verifier_of_the_do_nothing_check_again(tmp_path, monkeypatch):
+    """The collector keeps its plan's do-nothing verdicts in ``shards/untouched.json`` (by
+    a digest of database, verifier and clock); the next plan of the same ``out`` reads them
+    and runs no verifier again. A malformed file is ignored (the verifiers run); the file
+    goes with the shards."""
+    import collect.plan as plan_mod
+
+    data = _world(tmp_path)
+    cfg = _config(tmp_path, data, "kept")  # keep_shards: true by default
+    collect(cfg)
+    path = tmp_path / "kept" / "shards" / plan_mod.UNTOUCHED_FILE
+    record = json.loads(path.read_text())
+    assert record["version"] == 1 and len(record["verdicts"]) == 2
+    assert sorted(v is None for v in record["verdicts"].values()) == [False, True]
+
+    runs = []
+    monkeypatch.setattr(plan_mod, "_UNTOUCHED", {})  # a new process: nothing in memory
+    monkeypatch.setattr(plan_mod, "_run_untouched", lambda *a: runs.append(a))
+    again = plan_shards(cfg)
+    assert runs == [] and again.trivial == ["notes_1/1"] and again.untouched == record["verdicts"]
+
+    path.write_text('{"version": 1, "verdicts": [1, 2]}')  # malformed: ignored, run again
+    monkeypatch.setattr(plan_mod, "_UNTOUCHED", {})
+    plan_shards(cfg)
+    assert len(runs) == 1 and sorted(runs[0][1]["notes_1"][1]) == [0, 1]
+
+    monkeypatch.undo()
+    done = collect(_config(tmp_path, data, "gone", "keep_shards=false"))
+    assert not (done.out / "shards").exists()  # removed with the shards after publishing
