@@ -51,3 +51,16 @@ def test_a_resumed_collection_is_the_sum_of_its_parts_and_growth_is_log_log():
     assert "| collect | 10.0 / 4.0 / 50 / 1.0 | 100.0 / 40.0 / 80 / 10.0 | N^1.00 |" in text
     # 7000 episodes at 100 worlds: 40 / 7000 s of CPU each, x 210,000 for the full grid
     assert "7000 episodes at 100 worlds, 6 ms CPU" in text and "0.3 CPU hours" in text
+
+
+def test_the_shipped_ray_comparison_recomputes_the_entry():
+    # docs/results/benchmarks.md, "Ray at 100 worlds": Ray 794.7 CPU s against 692.2 locally
+    # (+15%), 1097.9 s of wall against 1051.6 (+4%); the selection 101.6 CPU s at 100 worlds
+    rows = scale.read_rows(ROOT / "docs/results/tables/scale-ray100/scale.jsonl")
+    got = {(r["worlds"], r["stage"]): r for r in scale.combined(rows)}
+    local, ray = got[(100, "collect")], got[(100, "collect_ray")]
+    assert (round(local["cpu_s"], 1), round(ray["cpu_s"], 1)) == (692.2, 794.7)
+    assert round(ray["cpu_s"] / local["cpu_s"], 2) == 1.15
+    assert round(ray["wall_s"] / local["wall_s"], 2) == 1.04
+    assert round(got[(100, "select")]["cpu_s"], 1) == 101.6
+    assert {n for n, _ in got} == {10, 100} and len(got) == 16
