@@ -1,7 +1,7 @@
 """Is the selection safe held out? The whole protocol on random HelpWorlds, measured exactly.
 
     python bench/safe_select.py [--worlds 200] [--tasks 8 16] [--budgets 1.05 2] \
-        [--kinds plain rescue] [--fallback rules_hull] [--jobs 2] --out FILE.jsonl [--resume]
+        [--kinds plain rescue] [--fallback stable_rule] [--jobs 2] --out FILE.jsonl [--resume]
 
 Per world (``helpdp.synthetic.HelpWorld`` with random difficulties and help memory; kind
 ``rescue``: help right after a failed turn pays more, an advantage no turn rule takes; its
@@ -34,7 +34,7 @@ from bench import two_stage as ts  # noqa: E402
 from helpdp.evaluate.stats import _upper_hull  # noqa: E402
 from helpdp.intervals import wilson  # noqa: E402
 from helpdp.policies import AtTurns, Never, TriggerRandomised  # noqa: E402
-from helpdp.select import SelectConfig, select  # noqa: E402
+from helpdp.select import FALLBACKS, SelectConfig, select  # noqa: E402
 from helpdp.selected import _from_json  # noqa: E402
 from helpdp.synthetic import HelpWorld  # noqa: E402
 
@@ -85,9 +85,11 @@ def make_world(k: int, n_tasks: int, stage2: bool, kind: str, seed: int = 0):
     return world, rng, s - hull_value(world, u)
 
 
-def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", seed=0, seeds=6):
+def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", seed=0, seeds=6,
+              stable_share=None):  # fmt: skip
     """World ``k`` of a cell through the whole protocol (``seeds``: the grid's seeds per
-    task and trigger probability); one row per budget."""
+    task and trigger probability; ``stable_share``: ``SelectConfig.stable_share``, None its
+    default); one row per budget."""
     world, rng, advantage = make_world(k, n_tasks, stage2, kind, seed)
     ds = world.collect(seeds=seeds, seed=int(rng.integers(1 << 30)))
     if stage2:
@@ -98,6 +100,8 @@ def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", s
         rules=RULES + [list(range(world.horizon))], event_rules=[], n_boot=100,
         fallback=fallback, out="unused",
     )  # fmt: skip
+    if stable_share is not None:
+        cfg.stable_share = float(stable_share)
     out = []
     for b in budgets:
         rec = select(ds, cfg, float(b), log=lambda *_: None)
@@ -111,6 +115,7 @@ def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", s
                 "world": k, "tasks": n_tasks, "stage2": stage2, "kind": kind,
                 "fallback": fallback, "budget": float(b), "chosen": rec["policy_name"],
                 **({"seeds": seeds} if seeds != 6 else {}),
+                **({"stable_share": cfg.stable_share} if fallback == "stable_rule" else {}),
                 "SR": s, "U": u, "hull": h, "gap": s - h, "advantage": advantage,
                 "kept_rule": kinds <= rule_names,
                 "outcome": (rec["confirm"] or {}).get("outcome", ""),
@@ -149,13 +154,15 @@ def _job(args):
 
 
 def run(worlds, tasks=(8, 16), budgets=(1.05, 2.0), kinds=("plain",), fallback="reference",
-        seed=0, progress=True, jobs=1, out=None, done=(), designs=DESIGNS, seeds=6):  # fmt: skip
-    """Every (kind, tasks, design, world) not in ``done``; rows appended to ``out`` (a
-    JSONL path) as each world finishes. Returns the new rows."""
+        seed=0, progress=True, jobs=1, out=None, done=(), designs=DESIGNS, seeds=6,
+        first=0, stable_share=None):  # fmt: skip
+    """Every (kind, tasks, design, world) not in ``done`` (worlds ``first`` to ``first +
+    worlds - 1`` of each cell); rows appended to ``out`` (a JSONL path) as each world
+    finishes. Returns the new rows."""
     todo = [
-        (k, n, s2, tuple(budgets), kind, fallback, seed, seeds)
+        (k, n, s2, tuple(budgets), kind, fallback, seed, seeds, stable_share)
         for kind in kinds for n in tasks for s2 in (DESIGNS[d] for d in designs)
-        for k in range(worlds)
+        for k in range(first, first + worlds)
         if (kind, n, s2, seeds, k) not in set(done)
     ]  # fmt: skip
     rows = []
@@ -204,13 +211,16 @@ def print_table(table) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--worlds", type=int, default=200)
+    ap.add_argument("--first-world", type=int, default=0, help="the first world of each cell")
+    ap.add_argument(
+        "--stable-share", type=float, default=None,
+        help="SelectConfig.stable_share (fallback=stable_rule; default: the config's)",
+    )  # fmt: skip
     ap.add_argument("--tasks", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--budgets", type=float, nargs="+", default=[1.05, 2.0])
     ap.add_argument("--kinds", nargs="+", default=["plain", "rescue"], choices=list(KINDS))
     ap.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
-    ap.add_argument(
-        "--fallback", default="reference", choices=["reference", "confirmed_rule", "rules_hull"]
-    )
+    ap.add_argument("--fallback", default="reference", choices=list(FALLBACKS))
     ap.add_argument("--seeds", type=int, default=6, help="grid seeds per task and probability")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default="", help="JSONL of rows, appended as worlds finish")
@@ -228,7 +238,7 @@ def main() -> None:
         old += run(
             args.worlds, tuple(args.tasks), tuple(args.budgets), tuple(args.kinds),
             args.fallback, jobs=args.jobs, out=out, done=done, designs=tuple(args.designs),
-            seeds=args.seeds,
+            seeds=args.seeds, first=args.first_world, stable_share=args.stable_share,
         )  # fmt: skip
     print_table(summarize(old))
 

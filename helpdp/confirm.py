@@ -23,6 +23,8 @@ __all__ = [
     "hull_at",
     "mix_name",
     "pooled_interval",
+    "rule_lead",
+    "rule_values",
     "rules_hull",
     "task_groups",
     "task_values",
@@ -79,14 +81,14 @@ def as_policy(parts, seed):
     return parts[0][1] if len(parts) == 1 else MixturePolicy(parts, seed=seed)
 
 
-def rules_hull(cands, per_task, ref, budget, cfg, confirm, unit):
-    """The best rule at the budget: the best point at the budget on the hull of the rules
-    (never, ``rules``, the reference where it is a rule) with at least ``min_support``
-    agreeing episodes of their own in every fold (a rule's value needs no deviation from
-    the reference, only its own episodes), each valued on every selection task: its
-    cross-fitted per-task values on the choice's tasks and its estimates on the
-    confirmation fold (rules are fitted to nothing, so the fold is fair to them).
-    Returns ``[(weight, candidate row)]``."""
+def rule_values(cands, per_task, ref, cfg, confirm, unit) -> dict:
+    """Each rule's per-task values, ``{row index: (U, SR)}`` (arrays over the selection
+    tasks in task order): the rules are never, ``rules`` and the reference where it is a
+    rule, with at least ``min_support`` agreeing episodes of their own in every fold (a
+    rule's value needs no deviation from the reference, only its own episodes); each is
+    valued on every selection task: its cross-fitted per-task values on the choice's
+    tasks and (``confirm`` given) its estimates on the confirmation fold (rules are fitted
+    to nothing, so the fold is fair to them)."""
     pols = {p.name: p for p in [Never(), *(AtTurns(tuple(r)) for r in cfg.rules), ref]}
     rules = cands[cands["candidate"].isin(set(pols)) & (cands["agree_min"] >= cfg.min_support)]
     vals = {}
@@ -100,13 +102,40 @@ def rules_hull(cands, per_task, ref, budget, cfg, confirm, unit):
             if est.diagnostics["agree"] < cfg.min_support:
                 continue
             pt.append(est.per_task)
-        vals[i] = [np.concatenate([task_values(t, cfg.estimator, q) for t in pt]).mean()
-                   for q in ("U", "SR")]  # fmt: skip
-    table = pd.DataFrame(vals.values(), index=list(vals), columns=["U", "SR"])
+        vals[i] = tuple(np.concatenate([task_values(t, cfg.estimator, q) for t in pt])
+                        for q in ("U", "SR"))  # fmt: skip
+    return vals
+
+
+def rules_hull(cands, per_task, ref, budget, cfg, confirm, unit, values=None):
+    """The best rule at the budget: the best point at the budget on the hull of the rules
+    (:func:`rule_values`, or ``values`` of it), by their mean over the selection tasks.
+    Returns ``[(weight, candidate row)]``."""
+    vals = rule_values(cands, per_task, ref, cfg, confirm, unit) if values is None else values
+    table = pd.DataFrame(
+        [(u.mean(), sr.mean()) for u, sr in vals.values()], index=list(vals), columns=["U", "SR"]
+    )
     pick = hull_at(table, budget + cfg.slack)
     if pick is None:
         raise ValueError(f"budget {budget:g}: no rule with support spends at most the budget")
     return [(w, cands.loc[i]) for w, i in pick]
+
+
+def rule_lead(values: dict, pick, ref_index, n_boot: int, seed: int) -> float:
+    """How well the best rule's lead over the reference is estimated: the share of
+    ``n_boot`` resamples of the selection tasks (with replacement, tasks as the unit, paired)
+    in which ``pick`` (``[(weight, candidate row)]``, at its weights) has a higher SR than
+    the reference (row ``ref_index``). 0 where the reference is not among ``values`` or the
+    rules are not valued on the same tasks."""
+    if ref_index not in values or any(r.name not in values for _, r in pick):
+        return 0.0
+    if len({len(u) for u, _ in values.values()} | {len(s) for _, s in values.values()}) != 1:
+        return 0.0
+    diff = sum(w * values[r.name][1] for w, r in pick) - values[ref_index][1]
+    rng = np.random.default_rng(seed)
+    n = len(diff)
+    means = diff[rng.integers(0, n, (n_boot, n))].mean(axis=1)
+    return float((means > 0).mean())
 
 
 def confirm_one(pol, name, confirm, ref, budget, cfg, level, unit) -> dict:

@@ -70,6 +70,8 @@ from helpdp.confirm import (
     hull_at,
     mix_name,
     pooled_interval,
+    rule_lead,
+    rule_values,
     rules_hull,
     task_values,
 )
@@ -104,7 +106,9 @@ __all__ = [
 #: refused with ``helpdp.estimators.refusal``'s line
 SELECT_ESTIMATORS = tuple(e for e in ESTIMATORS if e in COVERAGE_CHECKED)
 #: what the confirmation keeps where no candidate clears it (``SelectConfig.fallback``)
-FALLBACKS = ("reference", "confirmed_rule", "rules_hull")
+FALLBACKS = ("reference", "confirmed_rule", "rules_hull", "stable_rule")
+#: task resamples ``fallback=stable_rule`` draws to ask how often the best rule is picked
+STABLE_BOOT = 200
 #: ``event_rules``' default: turn 0, then after a repeated call / a loop / a failed call /
 #: an unknown tool / any of them, at most 2 calls an episode (3 for the union)
 EVENT_RULES = (
@@ -208,7 +212,16 @@ class SelectConfig:
         "replace it); confirmed_rule, as reference, but the best rule chosen on the choice's "
         "tasks alone replaces the reference first where it beats it on the confirmation fold "
         "(the same bar); rules_hull, beat the best rule, else keep it (a choice of rules alone "
-        "is replaced by it); bench/safe_select.py measures the three, docs/ope.md",
+        "is replaced by it); stable_rule, as reference, but the best rule replaces the "
+        "reference where its lead is well estimated (it beats the reference in at least "
+        "stable_share of task resamples); bench/safe_select.py measures the four, docs/ope.md",
+    )
+    stable_share: float = _f(
+        0.95,
+        "fallback=stable_rule: the share of resamples of the selection tasks (with "
+        "replacement, paired) in which the best rule, at its weights, must have a higher SR "
+        "than the reference to replace it (0.95: the least loss of 0.9, 0.95 and 0.99 on "
+        "worlds 15-44 of bench/safe_select.py's cells, docs/ope.md)",
     )
     model_free: str = _f(
         "pdis",
@@ -485,14 +498,25 @@ def _confirm(sel: _Selection, pool: _Candidates, chosen, choose, confirm, n_conf
     fixed, ref, ref_affordable = pool.fixed, pool.ref, pool.ref_affordable
     unit = "task" if n_confirm >= cfg.min_tasks else "episode"
     mf = cfg.model_free
-    hull = rules_hull(cands, per_task, ref, budget, cfg, confirm, unit)
+    rule_vals = rule_values(cands, per_task, ref, cfg, confirm, unit)
+    hull = rules_hull(cands, per_task, ref, budget, cfg, confirm, unit, rule_vals)
     order = _confirm_order(chosen, ok, score, cands, ref, budget, cfg)
     level = 1 - (1 - cfg.level) / (len(order) + int(cfg.fallback == "confirmed_rule"))
     head = {"level": level, "unit": unit, "tasks": n_confirm, "tried": []}
     bars, kept = [hull], hull
     ref_kept = None
-    if cfg.fallback in ("reference", "confirmed_rule") and ref_affordable:
+    if cfg.fallback != "rules_hull" and ref_affordable:
         kept = ref_kept = [(1.0, cands[cands["candidate"] == ref.name].iloc[0])]
+        if cfg.fallback == "stable_rule" and mix_name(hull) != mix_name(kept):
+            share = rule_lead(rule_vals, hull, kept[0][1].name, STABLE_BOOT, cfg.seed)
+            head["stable_share"] = share
+            log(
+                f"budget {budget:g}: the best rule {mix_name(hull)} beats the reference in "
+                f"{share:.0%} of {STABLE_BOOT} task resamples: "
+                + ("kept instead of the reference" if share >= cfg.stable_share else
+                   f"under {cfg.stable_share:.0%}, the reference is kept")
+            )  # fmt: skip
+            kept = hull if share >= cfg.stable_share else kept
         rule = rules_hull(cands, per_task, ref, budget, cfg, None, unit)  # the choice's tasks
         if cfg.fallback == "confirmed_rule" and mix_name(rule) != mix_name(kept):
             pol = as_policy(_fit(rule, fixed, choose, budget, cfg, gamma)[0], cfg.seed)
@@ -543,6 +567,8 @@ def select(ds: Dataset, cfg: SelectConfig, budget: float, log=print) -> dict:
         raise ValueError(f"folds must be >= 2, got {cfg.folds}")
     if cfg.fallback not in FALLBACKS:
         raise ValueError(f"fallback: {cfg.fallback!r}: one of {', '.join(FALLBACKS)}")
+    if not 0 < cfg.stable_share <= 1:
+        raise ValueError(f"stable_share: {cfg.stable_share!r}: a share in (0, 1]")
     events = _event_rules(cfg)
     logged = load_logged(ds, splits=list(cfg.splits))
     if cfg.exclude_tasks:

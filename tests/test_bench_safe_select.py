@@ -124,3 +124,40 @@ def test_more_seeds_per_task_are_kept_apart_in_the_table():
         ("grid", 2, 1),
         ("grid, 24 seeds", 1, 0),
     ]
+
+
+def test_the_shipped_stable_rule_rows_recompute_the_comparison():
+    # docs/ope.md: fallback=stable_rule (stable_share 0.95) on the same 120 worlds: 9 + 0 of
+    # 120 plain choices worse than the rules' hull by more than 0.01, 30 + 0 of 120 rescue
+    root = Path(__file__).resolve().parents[1] / "docs/results/tables"
+    rows = safe_select.read_rows(root / "safe-select-fallback-stable_rule.jsonl")
+    assert {(r["fallback"], r["stable_share"]) for r in rows} == {("stable_rule", 0.95)}
+    assert len(rows) == 240
+    worse = {}
+    for t in safe_select.summarize(rows):
+        worse[(t["kind"], t["budget"])] = worse.get((t["kind"], t["budget"]), 0) + t["worse"]
+    assert worse == {
+        ("plain", 1.05): 9,
+        ("plain", 2.0): 0,
+        ("rescue", 1.05): 30,
+        ("rescue", 2.0): 0,
+    }
+    ref = safe_select.read_rows(root / "safe-select-fallback-reference.jsonl")
+    key = lambda r: (r["kind"], r["tasks"], r["stage2"], r["world"], r["budget"])  # noqa: E731
+    adv = {key(r): r["advantage"] for r in ref if r["world"] < 15}
+    assert {key(r): r["advantage"] for r in rows} == adv
+
+
+def test_the_shipped_tuning_rows_choose_stable_share_095():
+    # docs/ope.md: stable_share chosen on worlds 15-44 of each cell by the least number of
+    # choices worse than the hull by more than 0.01: 80, 78 and 80 of 480 for 0.9, 0.95, 0.99
+    rows = safe_select.read_rows(
+        Path(__file__).resolve().parents[1]
+        / "docs/results/tables/safe-select-stable-share-tune.jsonl"
+    )
+    assert {r["world"] for r in rows} == set(range(15, 45))
+    worse = {}
+    for r in rows:
+        worse[r["stable_share"]] = worse.get(r["stable_share"], 0) + (r["gap"] < -0.01)
+    assert worse == {0.9: 80, 0.95: 78, 0.99: 80}
+    assert min(worse, key=lambda s: (worse[s], -s)) == 0.95
