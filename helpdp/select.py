@@ -507,16 +507,21 @@ def _confirm(sel: _Selection, pool: _Candidates, chosen, choose, confirm, n_conf
     ref_kept = None
     if cfg.fallback != "rules_hull" and ref_affordable:
         kept = ref_kept = [(1.0, cands[cands["candidate"] == ref.name].iloc[0])]
+        n_sel = min((len(v[1]) for v in rule_vals.values()), default=0)
         if cfg.fallback == "stable_rule" and mix_name(hull) != mix_name(kept):
-            share = rule_lead(rule_vals, hull, kept[0][1].name, STABLE_BOOT, cfg.seed)
-            head["stable_share"] = share
-            log(
-                f"budget {budget:g}: the best rule {mix_name(hull)} beats the reference in "
-                f"{share:.0%} of {STABLE_BOOT} task resamples: "
-                + ("kept instead of the reference" if share >= cfg.stable_share else
-                   f"under {cfg.stable_share:.0%}, the reference is kept")
-            )  # fmt: skip
-            kept = hull if share >= cfg.stable_share else kept
+            if n_sel < cfg.min_tasks:  # a resample of a few tasks says nothing of others
+                log(f"budget {budget:g}: {n_sel} selection tasks < min_tasks {cfg.min_tasks}: "
+                    f"the best rule's lead is not resampled, the reference is kept")  # fmt: skip
+            else:
+                share = rule_lead(rule_vals, hull, kept[0][1].name, STABLE_BOOT, cfg.seed)
+                head["stable_share"] = share
+                log(
+                    f"budget {budget:g}: the best rule {mix_name(hull)} beats the reference "
+                    f"in {share:.0%} of {STABLE_BOOT} task resamples: "
+                    + ("kept instead of the reference" if share >= cfg.stable_share else
+                       f"under {cfg.stable_share:.0%}, the reference is kept")
+                )  # fmt: skip
+                kept = hull if share >= cfg.stable_share else kept
         rule = rules_hull(cands, per_task, ref, budget, cfg, None, unit)  # the choice's tasks
         if cfg.fallback == "confirmed_rule" and mix_name(rule) != mix_name(kept):
             pol = as_policy(_fit(rule, fixed, choose, budget, cfg, gamma)[0], cfg.seed)

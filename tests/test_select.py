@@ -342,6 +342,12 @@ def test_a_choice_must_beat_the_rules_hull_not_only_the_reference(tmp_path):
     cfg.stable_share = 0.99  # a stricter bar keeps the reference
     rec = select(ds, cfg, 1.05, log=lambda *_: None)
     assert rec["confirm"]["outcome"] == "none of 1 confirmed: kept rule: turns 0 1.00"
+    cfg.stable_share, cfg.min_tasks = 0.95, 20  # 16 tasks: nothing resampled, turn 0 kept
+    lines = []
+    rec = select(ds, cfg, 1.05, log=lines.append)
+    assert "stable_share" not in rec["confirm"]
+    assert rec["confirm"]["outcome"].endswith("kept rule: turns 0 1.00")
+    assert any("16 selection tasks < min_tasks 20" in line for line in lines), lines
 
 
 def test_the_best_rule_values_rules_on_their_own_episodes_over_every_task():
