@@ -104,8 +104,11 @@ _UNTOUCHED: dict[str, str | None] = {}
 
 #: where a collection keeps its plan's do-nothing verdicts, under ``out/shards/`` (written by
 #: the collector beside ``plan.json``, read by the next plan of the same ``out``: a resume
-#: runs no verifier again; removed with the shards)
+#: runs no verifier again; removed with the shards). The digest covers the inputs, not the
+#: check itself: ``UNTOUCHED_VERSION`` changes with ``passes_untouched``'s semantics, and a
+#: file of another version is ignored
 UNTOUCHED_FILE = "untouched.json"
+UNTOUCHED_VERSION = 1
 
 
 def _load_untouched(out: str | None) -> None:
@@ -121,7 +124,7 @@ def _load_untouched(out: str | None) -> None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    if not isinstance(record, dict) or record.get("version") != 1:
+    if not isinstance(record, dict) or record.get("version") != UNTOUCHED_VERSION:
         return
     verdicts = record.get("verdicts")
     if not isinstance(verdicts, dict):
@@ -134,7 +137,12 @@ def _load_untouched(out: str | None) -> None:
 def untouched_record(plan: ShardPlan) -> str:
     """``out/shards/untouched.json``'s text for ``plan``: the verdict of each task its
     do-nothing check covered, by digest (:data:`UNTOUCHED_FILE`)."""
-    return json.dumps({"version": 1, "verdicts": plan.untouched}, indent=1, sort_keys=True) + "\n"
+    return (
+        json.dumps(
+            {"version": UNTOUCHED_VERSION, "verdicts": plan.untouched}, indent=1, sort_keys=True
+        )
+        + "\n"
+    )
 
 
 def _untouched_key(scenario: Scenario, idx: int, clock: str) -> str:
