@@ -56,6 +56,14 @@ def test_the_shipped_meta_evaluation_recomputes_the_docs_table():
     )  # fmt: skip
 
 
+def _worse_by_kind_and_budget(rows) -> dict:
+    """Choices worse than the rules' hull by more than 0.01, summed per (kind, budget)."""
+    worse = {}
+    for t in safe_select.summarize(rows):
+        worse[(t["kind"], t["budget"])] = worse.get((t["kind"], t["budget"]), 0) + t["worse"]
+    return worse
+
+
 def test_the_shipped_rules_hull_rows_recompute_the_comparison():
     # docs/ope.md: fallback=rules_hull loses nowhere at budget 2 and 17 + 27 of 120 at 1.05
     path = (
@@ -94,9 +102,7 @@ def test_the_shipped_confirmed_rule_rows_recompute_the_comparison():
         ("rescue", 16, 24, 1.05): 8, ("rescue", 16, 24, 2.0): 6,
         ("rescue", 48, 6, 1.05): 11, ("rescue", 48, 6, 2.0): 8,
     }  # fmt: skip
-    worse = {}
-    for t in safe_select.summarize(rows):
-        worse[(t["kind"], t["budget"])] = worse.get((t["kind"], t["budget"]), 0) + t["worse"]
+    worse = _worse_by_kind_and_budget(rows)
     assert worse == {
         ("plain", 1.05): 4,
         ("plain", 2.0): 1,
@@ -133,9 +139,7 @@ def test_the_shipped_stable_rule_rows_recompute_the_comparison():
     rows = safe_select.read_rows(root / "safe-select-fallback-stable_rule.jsonl")
     assert {(r["fallback"], r["stable_share"]) for r in rows} == {("stable_rule", 0.95)}
     assert len(rows) == 240
-    worse = {}
-    for t in safe_select.summarize(rows):
-        worse[(t["kind"], t["budget"])] = worse.get((t["kind"], t["budget"]), 0) + t["worse"]
+    worse = _worse_by_kind_and_budget(rows)
     assert worse == {
         ("plain", 1.05): 9,
         ("plain", 2.0): 0,
