@@ -87,7 +87,9 @@ class ExecutorConfig:
         "task; for shard_size 1 and long runs that span sessions) | seed_shuffled (as seed, "
         "with the tasks of a seed in a fixed order drawn from a hash of their ids: a run "
         "stopped inside its first seed holds a uniform sample of the tasks, each with all "
-        "its probabilities; a pilot over many worlds)",
+        "its probabilities; a pilot over many worlds) | helped_first (as seed_shuffled, "
+        "the shards of the largest help probability first: a pilot whose unhelped "
+        "episodes cost more and tell less)",
     )
     episode_retries: int = _f(
         2,
@@ -115,14 +117,16 @@ class ExecutorConfig:
     ray_max_retries: int = _f(2, "ray: retries of a shard task whose worker died")
 
 
-ORDERS = ("plan", "seed", "seed_shuffled")
+ORDERS = ("plan", "seed", "seed_shuffled", "helped_first")
 
 
 def run_order(todo: list[int], shards: Sequence[Sequence[EpisodeSpec]], order: str) -> list[int]:
     """The shards ``todo`` in the order they run (:attr:`ExecutorConfig.order`): as
     planned, or by the smallest seed a shard holds (ties in plan order, or for
     ``seed_shuffled`` in the order of a sha256 of that seed and the task id: the same on
-    every host, and a task's shards of one seed stay together)."""
+    every host, and a task's shards of one seed stay together). ``helped_first`` is
+    ``seed_shuffled`` after a first key, the largest help probability a shard's episodes
+    have (descending): a stop holds every task at the highest probabilities first."""
     if order not in ORDERS:
         raise ValueError(f"executor.order: unknown order {order!r} (one of {ORDERS})")
     if order == "plan":
@@ -135,6 +139,10 @@ def run_order(todo: list[int], shards: Sequence[Sequence[EpisodeSpec]], order: s
         tag = hashlib.sha256(f"{first.seed}\0{first.task_id}".encode()).hexdigest()
         return (first.seed, tag, i)
 
+    if order == "helped_first":
+        return sorted(
+            todo, key=lambda i: (-max(max(s.trigger_p) for s in shards[i]),) + shuffled(i)
+        )
     return sorted(todo, key=shuffled)
 
 

@@ -76,6 +76,34 @@ def test_seed_shuffled_order_is_a_fixed_permutation_of_the_tasks_within_each_see
     assert run_order(left, shards, "seed_shuffled") == [i for i in order if i % 3]
 
 
+def test_helped_first_runs_the_largest_probability_first_then_as_seed_shuffled():
+    # 6 tasks x probabilities (0, 1) x seeds (0, 1), one shard each, planned task by task
+    tasks = [f"w{w}/{t}" for w in range(3) for t in range(2)]
+
+    def spec(t: str, s: int, p: float) -> EpisodeSpec:
+        return EpisodeSpec(hash((t, s, p)), t.split("/")[0], int(t[-1]), t, "train", s, (p,), 0)
+
+    shards = [[spec(t, s, p)] for t in tasks for s in (0, 1) for p in (0.0, 1.0)]
+    todo = list(range(len(shards)))
+    order = run_order(todo, shards, "helped_first")
+    assert sorted(order) == todo
+    ps = [shards[i][0].trigger_p[0] for i in order]
+    assert ps == [1.0] * 12 + [0.0] * 12
+    # within a probability: seed 0's tasks, then seed 1's, each in seed_shuffled's order
+    shuffled = run_order(todo, shards, "seed_shuffled")
+    for p in (1.0, 0.0):
+        assert [i for i in order if shards[i][0].trigger_p[0] == p] == [
+            i for i in shuffled if shards[i][0].trigger_p[0] == p
+        ]
+    # a stage-2 shard goes by the largest probability of its per-turn vector
+    vec = [[spec("a/0", 0, 0.0)], [spec("a/1", 0, 0.0)]]
+    vec[1][0] = EpisodeSpec(1, "a", 1, "a/1", "train", 0, (0.0, 0.5), 0)
+    assert run_order([0, 1], vec, "helped_first") == [1, 0]
+    # what is left of a stopped run keeps its order
+    left = [i for i in todo if i % 3]
+    assert run_order(left, shards, "helped_first") == [i for i in order if i % 3]
+
+
 def test_seed_order_runs_shards_by_seed_with_the_same_tables_and_fingerprint(tmp_path, monkeypatch):
     # 2 tasks x 2 seeds, one shard each: the plan is (t0 s0, t0 s1, t1 s0, t1 s1)
     extra = ("schedule.probabilities=[0.5]", "schedule.seeds=[0,1]")
@@ -106,7 +134,8 @@ def test_an_unknown_order_is_refused_before_anything_runs(tmp_path):
         validate(cfg)
     assert (
         str(e.value)
-        == "executor.order must be one of ('plan', 'seed', 'seed_shuffled'), got 'random'"
+        == "executor.order must be one of ('plan', 'seed', 'seed_shuffled', 'helped_first'), "
+        "got 'random'"
     )
     assert not (tmp_path / "out").exists()
 
