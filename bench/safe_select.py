@@ -1,11 +1,13 @@
 """Is the selection safe held out? The whole protocol on random HelpWorlds, measured exactly.
 
     python bench/safe_select.py [--worlds 200] [--tasks 8 16] [--budgets 1.05 2] \
-        [--kinds plain rescue] [--fallback stable_rule] [--jobs 2] --out FILE.jsonl [--resume]
+        [--kinds plain rescue table features] [--fallback stable_rule] [--jobs 2] --out FILE.jsonl [--resume]
 
 Per world (``helpdp.synthetic.HelpWorld`` with random difficulties and help memory; kind
 ``rescue``: help right after a failed turn pays more, an advantage no turn rule takes; its
-values are exact by recursion): collect the grid (``--seeds`` per task and probability, 6
+values are exact by recursion; kinds ``table`` and ``features``: ``bench.fitted_world``'s
+world played by the agent fitted to the real model, its tasks' reference calls drawn as
+the generated benchmark's, values exact by forward recursion): collect the grid (``--seeds`` per task and probability, 6
 by default), optionally stage 2 at turns 2 and 3
 (``TriggerRandomised``), run ``helpdp.select`` (its confirmation fold included), and
 value the chosen policy exactly against the best mixture of the fixed rules (never, the
@@ -31,15 +33,25 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import two_stage as ts  # noqa: E402
+from bench.fitted_world import FittedWorld, load_agent  # noqa: E402
 from helpdp.evaluate.stats import _upper_hull  # noqa: E402
 from helpdp.intervals import wilson  # noqa: E402
-from helpdp.policies import AtTurns, Never, TriggerRandomised  # noqa: E402
+from helpdp.policies import AtTurns, Never, TriggerRandomised, TurnZeroThen  # noqa: E402
 from helpdp.select import FALLBACKS, SelectConfig, select  # noqa: E402
 from helpdp.selected import _from_json  # noqa: E402
 from helpdp.synthetic import HelpWorld  # noqa: E402
 
 RULES = [[0], [0, 2], [0, 3]]
 KINDS = {"plain": 0.0, "rescue": 0.25}  # HelpWorld.rescue of each kind of world
+#: worlds played by a fitted agent (``bench.fitted_world``): its kind in ``AGENTS``
+FITTED_KINDS = ("table", "features")
+ALL_KINDS = (*KINDS, *FITTED_KINDS)
+#: the reference calls of the 400 tasks of ``collect.worlds.generate n=40 seed=0``
+#: (calls: tasks), from which a fitted world's tasks are drawn; its worlds' tools: 29-45
+GEN_CALLS = {1: 80, 2: 120, 3: 40, 4: 63, 5: 31, 6: 34, 7: 11, 8: 21}
+GEN_TOOLS = (29, 45)
+#: the event rules whose exact gap to the turn rules' hull is a fitted world's advantage
+EVENT_PROBES = (("working",), ("failed",), ("unknown_tool",), ("repeat",), ("failed", "repeat"))
 DESIGNS = {"grid": False, "stage2": True}  # the grid alone, or with stage 2 at turns 2, 3
 
 
@@ -74,8 +86,22 @@ class Rescue:
 
 def make_world(k: int, n_tasks: int, stage2: bool, kind: str, seed: int = 0):
     """World ``k`` of a cell, its rng (for the collection) and its exact advantage: how
-    far :class:`Rescue` lies above the rules' hull (negative: nowhere)."""
-    rng = np.random.default_rng([seed, k, n_tasks, int(stage2), list(KINDS).index(kind)])
+    far :class:`Rescue` lies above the rules' hull (negative: nowhere); for a fitted
+    kind, the best of the :data:`EVENT_PROBES` rules."""
+    rng = np.random.default_rng([seed, k, n_tasks, int(stage2), ALL_KINDS.index(kind)])
+    if kind in FITTED_KINDS:
+        calls = np.array(list(GEN_CALLS))
+        weights = np.array(list(GEN_CALLS.values()), float)
+        world = FittedWorld(
+            load_agent(kind),
+            n_calls=tuple(int(c) for c in rng.choice(calls, n_tasks, p=weights / weights.sum())),
+            n_tools=tuple(int(x) for x in rng.integers(GEN_TOOLS[0], GEN_TOOLS[1] + 1, n_tasks)),
+        )
+        gaps = []
+        for events in EVENT_PROBES:
+            s, u = world.exact(TurnZeroThen(events))
+            gaps.append(s - hull_value(world, u))
+        return world, rng, max(gaps)
     world = HelpWorld(
         difficulty=tuple(np.round(rng.uniform(0.0, 0.6, n_tasks), 3)),
         memory=int(rng.integers(1, 4)),
@@ -94,7 +120,13 @@ def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", s
     ds = world.collect(seeds=seeds, seed=int(rng.integers(1 << 30)))
     if stage2:
         design = TriggerRandomised("turn0", ("turn:2", "turn:3"), 0.5)
-        ds = ts.join(ds, ts.collect_design(world, design, 30, seed=int(rng.integers(1 << 30))))
+        seed2 = int(rng.integers(1 << 30))
+        more = (
+            world.collect_design(design, 30, seed=seed2)
+            if isinstance(world, FittedWorld)
+            else ts.collect_design(world, design, 30, seed=seed2)
+        )
+        ds = ts.join(ds, more)
     cfg = SelectConfig(
         splits=["train"], rungs=["turn", "turn_age", "turn_fail"],
         rules=RULES + [list(range(world.horizon))], event_rules=[], n_boot=100,
@@ -218,7 +250,7 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--tasks", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--budgets", type=float, nargs="+", default=[1.05, 2.0])
-    ap.add_argument("--kinds", nargs="+", default=["plain", "rescue"], choices=list(KINDS))
+    ap.add_argument("--kinds", nargs="+", default=["plain", "rescue"], choices=list(ALL_KINDS))
     ap.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
     ap.add_argument("--fallback", default="reference", choices=list(FALLBACKS))
     ap.add_argument("--seeds", type=int, default=6, help="grid seeds per task and probability")
