@@ -113,6 +113,51 @@ def sizing(tasks: pd.DataFrame, pairs: pd.DataFrame, delta: float = 0.05) -> lis
     return rows
 
 
+def candidates(eps: pd.DataFrame) -> pd.DataFrame:
+    """Per task with a helped episode (docs/real-actor.md, the split rule as amended for
+    the helped-first pilot): its helped episodes and successes ``n1``, ``k1``, unhelped
+    ``n0``, ``k0``, and ``candidate``: at least one success, and a failure among its 4
+    episodes possible (a failure seen, or unhelped episodes still to run, presumed to
+    fail)."""
+    helped = eps[eps["p"] == 1.0].groupby("task_id")["success"].agg(["size", "sum"])
+    helped.columns = ["n1", "k1"]
+    plain = eps[eps["p"] == 0.0].groupby("task_id")["success"].agg(["size", "sum"])
+    plain.columns = ["n0", "k0"]
+    t = helped.join(plain, how="left").fillna(0).astype(int)
+    n_all = t["n0"] + t["n1"]
+    failure_possible = (t["k0"] + t["k1"] < n_all) | (t["n0"] < t["n1"])
+    t["candidate"] = ((t["k0"] + t["k1"]) > 0) & failure_possible
+    t["scenario"] = [i.rpartition("/")[0] for i in t.index]
+    return t
+
+
+def world_rank(scenarios) -> list[str]:
+    """The worlds in the split rule's order: by the sha256 of the scenario name."""
+    return sorted(set(scenarios), key=lambda w: hashlib.sha256(w.encode()).hexdigest())
+
+
+def choose_splits(cands: pd.DataFrame, worlds: list[str], min_test: int = 30) -> dict:
+    """The split rule: test worlds taken in :func:`world_rank` order until they hold at
+    least ``min_test`` candidates, the rest train; ``extend`` when that takes more than
+    half of the candidates (the rule then extends the pilot to more worlds) or when the
+    worlds do not hold ``min_test`` candidates at all."""
+    per = cands[cands["candidate"]].groupby("scenario").size()
+    total = int(per.sum())
+    test, held = [], 0
+    for w in world_rank(worlds):
+        if held >= min_test:
+            break
+        test.append(w)
+        held += int(per.get(w, 0))
+    return {
+        "candidates": total,
+        "test_worlds": test,
+        "test_candidates": held,
+        "train_candidates": total - held,
+        "extend": held < min_test or held > total / 2,
+    }
+
+
 def reference_calls(worlds: Path) -> dict[str, int]:
     out = {}
     for line in (Path(worlds) / "gen_solutions.jsonl").read_text().splitlines():
@@ -121,7 +166,9 @@ def reference_calls(worlds: Path) -> dict[str, int]:
     return out
 
 
-def summary(eps: pd.DataFrame, calls: dict[str, int] | None = None) -> dict:
+def summary(
+    eps: pd.DataFrame, calls: dict[str, int] | None = None, worlds: list[str] | None = None
+) -> dict:
     pairs = paired(eps)
     tasks = task_table(pairs, calls)
     out: dict = {
@@ -149,6 +196,18 @@ def summary(eps: pd.DataFrame, calls: dict[str, int] | None = None) -> dict:
         }
     out["varying_tasks"] = sorted(tasks.index[tasks["kind"] == "varies"])
     out["sizing"] = sizing(tasks, pairs)
+    cands = candidates(eps)
+    out["helped"] = {"episodes": int(cands["n1"].sum()), "tasks": len(cands)}
+    if len(cands):
+        mean, lo, hi, _se, g = cluster_ci(
+            eps.loc[eps["p"] == 1.0, "success"].astype(float),
+            eps.loc[eps["p"] == 1.0, "task_id"],
+        )
+        lo, hi = in_range("SR", lo, hi)
+        out["helped"]["sr"] = {"mean": mean, "lo": lo, "hi": hi, "tasks": g}
+    out["candidates"] = sorted(cands.index[cands["candidate"]])
+    if worlds:
+        out["splits"] = choose_splits(cands, worlds)
     return out
 
 
@@ -181,6 +240,21 @@ def render(s: dict, rate: float | None = None) -> str:
         for c, r in s["by_calls"].items():
             lines.append(f"  {c} {r['tasks']:4d} {r['sr_never']:.3f} {r['sr_always']:.3f}")
     lines.append(f"tasks whose outcome varies: {', '.join(s['varying_tasks']) or 'none'}")
+    h = s["helped"]
+    lines.append(f"helped arm: {h['episodes']} episodes over {h['tasks']} tasks")
+    if "sr" in h:
+        r = h["sr"]
+        lines.append(
+            f"  SR with help {r['mean']:.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}] (tasks as the unit)"
+        )
+    lines.append(f"  candidates (the split rule): {len(s['candidates'])}")
+    if "splits" in s:
+        sp = s["splits"]
+        lines.append(
+            f"  the split rule now: {len(sp['test_worlds'])} test worlds hold "
+            f"{sp['test_candidates']} of {sp['candidates']} candidates"
+            + ("; the rule extends the pilot" if sp["extend"] else "")
+        )
     if s["sizing"]:
         lines.append(
             "held-out tasks for a 0.05 difference at equal spend, 80% power, tasks as the unit"
@@ -204,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.json is not None and a.json.exists():
         ap.error(f"--json {a.json}: exists; give a new path")
     eps, times = load_pilot(a.data)
-    s = summary(eps, reference_calls(a.worlds) if a.worlds else None)
+    calls = reference_calls(a.worlds) if a.worlds else None
+    worlds = sorted({t.rpartition("/")[0] for t in calls}) if calls else None
+    s = summary(eps, calls, worlds)
     rate = None
     if a.rate and len(times) > 1:
         rate = (len(eps) - 1) / ((max(times) - min(times)) / 3600)

@@ -102,3 +102,40 @@ def test_json_out_is_refused_when_it_exists(pilot, tmp_path, capsys):
     fresh = tmp_path / "new.json"
     assert rpr.main([str(pilot), "--json", str(fresh)]) == 0
     assert json.loads(fresh.read_text())["pairs"] == 6
+
+
+def _eps(rows):
+    return pd.DataFrame(rows, columns=["task_id", "p", "success"])
+
+
+def test_candidates_follow_the_amended_split_rule():
+    eps = _eps(
+        [("w/0", 0.0, False), ("w/0", 0.0, False), ("w/0", 1.0, True), ("w/0", 1.0, False)]
+        + [("w/1", 1.0, True), ("w/1", 1.0, True)]  # unhelped not run: presumed to fail
+        + [("w/2", p, True) for p in (0.0, 0.0, 1.0, 1.0)]  # always solved
+        + [("w/3", 1.0, False), ("w/3", 1.0, False)]  # never solved
+        + [("v/0", 1.0, True), ("v/0", 0.0, True)]  # one seed, both solved: seed 1 to come
+        + [("v/1", 0.0, False)]  # no helped episode yet: not a task of the table
+    )
+    c = rpr.candidates(eps)
+    assert sorted(c.index) == ["v/0", "w/0", "w/1", "w/2", "w/3"]
+    assert sorted(c.index[c["candidate"]]) == ["w/0", "w/1"]
+    assert c.loc["w/1", ["n0", "k0", "n1", "k1"]].tolist() == [0, 0, 2, 2]
+    # v/0 is solved in both of its episodes and each arm has run as often: not yet
+    assert not c.loc["v/0", "candidate"]
+
+
+def test_the_split_rule_takes_worlds_in_sha256_order():
+    worlds = [f"w{i}" for i in range(6)]
+    order = rpr.world_rank(worlds)
+    assert order == sorted(worlds, key=lambda w: hashlib.sha256(w.encode()).hexdigest())
+    # 5 candidates in each world: 30 test candidates take 6 worlds, all of them
+    rows = [(f"{w}/{j}", 1.0, True) for w in worlds for j in range(5)]
+    c = rpr.candidates(_eps(rows))
+    sp = rpr.choose_splits(c, worlds, min_test=10)
+    assert sp["test_worlds"] == order[:2] and sp["test_candidates"] == 10
+    assert sp["train_candidates"] == 20 and not sp["extend"]
+    # more than half of the candidates in the test worlds: the rule extends the pilot
+    sp = rpr.choose_splits(c, worlds, min_test=16)
+    assert sp["test_worlds"] == order[:4] and sp["extend"]
+    assert rpr.choose_splits(c, worlds, min_test=31)["extend"]  # never enough
