@@ -112,7 +112,7 @@ def make_world(k: int, n_tasks: int, stage2: bool, kind: str, seed: int = 0):
 
 
 def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", seed=0, seeds=6,
-              stable_share=None):  # fmt: skip
+              stable_share=None, stable_margin=None):  # fmt: skip
     """World ``k`` of a cell through the whole protocol (``seeds``: the grid's seeds per
     task and trigger probability; ``stable_share``: ``SelectConfig.stable_share``, None its
     default); one row per budget."""
@@ -134,6 +134,8 @@ def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", s
     )  # fmt: skip
     if stable_share is not None:
         cfg.stable_share = float(stable_share)
+    if stable_margin is not None:
+        cfg.stable_margin = float(stable_margin)
     out = []
     for b in budgets:
         rec = select(ds, cfg, float(b), log=lambda *_: None)
@@ -148,6 +150,7 @@ def one_world(k, n_tasks, stage2, budgets, kind="plain", fallback="reference", s
                 "fallback": fallback, "budget": float(b), "chosen": rec["policy_name"],
                 **({"seeds": seeds} if seeds != 6 else {}),
                 **({"stable_share": cfg.stable_share} if fallback == "stable_rule" else {}),
+                **({"stable_margin": cfg.stable_margin} if cfg.stable_margin else {}),
                 "SR": s, "U": u, "hull": h, "gap": s - h, "advantage": advantage,
                 "kept_rule": kinds <= rule_names,
                 "outcome": (rec["confirm"] or {}).get("outcome", ""),
@@ -187,12 +190,12 @@ def _job(args):
 
 def run(worlds, tasks=(8, 16), budgets=(1.05, 2.0), kinds=("plain",), fallback="reference",
         seed=0, progress=True, jobs=1, out=None, done=(), designs=DESIGNS, seeds=6,
-        first=0, stable_share=None):  # fmt: skip
+        first=0, stable_share=None, stable_margin=None):  # fmt: skip
     """Every (kind, tasks, design, world) not in ``done`` (worlds ``first`` to ``first +
     worlds - 1`` of each cell); rows appended to ``out`` (a JSONL path) as each world
     finishes. Returns the new rows."""
     todo = [
-        (k, n, s2, tuple(budgets), kind, fallback, seed, seeds, stable_share)
+        (k, n, s2, tuple(budgets), kind, fallback, seed, seeds, stable_share, stable_margin)
         for kind in kinds for n in tasks for s2 in (DESIGNS[d] for d in designs)
         for k in range(first, first + worlds)
         if (kind, n, s2, seeds, k) not in set(done)
@@ -248,6 +251,10 @@ def main() -> None:
         "--stable-share", type=float, default=None,
         help="SelectConfig.stable_share (fallback=stable_rule; default: the config's)",
     )  # fmt: skip
+    ap.add_argument(
+        "--stable-margin", type=float, default=None,
+        help="SelectConfig.stable_margin (fallback=stable_rule; default: the config's)",
+    )  # fmt: skip
     ap.add_argument("--tasks", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--budgets", type=float, nargs="+", default=[1.05, 2.0])
     ap.add_argument("--kinds", nargs="+", default=["plain", "rescue"], choices=list(ALL_KINDS))
@@ -271,6 +278,7 @@ def main() -> None:
             args.worlds, tuple(args.tasks), tuple(args.budgets), tuple(args.kinds),
             args.fallback, jobs=args.jobs, out=out, done=done, designs=tuple(args.designs),
             seeds=args.seeds, first=args.first_world, stable_share=args.stable_share,
+            stable_margin=args.stable_margin,
         )  # fmt: skip
     print_table(summarize(old))
 

@@ -121,12 +121,12 @@ def rules_hull(cands, per_task, ref, budget, cfg, confirm, unit, values=None):
     return [(w, cands.loc[i]) for w, i in pick]
 
 
-def rule_lead(values: dict, pick, ref_index, n_boot: int, seed: int) -> float:
+def rule_lead(values: dict, pick, ref_index, n_boot: int, seed: int, margin: float = 0.0) -> float:
     """How well the best rule's lead over the reference is estimated: the share of
     ``n_boot`` resamples of the selection tasks (with replacement, tasks as the unit, paired)
-    in which ``pick`` (``[(weight, candidate row)]``, at its weights) has a higher SR than
-    the reference (row ``ref_index``). 0 where the reference is not among ``values`` or the
-    rules are not valued on the same tasks."""
+    in which ``pick`` (``[(weight, candidate row)]``, at its weights) has an SR higher than
+    the reference's (row ``ref_index``) by more than ``margin``. 0 where the reference is
+    not among ``values`` or the rules are not valued on the same tasks."""
     if ref_index not in values or any(r.name not in values for _, r in pick):
         return 0.0
     if len({len(u) for u, _ in values.values()} | {len(s) for _, s in values.values()}) != 1:
@@ -135,7 +135,7 @@ def rule_lead(values: dict, pick, ref_index, n_boot: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
     n = len(diff)
     means = diff[rng.integers(0, n, (n_boot, n))].mean(axis=1)
-    return float((means > 0).mean())
+    return float((means > margin).mean())
 
 
 def confirm_one(pol, name, confirm, ref, budget, cfg, level, unit) -> dict:

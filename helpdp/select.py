@@ -223,6 +223,11 @@ class SelectConfig:
         "than the reference to replace it (0.95: the least loss of 0.9, 0.95 and 0.99 on "
         "worlds 15-44 of bench/safe_select.py's cells, docs/ope.md)",
     )
+    stable_margin: float = _f(
+        0.0,
+        "fallback=stable_rule: the lead over the reference (in SR) that the best rule must "
+        "exceed in stable_share of the resamples (0: any lead)",
+    )
     model_free: str = _f(
         "pdis",
         "model-free estimator printed beside the model-based one and asked to agree in sign "
@@ -513,10 +518,12 @@ def _confirm(sel: _Selection, pool: _Candidates, chosen, choose, confirm, n_conf
                 log(f"budget {budget:g}: {n_sel} selection tasks < min_tasks {cfg.min_tasks}: "
                     f"the best rule's lead is not resampled, the reference is kept")  # fmt: skip
             else:
-                share = rule_lead(rule_vals, hull, kept[0][1].name, STABLE_BOOT, cfg.seed)
+                share = rule_lead(rule_vals, hull, kept[0][1].name, STABLE_BOOT, cfg.seed,
+                                  cfg.stable_margin)  # fmt: skip
                 head["stable_share"] = share
+                by = f" by more than {cfg.stable_margin:g}" if cfg.stable_margin else ""
                 log(
-                    f"budget {budget:g}: the best rule {mix_name(hull)} beats the reference "
+                    f"budget {budget:g}: the best rule {mix_name(hull)} beats the reference{by} "
                     f"in {share:.0%} of {STABLE_BOOT} task resamples: "
                     + ("kept instead of the reference" if share >= cfg.stable_share else
                        f"under {cfg.stable_share:.0%}, the reference is kept")
@@ -574,6 +581,8 @@ def select(ds: Dataset, cfg: SelectConfig, budget: float, log=print) -> dict:
         raise ValueError(f"fallback: {cfg.fallback!r}: one of {', '.join(FALLBACKS)}")
     if not 0 < cfg.stable_share <= 1:
         raise ValueError(f"stable_share: {cfg.stable_share!r}: a share in (0, 1]")
+    if not 0 <= cfg.stable_margin < 1:
+        raise ValueError(f"stable_margin: {cfg.stable_margin!r}: an SR difference in [0, 1)")
     events = _event_rules(cfg)
     logged = load_logged(ds, splits=list(cfg.splits))
     if cfg.exclude_tasks:

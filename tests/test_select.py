@@ -428,12 +428,18 @@ def test_rule_lead_counts_task_resamples_where_the_best_rule_beats_the_reference
     one = np.ones(n)
     clear = {"ref": (one, rng.uniform(0.2, 0.4, n)), "b": (one, rng.uniform(0.6, 0.8, n))}
     assert rule_lead(clear, [(1.0, row("b"))], "ref", 200, 0) == 1.0
+    # a margin: the lead (0.4 on average, 0.2 at least on every task) must exceed it
+    assert rule_lead(clear, [(1.0, row("b"))], "ref", 200, 0, margin=0.19) == 1.0
+    assert rule_lead(clear, [(1.0, row("b"))], "ref", 200, 0, margin=0.61) == 0.0
     noise = rng.normal(0, 0.2, n)
     noise -= noise.mean() - 0.03  # a lead of 0.03 on average
     tie = {"ref": (one, np.full(n, 0.5)), "b": (one, 0.5 + noise)}
     share = rule_lead(tie, [(1.0, row("b"))], "ref", 4000, 0)
     expect = norm.cdf(0.03 / (noise.std() / np.sqrt(n)))
     assert 0.2 < share < 0.9 and abs(share - expect) < 0.06, (share, expect)
+    above = rule_lead(tie, [(1.0, row("b"))], "ref", 4000, 0, margin=0.01)
+    expect = norm.cdf(0.02 / (noise.std() / np.sqrt(n)))  # P(mean > 0.01)
+    assert above < share and abs(above - expect) < 0.06, (above, expect)
     mix = {"ref": (one, np.full(n, 0.5)), "a": (one, np.full(n, 0.2)), "b": (one, np.full(n, 0.9))}
     assert rule_lead(mix, [(0.5, row("a")), (0.5, row("b"))], "ref", 50, 0) == 1.0  # 0.55
     assert rule_lead(mix, [(0.8, row("a")), (0.2, row("b"))], "ref", 50, 0) == 0.0  # 0.34
