@@ -165,3 +165,62 @@ def test_the_shipped_tuning_rows_choose_stable_share_095():
         worse[r["stable_share"]] = worse.get(r["stable_share"], 0) + (r["gap"] < -0.01)
     assert worse == {0.9: 80, 0.95: 78, 0.99: 80}
     assert min(worse, key=lambda s: (worse[s], -s)) == 0.95
+
+
+def _worse_by_kind_budget(rows, delta=0.01):
+    out = {}
+    for r in rows:
+        k = (r["kind"], r["budget"])
+        out[k] = out.get(k, 0) + (r["gap"] < -delta)
+    return out
+
+
+def test_the_shipped_margin_rows_tie_with_no_margin():
+    # docs/ope.md: stable_margin 0.01 (at stable_share 0.95) on the tuning worlds 15-44:
+    # 9 + 1 plain and 66 + 2 rescue of 480 worse, 78 in all as with no margin (13 + 1, 62 +
+    # 2): no fewer losses, so the default margin stays 0
+    tables = Path(__file__).resolve().parents[1] / "docs/results/tables"
+    rows = safe_select.read_rows(tables / "safe-select-stable-margin-tune.jsonl")
+    base = [
+        r
+        for r in safe_select.read_rows(tables / "safe-select-stable-share-tune.jsonl")
+        if r["stable_share"] == 0.95
+    ]
+    worse = _worse_by_kind_budget
+
+    assert {(r["stable_share"], r["stable_margin"]) for r in rows} == {(0.95, 0.01)}
+    key = lambda r: (r["kind"], r["tasks"], r["stage2"], r["world"], r["budget"])  # noqa: E731
+    assert sorted(map(key, rows)) == sorted(map(key, base))
+    assert worse(rows) == {("plain", 1.05): 9, ("plain", 2.0): 1, ("rescue", 1.05): 66,
+                           ("rescue", 2.0): 2}  # fmt: skip
+    assert worse(base) == {("plain", 1.05): 13, ("plain", 2.0): 1, ("rescue", 1.05): 62,
+                           ("rescue", 2.0): 2}  # fmt: skip
+    assert sum(worse(rows).values()) == sum(worse(base).values()) == 78
+
+
+def test_the_shipped_fitted_world_rows_recompute_the_docs_table():
+    # docs/ope.md, "worlds played by the fitted agents": 25 worlds a cell, 100 choices per
+    # (kind, budget); worse than the rules' hull by more than 0.01 (reference / stable_rule):
+    # table 57 + 57 / 36 + 31, features 46 + 46 / 25 + 17; none better by more than 0.01
+    tables = Path(__file__).resolve().parents[1] / "docs/results/tables"
+    want = {
+        "reference": {("table", 1.05): 57, ("table", 2.0): 57, ("features", 1.05): 46,
+                      ("features", 2.0): 46},
+        "stable_rule": {("table", 1.05): 36, ("table", 2.0): 31, ("features", 1.05): 25,
+                        ("features", 2.0): 17},
+    }  # fmt: skip
+    worlds = None
+    for fb, counts in want.items():
+        rows = safe_select.read_rows(tables / f"safe-select-fitted-{fb}.jsonl")
+        assert {r["fallback"] for r in rows} == {fb} and len(rows) == 400
+        assert _worse_by_kind_budget(rows) == counts
+        assert not any(r["gap"] > 0.01 for r in rows)
+        key = {(r["kind"], r["tasks"], r["stage2"], r["world"], r["budget"]) for r in rows}
+        assert worlds is None or key == worlds  # the same worlds for every fallback
+        worlds = key
+    # the worlds are bench.fitted_world's: rebuilt from their seeds, the advantage recomputes
+    rows = safe_select.read_rows(tables / "safe-select-fitted-reference.jsonl")
+    r = next(r for r in rows if (r["kind"], r["tasks"], r["stage2"], r["world"]) ==
+             ("features", 8, False, 3))  # fmt: skip
+    _, _, adv = safe_select.make_world(3, 8, False, "features")
+    assert np.isclose(adv, r["advantage"])
