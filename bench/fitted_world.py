@@ -113,11 +113,6 @@ class FittedWorld:
         """Repeat runs at or above this are one state (the agent's and the rungs' cap)."""
         return max(int(self.agent.max_run), REPEAT_CAP)
 
-    @property
-    def difficulty(self) -> tuple[int, ...]:
-        """One entry per task (what code written for ``HelpWorld`` counts tasks by)."""
-        return self.n_calls
-
     def row(self, task: int, a: int, t: int, prev: int, run: int) -> np.ndarray:
         """The turn's outcome probabilities over ``OUTCOMES``."""
         p = self._rows[task, a, t, prev, min(run, self.run_cap)]

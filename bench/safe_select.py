@@ -59,12 +59,22 @@ def _rules(world: HelpWorld) -> list:
     return [Never()] + [AtTurns(tuple(r)) for r in RULES] + [AtTurns(tuple(range(world.horizon)))]
 
 
+def _rules_hull(world) -> list:
+    """The rules' exact upper hull, computed once per world (kept on the world: every
+    budget's and every probe's hull value reads the same one)."""
+    hull = world.__dict__.get("_rules_hull")
+    if hull is None:
+        pts = sorted(
+            ((*world.exact(p)[::-1], p.name) for p in _rules(world)), key=lambda x: (x[0], -x[1])
+        )
+        hull = _upper_hull(pts)
+        object.__setattr__(world, "_rules_hull", hull)  # the worlds are frozen dataclasses
+    return hull
+
+
 def hull_value(world: HelpWorld, usage: float) -> float:
     """The best mixture of the fixed rules at ``usage`` calls, exactly."""
-    pts = sorted(
-        ((*world.exact(p)[::-1], p.name) for p in _rules(world)), key=lambda x: (x[0], -x[1])
-    )
-    hull = _upper_hull(pts)
+    hull = _rules_hull(world)
     if usage >= hull[-1][0]:
         return hull[-1][1]
     for (u0, s0, _), (u1, s1, _) in zip(hull, hull[1:]):
