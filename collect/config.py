@@ -230,6 +230,8 @@ def source_config(cfg: CollectConfig) -> dict[str, JSON]:
         d["actor"].pop("context_window")  # an unchecked window: recorded as before the field
     if not d.get("include_trivial_tasks"):
         d.pop("include_trivial_tasks", None)  # the default: recorded as before the field
+    if d["schedule"].get("task_ids") is None:
+        d["schedule"].pop("task_ids", None)  # no task-id filter: recorded as before the field
     if d.get("policy") is None:
         d.pop("policy", None)  # collections with random help record no policy
     if (d.get("stage2") or {}).get("base") is None:

@@ -85,7 +85,7 @@ __all__ = ["MergeConfig", "merge_collections"]
 # config keys that may differ between the sources: what each run collected and where
 # it wrote, not how (the schedule's own keys are compared apart)
 RUN_KEYS = ("out", "overwrite", "keep_shards", "progress", "executor", "schedule")
-SCHEDULE_UNION = ("tasks", "splits")  # merged as the sorted union
+SCHEDULE_UNION = ("tasks", "splits", "task_ids")  # merged as the sorted union
 SCHEDULE_FREE = ("seeds", "max_tasks", "scenarios")  # may differ; recorded per source
 #: the columns only a stage-2 collection writes (collect.rollout.DESIGN_STEP/_EPISODE)
 DESIGN_COLUMNS = {"steps": ("p_help", "args_sha"), "episodes": ("design",)}
@@ -584,7 +584,8 @@ def merge_collections(sources, out, *, overwrite: bool = False) -> Path:
     scheds = [m.get("source", {}).get("config", {}).get("schedule") for m in manifests]
     if all(isinstance(s, dict) for s in scheds):
         for key in SCHEDULE_UNION:
-            src["config"]["schedule"][key] = _union([s.get(key) for s in scheds])
+            if any(key in s for s in scheds):  # a key no source records stays unrecorded
+                src["config"]["schedule"][key] = _union([s.get(key) for s in scheds])
     src.pop("partial", None)
     merged_from = []
     for name, m, d in zip(names, manifests, dss):

@@ -50,6 +50,28 @@ def runnable_tasks(cfg: CollectConfig) -> tuple[list[tuple[str, int]], list[str]
     return tasks, skipped
 
 
+def _task_ids(ids, dataset: AWMDataset, names: list[str]) -> set[str] | None:
+    """``schedule.task_ids`` as a set, each id checked against the worlds (and against
+    ``schedule.scenarios``: an id outside them is a contradiction, not a filter)."""
+    if ids is None:
+        return None
+    if isinstance(ids, str):
+        raise ValueError(f"schedule.task_ids must be a list of task ids, got {ids!r}")
+    out = set()
+    for t in ids:
+        name, _, idx = str(t).rpartition("/")
+        if not name or not idx.isdigit():
+            raise ValueError(f"schedule.task_ids: {t!r} is not a task id (scenario/index)")
+        if name not in dataset:
+            raise ValueError(f"schedule.task_ids: {t!r}: no scenario {name!r} in the worlds")
+        if name not in names:
+            raise ValueError(f"schedule.task_ids: {t!r} is outside schedule.scenarios")
+        if int(idx) >= dataset.get(name).n_tasks:
+            raise ValueError(f"schedule.task_ids: {t!r}: {name} has no task {idx}")
+        out.add(f"{name}/{int(idx)}")
+    return out
+
+
 def _runnable(
     cfg: CollectConfig, verdicts: dict[str, str | None] | None = None
 ) -> tuple[list[tuple[str, int]], list[str], list[str]]:
@@ -66,6 +88,7 @@ def _runnable(
     need_solution = cfg.actor.kind == "simulated" or any(
         iv.kind == "oracle" for iv in cfg.interventions.values()
     )
+    wanted_ids = _task_ids(cfg.schedule.task_ids, dataset, names)
     tasks, skipped = [], []
     for name in names:
         sc = dataset.get(name)
@@ -78,6 +101,8 @@ def _runnable(
             indices = [i for i in cfg.schedule.tasks if 0 <= int(i) < sc.n_tasks]
         if cfg.schedule.max_tasks is not None:
             indices = list(indices)[: int(cfg.schedule.max_tasks)]
+        if wanted_ids is not None:
+            indices = [i for i in indices if f"{name}/{int(i)}" in wanted_ids]
         for i in indices:
             i = int(i)
             if i not in sc.verifiers and i not in sc.sql_verifiers:

@@ -65,6 +65,11 @@ class ScheduleConfig:
     scenarios: Any = _f(None, "scenario names to run (null: every scenario of the worlds)")
     tasks: Any = _f(None, "task indices to run in each scenario (null: all)")
     max_tasks: Any = _f(None, "run at most the first N tasks of each scenario (null: no limit)")
+    task_ids: Any = _f(
+        None,
+        "run only these tasks, by id (scenario/index, e.g. [crm_gen_0_3/1,hr_gen_0_15/4]), "
+        "besides the filters above (null: no such filter)",
+    )
     splits: list[str] = _f(list(SPLITS), "collect episodes of tasks in these splits")
 
 

@@ -174,3 +174,32 @@ def test_a_tasks_split_does_not_depend_on_which_tasks_run():
     assert alone != pooled  # the old rule: the split moved with the selection
     with pytest.raises(ValueError, match="task 'alpha_1/0' is not in the pool"):
         build_schedule(TASKS[:1], 1, ScheduleConfig(), SplitConfig(), None, pool[5:])
+
+
+def test_task_ids_filter_the_plan_and_leave_unfiltered_plans_as_they_were():
+    """``schedule.task_ids`` runs only the tasks named (a split chosen by world runs a
+    few tasks of many worlds); without it the recorded config and the fingerprint are
+    those of the plan before the field existed; a bad id is one error naming it."""
+    from collect.config import collect_config, source_config
+    from collect.plan import plan_shards
+
+    base = ["out=x", "schedule.scenarios=[smart_home_1,e_commerce_admin_1]", "schedule.seeds=[0]"]
+    base += ["schedule.probabilities=[0.0]", "schedule.splits=[train,validation,test]"]
+    every = plan_shards(collect_config(base))
+    assert "task_ids" not in source_config(collect_config(base))["schedule"]
+    wanted = ["smart_home_1/2", "e_commerce_admin_1/0"]
+    few = plan_shards(collect_config([*base, f"schedule.task_ids=[{','.join(wanted)}]"]))
+    assert sorted(s.task_id for s in few.specs) == sorted(wanted)
+    assert few.config["schedule"]["task_ids"] == wanted
+    assert few.fingerprint != every.fingerprint
+    # a task keeps its split whatever the filter (the pool is every task of the worlds)
+    split = {s.task_id: s.split for s in every.specs}
+    assert {s.task_id: s.split for s in few.specs} == {t: split[t] for t in wanted}
+    for bad, why in (
+        ("smart_home_1", "is not a task id"),
+        ("nowhere_1/0", "no scenario 'nowhere_1'"),
+        ("smart_home_1/999", "smart_home_1 has no task 999"),
+        ("workflow_automation_1/0", "outside schedule.scenarios"),
+    ):
+        with pytest.raises(ValueError, match=f"schedule.task_ids: '{bad}'.*{why}"):
+            plan_shards(collect_config([*base, f"schedule.task_ids=[{bad}]"]))

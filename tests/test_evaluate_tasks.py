@@ -72,3 +72,23 @@ def test_the_shipped_real_verdict_recomputes(tmp_path):
     )
     assert "+0.028 [-0.094, +0.151] (df 2.0) | 1 of 3 (100%) | 0.153 | 10 |" in text
     assert "no statement about other tasks (1 of 3 tasks differ)" in text
+
+
+def test_an_evaluation_names_its_held_out_tasks_by_id():
+    """``helpdp.evaluate task_ids=[...]`` runs the held-out tasks of a split chosen by
+    world; without it the collection's own filter holds, cut to the worlds evaluated
+    (the train worlds' ids do not follow an evaluation into the test worlds)."""
+    from collect.config import collect_config
+    from helpdp.evaluate.config import EvaluateConfig
+    from helpdp.evaluate.harness import rerun_config
+
+    rec = collect_config(
+        ["out=x", "schedule.task_ids=[a_1/0,b_1/2]", "schedule.scenarios=[a_1,b_1]"]
+    )
+    ids = lambda **kw: rerun_config(rec, EvaluateConfig(**kw), 1).schedule.task_ids  # noqa: E731
+    assert ids() == ["a_1/0", "b_1/2"]
+    assert ids(task_ids=["c_1/4"], scenarios=["c_1"]) == ["c_1/4"]
+    assert ids(scenarios=["b_1"]) == ["b_1/2"]
+    assert ids(scenarios=["c_1"]) is None
+    plain = collect_config(["out=x"])
+    assert rerun_config(plain, EvaluateConfig(scenarios=["c_1"]), 1).schedule.task_ids is None

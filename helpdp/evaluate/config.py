@@ -80,6 +80,12 @@ class EvaluateConfig:
         "scenario names to run, e.g. [workflow_automation_1]: held-out tasks in worlds outside "
         "the collection's schedule.scenarios; null: the collection's schedule.scenarios",
     )
+    task_ids: Any = _f(
+        None,
+        "run only these tasks, by id (scenario/index): e.g. the held-out tasks of a split "
+        "chosen by world; null: the collection's schedule.task_ids, those in the scenarios "
+        "run (none of them there: no such filter)",
+    )
     reuse: bool = _f(
         True,
         "keep the runs of the baselines (never, always, random, the rules: policies whose fields "

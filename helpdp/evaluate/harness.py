@@ -326,6 +326,17 @@ def recorded_config(
     return dataclasses.replace(rec, worlds=None) if is_shipped_label(rec.worlds) else rec
 
 
+def _task_ids(recorded, cfg: EvaluateConfig) -> list[str] | None:
+    """The evaluation's task-id filter: ``cfg.task_ids``, else the collection's, cut to
+    ``cfg.scenarios`` where those are given (none of its ids there: no filter)."""
+    if cfg.task_ids is not None:
+        return [str(t) for t in cfg.task_ids]
+    if recorded is None or cfg.scenarios is None:
+        return recorded
+    kept = [str(t) for t in recorded if str(t).rpartition("/")[0] in set(map(str, cfg.scenarios))]
+    return kept or None
+
+
 def rerun_config(
     recorded: collect_config.CollectConfig, cfg: EvaluateConfig, n_interventions: int
 ) -> collect_config.CollectConfig:
@@ -342,6 +353,7 @@ def rerun_config(
         max_tasks=cfg.max_tasks,
         tasks=sched.tasks if cfg.tasks is None else [int(t) for t in cfg.tasks],
         scenarios=sched.scenarios if cfg.scenarios is None else [str(s) for s in cfg.scenarios],
+        task_ids=_task_ids(sched.task_ids, cfg),
     )
     executor = dataclasses.replace(
         recorded.executor, workers=1, kind="local", batch_size=int(cfg.batch_size)
