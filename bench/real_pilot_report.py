@@ -141,7 +141,8 @@ def choose_splits(cands: pd.DataFrame, worlds: list[str], min_test: int = 30) ->
     least ``min_test`` candidates, the rest train; ``extend`` when that takes more than
     half of the candidates (the rule then extends the pilot to more worlds) or when the
     worlds do not hold ``min_test`` candidates at all."""
-    per = cands[cands["candidate"]].groupby("scenario").size()
+    chosen = cands[cands["candidate"]]
+    per = chosen.groupby("scenario").size()
     total = int(per.sum())
     test, held = [], 0
     for w in world_rank(worlds):
@@ -149,12 +150,39 @@ def choose_splits(cands: pd.DataFrame, worlds: list[str], min_test: int = 30) ->
             break
         test.append(w)
         held += int(per.get(w, 0))
+    in_test = chosen["scenario"].isin(test)
     return {
         "candidates": total,
         "test_worlds": test,
+        "train_worlds": [w for w in world_rank(worlds) if w not in test],
         "test_candidates": held,
         "train_candidates": total - held,
+        "test_tasks": sorted(chosen.index[in_test]),
+        "train_tasks": sorted(chosen.index[~in_test]),
         "extend": held < min_test or held > total / 2,
+    }
+
+
+def split_record(s: dict, seeds: int = 2) -> dict:
+    """The split choice as ``--splits`` writes it (docs/real-actor.md, "The split rule"):
+    refused unless the helped arm is complete (every task at probability 1 in ``seeds``
+    seeds: the amended rule chooses then) and the rule needs no extension."""
+    h, sp = s["helped"], s["splits"]
+    if h["episodes"] != seeds * h["tasks"]:
+        raise ValueError(
+            f"the helped arm holds {h['episodes']} of {seeds * h['tasks']} episodes: the "
+            "split rule chooses when it is complete"
+        )
+    if sp["extend"]:
+        raise ValueError(
+            f"{len(sp['test_worlds'])} test worlds hold {sp['test_candidates']} of "
+            f"{sp['candidates']} candidates: the rule extends the pilot (n=80) first"
+        )
+    keys = ("test_worlds", "train_worlds", "test_tasks", "train_tasks")
+    return {
+        "rule": "docs/real-actor.md, The split rule (amended for the helped-first pilot)",
+        "pilot": {"episodes": s["episodes"], "helped_episodes": h["episodes"]},
+        **{k: sp[k] for k in keys},
     }
 
 
@@ -274,9 +302,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worlds", type=Path, help="its worlds: reference calls per task")
     ap.add_argument("--json", type=Path, help="write the summary here (refused if it exists)")
     ap.add_argument("--rate", action="store_true", help="episodes an hour from shard times")
+    ap.add_argument(
+        "--splits",
+        type=Path,
+        help="write the split choice here (needs --worlds; refused if it exists)",
+    )
     a = ap.parse_args(argv)
-    if a.json is not None and a.json.exists():
-        ap.error(f"--json {a.json}: exists; give a new path")
+    for flag, path in (("--json", a.json), ("--splits", a.splits)):
+        if path is not None and path.exists():
+            ap.error(f"{flag} {path}: exists; give a new path")
+    if a.splits is not None and a.worlds is None:
+        ap.error("--splits needs --worlds (the split goes by world)")
     eps, times = load_pilot(a.data)
     calls = reference_calls(a.worlds) if a.worlds else None
     worlds = sorted({t.rpartition("/")[0] for t in calls}) if calls else None
@@ -287,6 +323,13 @@ def main(argv: list[str] | None = None) -> int:
     print(render(s, rate))
     if a.json is not None:
         a.json.write_text(json.dumps(s, indent=1, sort_keys=True, default=float) + "\n")
+    if a.splits is not None:
+        try:
+            record = split_record(s)
+        except ValueError as e:
+            print(f"--splits {a.splits}: not written: {e}", file=sys.stderr)
+            return 1
+        a.splits.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 

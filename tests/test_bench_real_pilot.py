@@ -139,3 +139,38 @@ def test_the_split_rule_takes_worlds_in_sha256_order():
     sp = rpr.choose_splits(c, worlds, min_test=16)
     assert sp["test_worlds"] == order[:4] and sp["extend"]
     assert rpr.choose_splits(c, worlds, min_test=31)["extend"]  # never enough
+    # the lists a collection reads: every candidate in one of them, by its world
+    sp = rpr.choose_splits(c, worlds, min_test=10)
+    assert sp["train_worlds"] == order[2:]
+    assert sp["test_tasks"] == sorted(f"{w}/{j}" for w in order[:2] for j in range(5))
+    assert len(sp["train_tasks"]) == 20 and not set(sp["train_tasks"]) & set(sp["test_tasks"])
+
+
+def test_the_split_record_waits_for_the_whole_helped_arm():
+    worlds = [f"w{i}" for i in range(6)]
+    one = [(f"{w}/{j}", 1.0, True) for w in worlds for j in range(5)]
+    c = rpr.candidates(_eps(one))
+    s = {"episodes": 30, "helped": {"episodes": 30, "tasks": 30}}
+    s["splits"] = rpr.choose_splits(c, worlds, min_test=10)
+    with pytest.raises(ValueError, match="the helped arm holds 30 of 60 episodes"):
+        rpr.split_record(s)
+    s["helped"]["episodes"] = 60
+    rec = rpr.split_record(s)
+    assert rec["test_worlds"] == rpr.world_rank(worlds)[:2] and len(rec["train_tasks"]) == 20
+    s["splits"] = rpr.choose_splits(c, worlds, min_test=16)
+    with pytest.raises(ValueError, match="hold 20 of 30 candidates: the rule extends"):
+        rpr.split_record(s)
+
+
+def test_splits_out_needs_worlds_and_a_complete_arm(pilot, tmp_path, capsys):
+    worlds = tmp_path / "worlds"
+    worlds.mkdir()
+    sols = [{"scenario": t[0], "task_idx": 0, "calls": [{}]} for t in "abcd"]
+    (worlds / "gen_solutions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sols))
+    out = tmp_path / "splits.json"
+    with pytest.raises(SystemExit):
+        rpr.main([str(pilot), "--splits", str(out)])
+    # the fixture's helped arm is complete (2 seeds of a, b, c), but its 2 candidates
+    # cannot give 30 test candidates: nothing is written
+    assert rpr.main([str(pilot), "--worlds", str(worlds), "--splits", str(out)]) == 1
+    assert "the rule extends the pilot" in capsys.readouterr().err and not out.exists()
