@@ -317,3 +317,21 @@ def test_an_evaluation_of_stage2_data_runs_the_policies_not_the_design(runs, tmp
     with pytest.raises(ValueError, match="stage2.base and a help policy exclude each other"):
         collect(cfg, help_policy=build_policy("always"))
     assert not (tmp_path / "both" / "episodes.parquet").exists()
+
+
+def test_the_two_stages_on_tasks_named_by_id_merge_and_keep_their_filter(tmp_path):
+    """The generated benchmark's train candidates are named by id
+    (``schedule.task_ids``): both stages run only those, and their merge records the
+    union of the ids (a source without the filter makes it null: every task)."""
+    ids = ["e_commerce_admin_1/1", "e_commerce_admin_1/3"]
+    named = [*COMMON[:3], f"schedule.task_ids=[{','.join(ids)}]"]
+    grid = collect(
+        collect_config([f"out={tmp_path / 'g'}", *named, "schedule.probabilities=[0.0,1.0]"])
+    ).out
+    s2 = collect(
+        collect_config([f"out={tmp_path / 's'}", *named, *STAGE2[:3], "schedule.seeds=[100]"])
+    ).out
+    m = load_dataset(merge_collections([grid, s2], tmp_path / "m"))
+    assert sorted(pd.unique(m.episodes["task_id"])) == ids
+    assert m.manifest["source"]["config"]["schedule"]["task_ids"] == ids
+    assert len(m.episodes) == 2 * 2 * 3 + 2  # the grid: 2 tasks x 2 p x 3 seeds; stage 2: 1 seed
