@@ -2,6 +2,9 @@
 # `collect.realserve slots=2 threads=1` on :8011 (the real model under llama.cpp, 2 slots x
 # 1 thread) and waits until it answers. The processes in `pids` (the server's, and any the
 # script adds) are stopped when the script exits; `kill` the script's PID stops them all.
+# The script's own PID goes to the log first: `kill` that one (a wrapper's PID, such as
+# the `$!` of `VAR=... nohup nice bash ... &` in some shells, stops only the wrapper).
+echo "$(basename "$0"): PID $$ (kill $$ stops it and its servers)"
 pids=()
 cleanup() {
     kill "${pids[@]}" 2>/dev/null || true
