@@ -87,9 +87,15 @@ def sweep_scratch(root: Path, prefix: str = SCRATCH_PREFIX) -> int:
         if pid == os.getpid() or _pid_alive(pid):
             continue
         gone = remove_tree(d)
+        if not gone.removed:
+            # workers started together sweep the same dead trees: entries the other one
+            # removed vanish under this walk (ENOENT); the second walk finds what is left
+            gone = remove_tree(d)
         if gone.removed:
             removed += 1
             continue
+        if not os.path.lexists(d):
+            continue  # another sweeper finished it (or renamed it stale)
         stale = d.with_name(STALE_PREFIX + d.name)
         with contextlib.suppress(OSError):
             os.rename(d, stale)

@@ -145,3 +145,34 @@ def test_sweep_removes_only_our_dead_workers_directories(tmp_path):
     assert (root / f"{_SCRATCH_PREFIX}{dead}-lnk").is_symlink()
     if foreign is not None:
         assert foreign.is_dir()
+
+
+def test_two_sweepers_of_one_dead_tree_leave_no_stale_copy(tmp_path, monkeypatch, capsys):
+    """Workers started together sweep the same dead trees: an entry the other one
+    removed vanishes under this walk. The sweep walks again, and a tree the other
+    sweeper finished is neither reported nor renamed ``helpdp-stale-``."""
+    import collect.scratch as scratch
+    from collect.awm.sandbox.rmtree import Removal
+    from collect.awm.sandbox.rmtree import remove_tree as real
+
+    root = tmp_path / "root"
+    root.mkdir()
+    dead = _dead_pid()
+    for name in ("raced", "finished"):
+        d = root / f"{_SCRATCH_PREFIX}{dead}-{name}"
+        d.mkdir()
+        (d / "app.db").write_text("stale")
+    calls = []
+
+    def racing(path, **kw):
+        calls.append(Path(path).name)
+        if Path(path).name.endswith("finished"):
+            real(path)  # the other sweeper removes it while this walk fails on it
+        if calls.count(Path(path).name) == 1:
+            return Removal(str(path), error="cannot remove ...: [Errno 2] No such file")
+        return real(path, **kw)
+
+    monkeypatch.setattr(scratch, "remove_tree", racing)
+    assert sweep_scratch(root) == 2
+    assert list(root.iterdir()) == []
+    assert "could not be removed" not in capsys.readouterr().err
