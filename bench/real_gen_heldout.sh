@@ -45,7 +45,7 @@ for ((i = 0; i < N_SEEDS; i++)); do
     [ "$i" -ge "$NEVER_SEEDS" ] && skip="$skip,'never'"
     "$PY" -m helpdp.evaluate data="$DATA" "${TASKS[@]}" 'splits=[test]' "seeds=[$s]" budget=2 \
         'random_p=[]' 'turn_rules=[[0,1],[0,2],[0,3]]' ope=false batch_size=2 progress=false \
-        "policy_files=[$SELECT/budget=1/selected.json,$SELECT/budget=2/selected.json]" \
+        "policy_files=['$SELECT/budget=1/selected.json','$SELECT/budget=2/selected.json']" \
         "skip=[$skip]" out="$dir" > "$dir.log" 2>&1 &
     pids+=($!)  # in the background, waited on: a kill of the script stops it at once
     wait "${pids[-1]}" || { echo "seed $s failed: $dir.log"; exit 1; }
