@@ -21,7 +21,8 @@
 # and again add its 4,128-token answer each turn, and at the model's own 32,768 two such
 # episodes held both slots 36 minutes without ending (the 21 episodes run that way are kept
 # in helpdp/data/real-actor-pilot-ctx32k; none of them reached 2,600 prompt tokens). An
-# episode that outgrows the window ends context_full (a failure) within a few minutes.
+# episode that outgrows the window ends context_full within a few minutes, its world
+# verified as it stands (as at env.max_turns).
 # Resumable: rerun the same command; finished shards are kept (and committed).
 #
 #   nohup nice -n 10 bash bench/real_pilot.sh >> outputs/real-pilot.log 2>&1 &
