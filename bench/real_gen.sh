@@ -31,22 +31,11 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 WHICH=${1:-both}
 SPLITS=${SPLITS:-docs/results/tables/real-gen-splits.json}
-WORLDS=outputs/worlds-gen40-seed0
 case "$WHICH" in stage1 | stage2 | both) ;; *) echo "usage: $0 [stage1|stage2|both]" >&2; exit 2 ;; esac
 [ -f "$SPLITS" ] || { echo "$SPLITS: no split choice (bench/real_pilot_report.py --splits)" >&2; exit 2; }
-if [ ! -f "$WORLDS/gen_solutions.jsonl" ]; then
-    "$PY" -m collect.worlds.generate out="$WORLDS" n=40 seed=0 > /dev/null
-fi
-(cd "$WORLDS" && sha256sum --quiet -c ../../collect/worlds/benchmarks/gen40-seed0.sha256)
-# the overrides that name the tasks: hydra lists of the split record's ids
-mapfile -t TASKS < <("$PY" - "$SPLITS" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-print("schedule.scenarios=[" + ",".join(sorted({t.rpartition("/")[0] for t in r["train_tasks"]})) + "]")
-print("schedule.task_ids=[" + ",".join(r["train_tasks"]) + "]")
-print("split.test_tasks=[" + ",".join(r["test_tasks"]) + "]")
-EOF
-)
+source bench/gen40.sh
+gen40_worlds
+mapfile -t TASKS < <(split_overrides "$SPLITS" train)
 COMMON=(worlds="$WORLDS" collect/actor=qwen_coder_0_5b_llamacpp "${TASKS[@]}" split.test=0
     split.validation=0 'schedule.splits=[train]' env.max_turns=12 actor.context_window=16384
     executor.order=seed progress=false)

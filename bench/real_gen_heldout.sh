@@ -27,13 +27,8 @@ OUT=${OUT:-outputs/real-gen-heldout}
 for f in "$SPLITS" "$DATA/manifest.json" "$SELECT/budget=1/selected.json" "$SELECT/budget=2/selected.json"; do
     [ -f "$f" ] || { echo "$f: missing (docs/real-actor.md, The verdict across many tasks)" >&2; exit 2; }
 done
-mapfile -t TASKS < <("$PY" - "$SPLITS" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-print("scenarios=[" + ",".join(sorted({t.rpartition("/")[0] for t in r["test_tasks"]})) + "]")
-print("task_ids=[" + ",".join(r["test_tasks"]) + "]")
-EOF
-)
+source bench/gen40.sh
+mapfile -t TASKS < <(PREFIX="" split_overrides "$SPLITS" test)
 mkdir -p "$OUT"
 REALSERVE_ARGS="n_ctx=16384 ${REALSERVE_ARGS:-}" source bench/realserve_up.sh
 SKIP="'random episodes p=0.5','rule: after failure','rule: turn 0 + after failure','dp table (budget 2)'"

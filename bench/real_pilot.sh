@@ -34,11 +34,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 OUT=helpdp/data/real-actor-pilot
-WORLDS=outputs/worlds-gen40-seed0
-if [ ! -f "$WORLDS/gen_solutions.jsonl" ]; then
-    "$PY" -m collect.worlds.generate out="$WORLDS" n=40 seed=0 > /dev/null
-fi
-(cd "$WORLDS" && sha256sum --quiet -c ../../collect/worlds/benchmarks/gen40-seed0.sha256)
+source bench/gen40.sh
+gen40_worlds
 REALSERVE_ARGS="n_ctx=16384 ${REALSERVE_ARGS:-}" source bench/realserve_up.sh
 "$PY" -m collect out="$OUT" worlds="$WORLDS" collect/actor=qwen_coder_0_5b_llamacpp \
     'schedule.probabilities=[0.0,1.0]' 'schedule.seeds=[0,1]' executor.order=helped_first \

@@ -23,6 +23,7 @@ from collect.schedule import (
     build_schedule,
     shard_episodes,
     stage2_design,
+    task_id,
 )
 from collect.scratch import make_scratch_dir, scratch_root
 from collect.worlds import is_shipped_label
@@ -68,7 +69,7 @@ def _task_ids(ids, dataset: AWMDataset, names: list[str]) -> set[str] | None:
             raise ValueError(f"schedule.task_ids: {t!r} is outside schedule.scenarios")
         if int(idx) >= dataset.get(name).n_tasks:
             raise ValueError(f"schedule.task_ids: {t!r}: {name} has no task {idx}")
-        out.add(f"{name}/{int(idx)}")
+        out.add(task_id(name, int(idx)))
     return out
 
 
@@ -102,7 +103,7 @@ def _runnable(
         if cfg.schedule.max_tasks is not None:
             indices = list(indices)[: int(cfg.schedule.max_tasks)]
         if wanted_ids is not None:
-            indices = [i for i in indices if f"{name}/{int(i)}" in wanted_ids]
+            indices = [i for i in indices if task_id(name, int(i)) in wanted_ids]
         for i in indices:
             i = int(i)
             if i not in sc.verifiers and i not in sc.sql_verifiers:
